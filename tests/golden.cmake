@@ -1,0 +1,27 @@
+# Run a command and compare its stdout with a golden file.
+#   cmake -DCMD="prog;arg;..." -DGOLDEN=file [-DEXPECT_EXIT=0] -P golden.cmake
+# With the environment variable DPT_UPDATE_GOLDEN=1 the golden file is rewritten
+# instead (review the diff before committing it).
+if(NOT DEFINED EXPECT_EXIT)
+  set(EXPECT_EXIT 0)
+endif()
+execute_process(COMMAND ${CMD} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc STREQUAL "${EXPECT_EXIT}")
+  message(FATAL_ERROR "exit status ${rc}, expected ${EXPECT_EXIT}\ncommand: ${CMD}\nstderr:\n${err}")
+endif()
+if("$ENV{DPT_UPDATE_GOLDEN}" STREQUAL "1")
+  file(WRITE "${GOLDEN}" "${out}")
+  message(STATUS "updated ${GOLDEN}")
+  return()
+endif()
+if(NOT EXISTS "${GOLDEN}")
+  message(FATAL_ERROR "golden file ${GOLDEN} missing (run with DPT_UPDATE_GOLDEN=1 to create it)")
+endif()
+file(READ "${GOLDEN}" want)
+if(NOT out STREQUAL want)
+  string(RANDOM LENGTH 8 tag)
+  set(got "${CMAKE_CURRENT_BINARY_DIR}/golden-got-${tag}.txt")
+  file(WRITE "${got}" "${out}")
+  execute_process(COMMAND diff -u "${GOLDEN}" "${got}" OUTPUT_VARIABLE d)
+  message(FATAL_ERROR "output differs from ${GOLDEN}:\n${d}")
+endif()
