@@ -30,8 +30,10 @@ enum dpt_path_class {
 };
 
 struct dpt_path {
-  enum dpt_path_class cls;
+  enum dpt_path_class cls;   /* what `nvidia-smi topo -m` shows: NV when nvlinks > 0, else == pcie */
   int nvlinks; /* number of NVLinks when cls == DPT_PATH_NV, else 0 */
+  enum dpt_path_class pcie;  /* the PCIe/system path alone (`nvidia-smi topo -mp`): X, PIX..SYS,
+                              * UNKNOWN; never DPT_PATH_NV */
 };
 
 struct dpt_node_gpu {
@@ -39,6 +41,8 @@ struct dpt_node_gpu {
   char osdev[32];      /* "cuda0", "nvml3", or "" when found from the PCI class only */
   char busid[32];      /* "0000:34:00.0" */
   char model[128];     /* e.g. "Tesla V100-SXM3-32GB"; PCI vendor/device name otherwise */
+  char uuid[64];       /* NVIDIAUUID info ("GPU-d397..."), "" when the dump has none */
+  int local_cores;     /* cores whose PUs are all in cpuset (0 when unknown) */
   int numa;            /* OS index of the nearest NUMA node, -1 if unknown */
   int package;         /* OS index of the enclosing package, -1 if unknown */
   hwloc_bitmap_t cpuset;  /* PUs local to the GPU (OS indexes); never NULL */
@@ -47,11 +51,13 @@ struct dpt_node_gpu {
 struct dpt_node_hca {
   int index;           /* 0..n_hcas-1, in PCI bus id order */
   char name[32];       /* OpenFabrics OS device name: "mlx5_0", "hfi1_0", "rdmap197s0" */
-  char kind[16];       /* "InfiniBand", "RoCE", "EFA", "OmniPath", "RDMA" */
+  char kind[16];       /* "InfiniBand", "RoCE", "iWARP", "EFA", "OmniPath", "RDMA" */
   char busid[32];      /* "0000:08:00.0", "" if not under a PCI device */
   char netdev[32];     /* companion network interface ("ib0", "hsi0", "eth0") or "" */
   char port_state[16]; /* "ACTIVE", "DOWN", ... or "" when the dump does not say */
-  char port_guid[32];  /* first port GUID, or "" */
+  char port_guid[32];  /* first port GUID (interface id of Port1GID0), or "" */
+  char node_guid[32];  /* NodeGUID info, or "" */
+  int port_lid;        /* Port1LID, -1 when the dump does not say */
   int numa;            /* OS index of the nearest NUMA node, -1 if unknown */
   hwloc_bitmap_t cpuset;  /* PUs local to the device; never NULL */
 };
@@ -76,7 +82,10 @@ struct dpt_node {
   int n_hcas;
   struct dpt_node_hca *hcas;    /* [n_hcas] */
   struct dpt_path *gpu_gpu;     /* [n_gpus * n_gpus], row-major; diagonal is X */
-  struct dpt_path *gpu_hca;     /* [n_gpus * n_hcas], row-major */
+  struct dpt_path *gpu_hca;     /* [n_gpus * n_hcas], row-major (PCIe only: nvlinks 0) */
+  struct dpt_path *hca_hca;     /* [n_hcas * n_hcas], row-major; diagonal is X */
+  int nvlink_bw_per_link;       /* MB/s per NVLink used to count links (20000 NVLink1, 25000
+                                 * NVLink2+, as hwloc's NVML backend reports), 0 without NVLink */
   hwloc_bitmap_t cpuset;        /* all PUs of the machine */
   hwloc_topology_t topo;        /* the loaded hwloc topology (owned), NULL for synthetic nodes */
 };
@@ -108,10 +117,19 @@ const char *dpt_path_str(struct dpt_path p, char *buf, size_t len);
  * written to out[] (capacity cap); returns how many, 0 when the node has none. */
 int dpt_node_nearest_hcas(const struct dpt_node *node, int g, int *out, int cap);
 
-/* JSON document "dpt.node/1" (schema in docs/schema.md). New reference. */
+/* JSON document "dpt.node/1" (schema in docs/schema-node.md). New reference, NULL on
+ * allocation failure. */
 json_t *dpt_node_to_json(const struct dpt_node *node);
+
+/* Warnings about the node ("GPU3 has no HCA closer than SYS", "no GPU found", HCA ports
+ * not ACTIVE...): number written to out[] (capacity cap, each buffer len bytes). */
+int dpt_node_warnings(const struct dpt_node *node, char (*out)[256], int cap);
 
 /* The human view: matrix like `nvidia-smi topo -m`, legend, summary, warnings. */
 void dpt_node_print(FILE *f, const struct dpt_node *node);
+
+/* Flags for dpt_node_print_flags(). */
+#define DPT_NODE_PRINT_PCIE 0x1u /* matrix of PCIe paths only, like `nvidia-smi topo -mp` */
+void dpt_node_print_flags(FILE *f, const struct dpt_node *node, unsigned flags);
 
 #endif /* DPT_NODE_H */
