@@ -44,9 +44,20 @@ struct dpt_plan_rank {
 
 struct dpt_plan_node {
   char host[64];
+  int host_index;     /* index into the hosts[] given to dpt_plan_compute */
+  char group[64];     /* name of the switch the host hangs off (its leaf) */
   int first_rank;     /* ranks [first_rank, first_rank + n_ranks) live here */
   int n_ranks;
+  int n_gpus;         /* GPUs of the node's topology */
   char hcas[256];     /* node-wide NCCL_IB_HCA list, "mlx5_0,mlx5_1"; "" if none */
+};
+
+/* One direction of one link of the tree and the ring flows it carries. */
+struct dpt_plan_link {
+  char from[64];      /* host or switch name */
+  char to[64];        /* its leaf / parent switch (up), or the reverse (down) */
+  int flows;          /* ring flows in this direction */
+  double gbps;        /* link bandwidth used by the cost model (Gbit/s) */
 };
 
 /* One way of arranging the all-reduce, evaluated with the cost model. */
@@ -59,9 +70,17 @@ struct dpt_plan_alt {
   double predicted_s;       /* predicted all-reduce time */
   double bound_s;           /* bandwidth lower bound 2(p-1)/p * S / B */
   double busbw_gbs;         /* nccl-tests busbw (GB/s) for predicted_s */
+  int n_links;
+  struct dpt_plan_link *links;  /* [n_links] link directions with flows > 0: switch
+                                   uplinks in planned-walk order, then host links in
+                                   planned ring order; up before down */
 };
 
 struct dpt_plan {
+  struct dpt_plan_opts opts;    /* as resolved: defaults filled in (no zeros left
+                                   except ranks_per_node/threads_per_rank) */
+  char tree_source[64];         /* dpt_tree.source */
+  int n_groups;                 /* leaf switches holding job hosts */
   uint64_t size_bytes;      /* message the costs are for (after fp16 halving) */
   int n_nodes;
   struct dpt_plan_node *nodes;  /* [n_nodes] in ring order */

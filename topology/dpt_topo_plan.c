@@ -1,0 +1,367 @@
+/* dpt_topo_plan.c — `dpt-topo plan`: the plan dpt would use for a job.
+ *
+ *   dpt-topo plan [--topology-conf FILE | --ibnetdiscover FILE | --addr-list FILE]
+ *                 --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE]
+ *                 [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]
+ *                 [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]
+ *                 [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]
+ *
+ * Without a tree source every host hangs off one switch (dpt_tree_flat).  The
+ * plan is computed completely before anything is written: invalid input
+ * gives exit 2 and a message naming the node, file or line, never a partial
+ * document.  Text goes to stdout (JSON instead with --json); --output writes
+ * the JSON document to a file as well (through a temporary file + rename). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpt_node.h"
+#include "dpt_plan.h"
+#include "dpt_topo_cli.h"
+#include "dpt_tree.h"
+
+static void usage(FILE *f)
+{
+  fprintf(f,
+          "usage: dpt-topo plan [--topology-conf FILE | --ibnetdiscover FILE | --addr-list FILE]\n"
+          "                     --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE]\n"
+          "                     [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]\n"
+          "                     [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]\n"
+          "                     [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]\n"
+          "\n"
+          "The topology-aware ring for a job on these nodes: ring order, rank -> node/GPU/cpuset/HCAs,\n"
+          "and the predicted all-reduce cost of the plan next to Slurm's order, a random order,\n"
+          "hierarchical and 2d all-reduce.\n"
+          "\n"
+          "  --topology-conf FILE   Slurm topology.conf (topology/tree)\n"
+          "  --ibnetdiscover FILE   `ibnetdiscover -p` dump of the fabric\n"
+          "  --addr-list FILE       one \"SLURM_TOPOLOGY_ADDR [PATTERN]\" per line\n"
+          "                         (none of the three: every node under one switch)\n"
+          "  --nodes HOSTLIST       the job's nodes in Slurm's order, e.g. \"n[001-016],m3\"\n"
+          "  --gpus-per-node N      nodes known only by their GPU count\n"
+          "  --node-xml FILE        hwloc XML of the nodes (one for all)\n"
+          "  --ranks-per-node N     default: one rank per GPU\n"
+          "  --oversubscribe        allow more ranks than GPUs (ranks share GPUs)\n"
+          "  --threads-per-rank N   default: the cores of the rank's cpuset slice\n"
+          "  --size BYTES           all-reduce message (K/M/G suffixes: 1024-based);\n"
+          "                         default 102228128 (ResNet-50 gradients in fp32)\n"
+          "  --fp16                 half the bytes on the wire\n"
+          "  --seed N               seed of the random order (default 0)\n"
+          "  --host-gbps X          host link Gbit/s where the tree has no LinkSpeed (100)\n"
+          "  --uplink-gbps X        switch uplink Gbit/s where the tree says nothing (host's)\n"
+          "  --intra-gbps X         GPU to GPU inside a node, Gbit/s (128)\n"
+          "  --alpha-us X           latency per ring step, microseconds (5)\n"
+          "  --json                 print the JSON document (dpt.plan/1) instead of text\n"
+          "  --output FILE.json     also write the JSON document to FILE.json\n");
+}
+
+enum {
+  OPT_CONF = 256, OPT_IB, OPT_ADDR, OPT_NODES, OPT_GPUS, OPT_XML, OPT_RPN, OPT_OVER, OPT_TPR,
+  OPT_SIZE, OPT_FP16, OPT_SEED, OPT_HOST, OPT_UP, OPT_INTRA, OPT_ALPHA, OPT_JSON, OPT_OUTPUT,
+  OPT_HELP
+};
+
+static int parse_u64(const char *opt, const char *s, int suffixes, uint64_t *out, struct dpt_err *err)
+{
+  char *end = NULL;
+  unsigned long long v;
+  uint64_t mul = 1;
+
+  errno = 0;
+  if (!s || !*s || *s == '-' || *s == '+')
+    return dpt_err_set(err, DPT_E_INPUT, "%s '%s': expected a non-negative integer", opt, s ? s : "");
+  v = strtoull(s, &end, 10);
+  if (suffixes && end && *end && !end[1]) {
+    switch (*end) {
+    case 'K': case 'k': mul = 1ULL << 10; end++; break;
+    case 'M': case 'm': mul = 1ULL << 20; end++; break;
+    case 'G': case 'g': mul = 1ULL << 30; end++; break;
+    default: break;
+    }
+  }
+  if (errno || end == s || *end || (mul > 1 && v > UINT64_MAX / mul))
+    return dpt_err_set(err, DPT_E_INPUT, "%s '%s': expected a non-negative integer%s", opt, s,
+                       suffixes ? " (optionally with K, M or G)" : "");
+  *out = (uint64_t)v * mul;
+  return 0;
+}
+
+static int parse_int(const char *opt, const char *s, int min, int *out, struct dpt_err *err)
+{
+  uint64_t v;
+  if (parse_u64(opt, s, 0, &v, err))
+    return err->code;
+  if (v < (uint64_t)min || v > 1000000)
+    return dpt_err_set(err, DPT_E_INPUT, "%s %s: expected an integer from %d to 1000000", opt, s, min);
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_pos(const char *opt, const char *s, double *out, struct dpt_err *err)
+{
+  char *end = NULL;
+  double v;
+  errno = 0;
+  v = s ? strtod(s, &end) : 0;
+  if (!s || errno || end == s || *end || !isfinite(v) || v <= 0)
+    return dpt_err_set(err, DPT_E_INPUT, "%s '%s': expected a positive number", opt, s ? s : "");
+  *out = v;
+  return 0;
+}
+
+static int write_file(const char *path, const char *text, struct dpt_err *err)
+{
+  char tmp[4200];
+  FILE *f;
+  int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+
+  if (n < 0 || (size_t)n >= sizeof tmp)
+    return dpt_err_set(err, DPT_E_INPUT, "--output '%s': path too long", path);
+  f = fopen(tmp, "w");
+  if (!f)
+    return dpt_err_set(err, DPT_E_INPUT, "--output '%s': cannot create %s: %s", path, tmp, strerror(errno));
+  if (fputs(text, f) < 0 || fputc('\n', f) < 0) {
+    fclose(f);
+    remove(tmp);
+    return dpt_err_set(err, DPT_E_RUNTIME, "--output '%s': write failed: %s", path, strerror(errno));
+  }
+  if (fclose(f)) {
+    remove(tmp);
+    return dpt_err_set(err, DPT_E_RUNTIME, "--output '%s': write failed: %s", path, strerror(errno));
+  }
+  if (rename(tmp, path)) {
+    int e = errno;
+    remove(tmp);
+    return dpt_err_set(err, DPT_E_RUNTIME, "--output '%s': cannot rename %s: %s", path, tmp, strerror(e));
+  }
+  return 0;
+}
+
+int dpt_topo_plan_main(int argc, char **argv)
+{
+  static const struct option longopts[] = {
+    {"topology-conf", required_argument, NULL, OPT_CONF},
+    {"ibnetdiscover", required_argument, NULL, OPT_IB},
+    {"addr-list", required_argument, NULL, OPT_ADDR},
+    {"nodes", required_argument, NULL, OPT_NODES},
+    {"gpus-per-node", required_argument, NULL, OPT_GPUS},
+    {"node-xml", required_argument, NULL, OPT_XML},
+    {"ranks-per-node", required_argument, NULL, OPT_RPN},
+    {"oversubscribe", no_argument, NULL, OPT_OVER},
+    {"threads-per-rank", required_argument, NULL, OPT_TPR},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"fp16", no_argument, NULL, OPT_FP16},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"host-gbps", required_argument, NULL, OPT_HOST},
+    {"uplink-gbps", required_argument, NULL, OPT_UP},
+    {"intra-gbps", required_argument, NULL, OPT_INTRA},
+    {"alpha-us", required_argument, NULL, OPT_ALPHA},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"output", required_argument, NULL, OPT_OUTPUT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+  };
+  const char *tree_opt = NULL, *tree_file = NULL, *nodes = NULL, *xml = NULL, *output = NULL;
+  int gpus = -1, json = 0, c, status = 0;
+  struct dpt_plan_opts o;
+  struct dpt_err err;
+  struct dpt_tree *tree = NULL;
+  struct dpt_node *node = NULL;
+  struct dpt_plan *plan = NULL;
+  const struct dpt_node **topos = NULL;
+  char **hosts = NULL, *doc = NULL, *text = NULL;
+  size_t text_len = 0;
+  int n_hosts = 0;
+  json_t *j = NULL;
+
+  dpt_err_clear(&err);
+  dpt_plan_opts_init(&o);
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+    case OPT_CONF:
+    case OPT_IB:
+    case OPT_ADDR: {
+      const char *name = c == OPT_CONF ? "--topology-conf" : c == OPT_IB ? "--ibnetdiscover" : "--addr-list";
+      if (tree_opt) {
+        dpt_err_set(&err, DPT_E_INPUT, "%s and %s: give one switch tree source", tree_opt, name);
+        goto fail;
+      }
+      tree_opt = name;
+      tree_file = optarg;
+      break;
+    }
+    case OPT_NODES: nodes = optarg; break;
+    case OPT_GPUS:
+      if (parse_int("--gpus-per-node", optarg, 0, &gpus, &err))
+        goto fail;
+      break;
+    case OPT_XML: xml = optarg; break;
+    case OPT_RPN:
+      if (parse_int("--ranks-per-node", optarg, 1, &o.ranks_per_node, &err))
+        goto fail;
+      break;
+    case OPT_OVER: o.allow_oversubscribe = 1; break;
+    case OPT_TPR:
+      if (parse_int("--threads-per-rank", optarg, 1, &o.threads_per_rank, &err))
+        goto fail;
+      break;
+    case OPT_SIZE:
+      if (parse_u64("--size", optarg, 1, &o.size_bytes, &err))
+        goto fail;
+      if (o.size_bytes == 0) {
+        dpt_err_set(&err, DPT_E_INPUT, "--size 0: the message must have at least one byte");
+        goto fail;
+      }
+      break;
+    case OPT_FP16: o.fp16 = 1; break;
+    case OPT_SEED:
+      if (parse_u64("--seed", optarg, 0, &o.seed, &err))
+        goto fail;
+      break;
+    case OPT_HOST:
+      if (parse_pos("--host-gbps", optarg, &o.host_gbps, &err))
+        goto fail;
+      break;
+    case OPT_UP:
+      if (parse_pos("--uplink-gbps", optarg, &o.uplink_gbps, &err))
+        goto fail;
+      break;
+    case OPT_INTRA:
+      if (parse_pos("--intra-gbps", optarg, &o.intra_gbps, &err))
+        goto fail;
+      break;
+    case OPT_ALPHA:
+      if (parse_pos("--alpha-us", optarg, &o.alpha_us, &err))
+        goto fail;
+      break;
+    case OPT_JSON: json = 1; break;
+    case OPT_OUTPUT: output = optarg; break;
+    case 'h':
+    case OPT_HELP:
+      usage(stdout);
+      return 0;
+    case ':':
+      dpt_err_set(&err, DPT_E_INPUT, "%s needs a value (see dpt-topo plan --help)", argv[optind - 1]);
+      goto fail;
+    default:
+      dpt_err_set(&err, DPT_E_INPUT, "unknown option '%s' (see dpt-topo plan --help)", argv[optind - 1]);
+      goto fail;
+    }
+  }
+  if (optind < argc) {
+    dpt_err_set(&err, DPT_E_INPUT, "unexpected argument '%s' (see dpt-topo plan --help)", argv[optind]);
+    goto fail;
+  }
+  if (!nodes) {
+    dpt_err_set(&err, DPT_E_INPUT, "--nodes HOSTLIST is required: the job's nodes, e.g. --nodes 'n[001-016]'");
+    goto fail;
+  }
+  if (xml && gpus >= 0) {
+    dpt_err_set(&err, DPT_E_INPUT, "--gpus-per-node and --node-xml: give one of them");
+    goto fail;
+  }
+  if (!xml && gpus < 0) {
+    dpt_err_set(&err, DPT_E_INPUT, "say what a node holds: --gpus-per-node N or --node-xml FILE");
+    goto fail;
+  }
+  if (o.allow_oversubscribe && !o.ranks_per_node) {
+    dpt_err_set(&err, DPT_E_INPUT, "--oversubscribe needs --ranks-per-node N");
+    goto fail;
+  }
+
+  if (dpt_tree_hostlist_expand(nodes, &hosts, &n_hosts, &err)) {
+    dpt_err_prefix(&err, "--nodes '%s'", nodes);
+    goto fail;
+  }
+  if (n_hosts < 1) {
+    dpt_err_set(&err, DPT_E_INPUT, "--nodes '%s': no host", nodes);
+    goto fail;
+  }
+  if (tree_opt) {
+    int rc = tree_opt[2] == 't' ? dpt_tree_load_topology_conf(&tree, tree_file, &err)
+             : tree_opt[2] == 'i' ? dpt_tree_load_ibnetdiscover(&tree, tree_file, &err)
+                                  : dpt_tree_load_addr_list(&tree, tree_file, &err);
+    if (rc) {
+      dpt_err_prefix(&err, "%s %s", tree_opt, tree_file);
+      goto fail;
+    }
+  } else if (dpt_tree_flat(&tree, (const char *const *)hosts, n_hosts, &err)) {
+    goto fail;
+  }
+  if (xml) {
+    if (dpt_node_load(&node, xml, &err)) {
+      dpt_err_prefix(&err, "--node-xml %s", xml);
+      goto fail;
+    }
+  } else if (dpt_node_synthetic(&node, "", gpus, &err)) {
+    dpt_err_prefix(&err, "--gpus-per-node %d", gpus);
+    goto fail;
+  }
+  topos = malloc(sizeof *topos * (size_t)n_hosts);
+  if (!topos) {
+    dpt_err_set(&err, DPT_E_NOMEM, "out of memory for %d hosts", n_hosts);
+    goto fail;
+  }
+  for (int i = 0; i < n_hosts; i++)
+    topos[i] = node;
+  if (dpt_plan_compute(&plan, tree, (const char *const *)hosts, n_hosts, topos, &o, &err))
+    goto fail;
+
+  /* everything computed: now render, then write */
+  if (json || output) {
+    j = dpt_plan_to_json(plan);
+    doc = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+    if (!doc) {
+      dpt_err_set(&err, DPT_E_NOMEM, "cannot render the plan as JSON");
+      goto fail;
+    }
+  }
+  if (!json) {
+    FILE *m = open_memstream(&text, &text_len);
+    if (!m) {
+      dpt_err_set(&err, DPT_E_NOMEM, "cannot render the plan as text");
+      goto fail;
+    }
+    dpt_plan_print(m, plan);
+    if (fclose(m)) {
+      dpt_err_set(&err, DPT_E_NOMEM, "cannot render the plan as text");
+      goto fail;
+    }
+  }
+  if (output && write_file(output, doc, &err))
+    goto fail;
+  if (json ? (fputs(doc, stdout) < 0 || fputc('\n', stdout) < 0)
+           : fwrite(text, 1, text_len, stdout) != text_len) {
+    dpt_err_set(&err, DPT_E_RUNTIME, "cannot write to stdout: %s", strerror(errno));
+    goto fail;
+  }
+  if (fflush(stdout)) {
+    dpt_err_set(&err, DPT_E_RUNTIME, "cannot write to stdout: %s", strerror(errno));
+    goto fail;
+  }
+  goto out;
+fail:
+  fprintf(stderr, "dpt-topo plan: %s\n", err.msg);
+  status = dpt_err_exit_status(&err);
+  if (!status)
+    status = 1;
+out:
+  free(text);
+  free(doc);
+  json_decref(j);
+  dpt_plan_destroy(plan);
+  free(topos);
+  if (node)
+    dpt_node_destroy(node);
+  if (tree)
+    dpt_tree_destroy(tree);
+  if (hosts)
+    dpt_tree_hostlist_free(hosts, n_hosts);
+  return status;
+}
