@@ -1,0 +1,101 @@
+/* dpt_comm.h — gradient all-reduce: one interface, communicators chosen by name.
+ *
+ *   "mpi"           MPI_Allreduce on a communicator in the plan's ring order
+ *   "ring"          our pipelined ring: reduce-scatter + all-gather, 2(p-1) steps,
+ *                   MPI point-to-point, following exactly the plan's ring
+ *   "hierarchical"  reduce-scatter inside each node, ring across nodes per
+ *                   local rank, all-gather inside the node
+ *   "nccl"          ncclAllReduce (GPU builds; buffers are device pointers)
+ *
+ * Every communicator reduces an fp32 buffer in place, sums or averages
+ * (DPT_COMM_AVG) and can put fp16 on the wire (DPT_COMM_FP16: round to
+ * nearest even for sending, accumulate in fp32; every rank ends with the same
+ * fp16-representable values).  Error bound for fp16 on the wire with p ranks,
+ * per element:  |result - exact| <= (p + 1) * 2^-11 * sum_i |x_i|  (+ fp32
+ * rounding), i.e. at most p+1 fp16 roundings of partial sums no larger than
+ * sum_i |x_i|.  ("mpi" with fp16 rounds each partial sum too: same bound.)
+ *
+ * Rank order: the communicator's rank r is the ring position given at
+ * creation (the plan's rank); ranks talk to r-1 and r+1 mod p.
+ *
+ * Non-blocking: dpt_comm_start() queues an all-reduce that a per-communicator
+ * worker thread runs while the caller computes (double buffering); collectives
+ * run in start order, and dpt_comm_wait() returns its result.  This needs
+ * MPI_THREAD_MULTIPLE (dpt_comm_mpi_init asks for it); without it, or with
+ * opts.async = 0, the work happens inside dpt_comm_wait().
+ *
+ * Watchdog: every collective is armed on a dpt_watchdog (see dpt_watchdog.h):
+ * when it makes no progress for the limit, the process exits non-zero with a
+ * message naming the collective and the suspected rank (a peer on this node
+ * that is gone or stopped, else the peer this rank waits on). */
+#ifndef DPT_COMM_H
+#define DPT_COMM_H
+
+#include <stddef.h>
+
+#include <mpi.h>
+
+#include "dpt_err.h"
+
+enum dpt_comm_flags {
+  DPT_COMM_SUM = 0,
+  DPT_COMM_AVG = 1u << 0,  /* divide the sum by the number of ranks */
+  DPT_COMM_FP16 = 1u << 1, /* fp16 on the wire, fp32 accumulation */
+};
+
+struct dpt_comm_opts {
+  const char *name;     /* "mpi", "ring", "hierarchical", "nccl" */
+  int ring_pos;         /* this rank's position in the plan's ring; -1: world rank */
+  int node;             /* this rank's node index (hierarchical); -1: group ranks by host name */
+  size_t chunk_bytes;   /* ring pipeline chunk; 0: DPT_COMM_CHUNK_BYTES or 256 KiB */
+  int window;           /* ring: chunks in flight; 0: DPT_COMM_WINDOW or 4 */
+  double watchdog_s;    /* 0: DPT_WATCHDOG_SECONDS or 300 s; < 0: no watchdog */
+  int async;            /* 1 (default): worker thread when MPI_THREAD_MULTIPLE; 0: never */
+  int record_peers;     /* test hook: record each ring step's send/recv peers */
+  int gpu;              /* nccl: CUDA device; -1: the node-local rank */
+};
+
+struct dpt_comm;
+struct dpt_comm_req;
+
+void dpt_comm_opts_init(struct dpt_comm_opts *opts);
+
+/* NULL-terminated list of the communicator names this build has. */
+const char *const *dpt_comm_names(void);
+/* 1 if `name` is a communicator of this build, 0 if unknown or not compiled in
+ * (message in err names the choices). */
+int dpt_comm_check_name(const char *name, struct dpt_err *err);
+
+/* MPI_Init_thread asking for MPI_THREAD_MULTIPLE (no-op if already initialised). */
+int dpt_comm_mpi_init(int *argc, char ***argv, struct dpt_err *err);
+
+/* Collective over `world`.  Errors: unknown name (DPT_E_INPUT), ring positions
+ * that are not a permutation of 0..p-1 (DPT_E_INPUT, naming them), nodes with
+ * unequal rank counts for "hierarchical" (DPT_E_INPUT), no GPU for "nccl"
+ * (DPT_E_UNSUPPORTED). */
+int dpt_comm_create(struct dpt_comm **out, MPI_Comm world, const struct dpt_comm_opts *opts,
+                    struct dpt_err *err);
+void dpt_comm_destroy(struct dpt_comm *comm);
+
+const char *dpt_comm_name(const struct dpt_comm *comm);
+int dpt_comm_rank(const struct dpt_comm *comm);  /* ring position */
+int dpt_comm_size(const struct dpt_comm *comm);
+int dpt_comm_async(const struct dpt_comm *comm); /* 1 if a worker thread overlaps */
+MPI_Comm dpt_comm_mpi(const struct dpt_comm *comm); /* ring-ordered MPI communicator */
+
+/* Blocking in-place all-reduce.  buf: [n] fp32 (device memory for "nccl"). */
+int dpt_comm_allreduce(struct dpt_comm *comm, float *buf, size_t n, unsigned flags,
+                       struct dpt_err *err);
+
+/* Non-blocking: queue, then wait.  buf must stay untouched until the wait. */
+int dpt_comm_start(struct dpt_comm *comm, float *buf, size_t n, unsigned flags,
+                   struct dpt_comm_req **req, struct dpt_err *err);
+/* Waits, returns the collective's status, frees req. */
+int dpt_comm_wait(struct dpt_comm *comm, struct dpt_comm_req *req, struct dpt_err *err);
+
+/* Test hook (opts.record_peers): the distinct (send_to, recv_from) pairs this
+ * rank used, as world ranks of the communicator passed at creation, in first
+ * use order.  Returns how many (up to cap are written). */
+int dpt_comm_peers(const struct dpt_comm *comm, int *send_to, int *recv_from, int cap);
+
+#endif /* DPT_COMM_H */
