@@ -1079,7 +1079,7 @@ int dpt_tree_parse_topology_conf(struct dpt_tree **out, const char *buf, size_t 
         x = c.sw[x].parent;
       } while (x != s);
       rc = err_at(err, name, c.sw[s].line,
-                  "cycle in Switches=: %s%s; a switch cannot be below itself", chain, c.sw[s].name);
+                  "cycle in Switches= (child -> parent): %s%s; a switch cannot be below itself", chain, c.sw[s].name);
       goto fail;
     }
     for (s = i; s >= 0 && c.sw[s].walk == i + 1; s = c.sw[s].parent)
