@@ -12,7 +12,10 @@
 # the node names, so Slurm's name order is the worst order for a ring:
 #   leaf1: n1 n3 n5 ...   leaf2: n2 n4 n6 ...   under one core switch.
 # A file plugstack.conf in DIR is used if present (the dpt SPANK plugin's tests write one).
-# Environment knobs: DPT_SLURM_CPUS (CPUs declared per node, default 8*GPUS).
+# Environment knobs: DPT_SLURM_CPUS (CPUs declared per node, default 8*GPUS);
+# DPT_SLURM_CTL_PORT / DPT_SLURM_BASE_PORT (slurmctld port, default 16817; node
+# n<i> listens on BASE+i, default 17000+i) so that several clusters can run at
+# once (tests pick their own ports).
 set -euo pipefail
 
 cmd=${1:-}
@@ -21,8 +24,8 @@ dir=${2:-}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
-ctl_port=16817
-base_port=17000
+ctl_port=${DPT_SLURM_CTL_PORT:-16817}
+base_port=${DPT_SLURM_BASE_PORT:-17000}
 
 client_env() {
   echo "export SLURM_CONF=$dir/slurm.conf"

@@ -1,0 +1,143 @@
+/* test_spank_plan.c — the srun-side plan and its DPT_SPANK_PLAN transport.
+ *
+ * Plans the test cluster of tests/slurm/cluster.sh (leaf1 = n1,n3,..., leaf2 =
+ * n2,n4,...) with the 8-GPU/4-HCA fixture through dpt_spank_local_compute(),
+ * exactly as srun does, then checks that decoding every (Slurm node, local
+ * task) gives back the planner's rank: ring rank, GPU, cpuset, NUMA node,
+ * threads, node-wide HCAs, digest.  Then the encoder's compression (identical
+ * nodes share one profile) and the decoder's refusals (wrong host, task count,
+ * node id, tampered fields, ranks missing or doubled).
+ * usage: test_spank_plan NODE_XML */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpt_spank_local.h"
+#include "dpt_spank_plan.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                  \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      failures++;                                                         \
+      fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);     \
+      fprintf(stderr, __VA_ARGS__);                                       \
+      fputc('\n', stderr);                                                \
+    }                                                                     \
+  } while (0)
+
+static void expect_bad(const char *s, int node, const char *host, int local, int count, const char *want)
+{
+  struct dpt_spank_task t;
+  struct dpt_err e;
+  dpt_err_clear(&e);
+  int rc = dpt_spank_plan_decode(s, node, host, local, count, &t, &e);
+  CHECK(rc == DPT_E_INPUT, "accepted '%.80s' (node %d local %d/%d)", s, node, local, count);
+  CHECK(strstr(e.msg, want) != NULL, "message '%s' lacks '%s'", e.msg, want);
+}
+
+static char *replace(const char *s, const char *from, const char *to)
+{
+  const char *p = strstr(s, from);
+  if (!p)
+    return NULL;
+  char *r = malloc(strlen(s) + strlen(to) + 1);
+  memcpy(r, s, (size_t)(p - s));
+  strcpy(r + (p - s), to);
+  strcat(r, p + strlen(from));
+  return r;
+}
+
+int main(int argc, char **argv)
+{
+  static const char conf[] = "SwitchName=leaf1 Nodes=n[1,3,5]\nSwitchName=leaf2 Nodes=n[2,4,6]\n"
+                             "SwitchName=core Switches=leaf[1-2]\n";
+  const char *hosts[] = {"n1", "n2", "n3", "n4", "n5", "n6"}; /* Slurm's order: SLURM_NODEID */
+  struct dpt_tree *tree = NULL;
+  struct dpt_plan *plan = NULL;
+  struct dpt_spank_opts o;
+  struct dpt_err e;
+  char *enc = NULL;
+
+  if (argc != 2) {
+    fprintf(stderr, "usage: test_spank_plan NODE_XML\n");
+    return 2;
+  }
+  dpt_err_clear(&e);
+  dpt_spank_opts_init(&o);
+  snprintf(o.topology, sizeof o.topology, "%s", argv[1]);
+  if (dpt_tree_parse_topology_conf(&tree, conf, sizeof conf - 1, "test topology.conf", &e) < 0 ||
+      dpt_spank_local_compute(&o, tree, hosts, 6, 8, &plan, &enc, &e) < 0) {
+    fprintf(stderr, "FAIL: planning the test cluster: %s\n", e.msg);
+    return 1;
+  }
+  printf("DPT_SPANK_PLAN (%zu bytes): %s\n", strlen(enc), enc);
+  CHECK(plan->n_ranks == 48 && plan->n_nodes == 6, "%d ranks %d nodes", plan->n_ranks, plan->n_nodes);
+  /* the ring walks leaf1 then leaf2: n1 n3 n5 n2 n4 n6, not Slurm's n1..n6 */
+  const char *ring[] = {"n1", "n3", "n5", "n2", "n4", "n6"};
+  for (int i = 0; i < 6; i++)
+    CHECK(!strcmp(plan->nodes[i].host, ring[i]), "ring node %d is %s", i, plan->nodes[i].host);
+  /* identical nodes: one profile, so the encoding stays small */
+  CHECK(strchr(strrchr(enc, ';'), '|') == NULL, "identical nodes gave several profiles");
+
+  for (int s = 0; s < 6; s++) {
+    for (int l = 0; l < 8; l++) {
+      struct dpt_spank_task t;
+      dpt_err_clear(&e);
+      if (dpt_spank_plan_decode(enc, s, hosts[s], l, 8, &t, &e) < 0) {
+        CHECK(0, "decode node %d local %d: %s", s, l, e.msg);
+        continue;
+      }
+      const struct dpt_plan_rank *want = NULL;
+      const struct dpt_plan_node *wn = NULL;
+      for (int i = 0; i < plan->n_nodes; i++)
+        if (!strcmp(plan->nodes[i].host, hosts[s])) {
+          wn = &plan->nodes[i];
+          want = &plan->ranks[wn->first_rank + l];
+        }
+      CHECK(wn && want, "host %s not in plan", hosts[s]);
+      if (!want)
+        continue;
+      CHECK(t.rank.rank == want->rank && t.rank.local_rank == l && t.rank.gpu == want->gpu &&
+                !strcmp(t.rank.gpu_busid, want->gpu_busid) && !strcmp(t.rank.cpuset, want->cpuset) &&
+                t.rank.numa == want->numa && t.rank.threads == want->threads && t.rank.node == want->node &&
+                t.node_ring == want->node,
+            "%s local %d: decoded rank %d gpu %d cpuset %s, plan rank %d gpu %d cpuset %s", hosts[s], l,
+            t.rank.rank, t.rank.gpu, t.rank.cpuset, want->rank, want->gpu, want->cpuset);
+      CHECK(!strcmp(t.node.hcas, wn->hcas) && t.node.first_rank == wn->first_rank && t.node.n_ranks == 8,
+            "%s: hcas %s vs %s", hosts[s], t.node.hcas, wn->hcas);
+      CHECK(!strcmp(t.digest, plan->digest) && t.world == 48 && t.n_nodes == 6, "digest/world");
+    }
+  }
+
+  /* refusals */
+  expect_bad(enc, 0, "n2", 0, 8, "is 'n1' in the plan but this node is 'n2'");
+  expect_bad(enc, 0, "n1", 0, 4, "Slurm started 4 tasks on n1 but the plan has 8");
+  expect_bad(enc, 6, NULL, 0, 8, "this is node 6 of the step but the plan has 6 nodes");
+  expect_bad(enc, 0, NULL, 8, 8, "local task 8 is out of range");
+  expect_bad(NULL, 0, NULL, 0, 8, "is not set");
+  expect_bad("dpt2;x", 0, NULL, 0, 8, "not a dpt1 plan");
+  expect_bad("dpt1;52ecc49dcf2be115;2;n1/0/0,n2/0/0;/0++0+1+0", 0, NULL, 0, 1, "rank 0 is on two nodes");
+  expect_bad("dpt1;52ecc49dcf2be115;3;n1/0/0,n2/1/0;/0++0+1+0", 0, NULL, 0, 1, "rank 2 is on no node");
+  expect_bad("dpt1;52ecc49dcf2be115;2;n1/0/0,n2/1/1;/0++0+1+0", 0, NULL, 0, 1, "bad rank or profile index");
+  expect_bad("dpt1;52ecc49dcf2be115;1;n1/0/0;/0++0+1+0-1;x", 0, NULL, 0, 1, "not a dpt1 plan");
+  expect_bad("dpt1;52ecc49dcf2be115;1;n$1/0/0;/0++0+1+0", 0, NULL, 0, 1, "not host/first_rank/profile");
+  expect_bad("dpt1;52ecc49dcf2be115;1;n1/0/0;/0++0+1+0-1;rm", 0, NULL, 0, 1, "not a dpt1 plan");
+  expect_bad("dpt1;52ecc49dcf2be115;1;n1/0/0;/0++0+1+0 1", 0, NULL, 0, 1, "byte 0x20");
+  expect_bad("dpt1;52ecc49dcf2be115;1;n1/0/0;/0++0+99999+0", 0, NULL, 0, 1, "out of range");
+  expect_bad("dpt1;52ecc49dcf2be115;1;n1/0/0;/0++0+1+0;x", 0, NULL, 0, 1, "not a dpt1 plan");
+  expect_bad("dpt1;52ecc49dcf2be115;1;n1/0/0;$x/0++0+1+0", 0, NULL, 0, 1, "bad HCA list");
+  char *t1 = replace(enc, plan->digest, "zz");
+  expect_bad(t1, 0, NULL, 0, 8, "bad digest");
+  free(t1);
+
+  free(enc);
+  dpt_plan_destroy(plan);
+  dpt_tree_destroy(tree);
+  if (failures) {
+    fprintf(stderr, "test_spank_plan: %d failure(s)\n", failures);
+    return 1;
+  }
+  printf("test_spank_plan: ok\n");
+  return 0;
+}
