@@ -1,0 +1,37 @@
+/* dpt_backend.c — backend selection. */
+#include "dpt_backend.h"
+
+#include <string.h>
+
+void dpt_backend_opts_default(struct dpt_backend_opts *o)
+{
+  o->batch = 32;
+  o->threads = 0;
+  o->need_input_grad = 0;
+  o->bn_momentum = 0.1f;
+  o->bn_eps = 1e-5f;
+}
+
+const char *dpt_backend_available(void)
+{
+  return "cpu"; /* the cuda backend (issue 7) adds itself here when built */
+}
+
+int dpt_backend_create(const char *name, const struct dpt_model *model,
+                       const struct dpt_backend_opts *opts, struct dpt_backend **out,
+                       struct dpt_err *err)
+{
+  *out = NULL;
+  if (!name || !strcmp(name, "cpu") || !strcmp(name, "auto"))
+    return dpt_backend_cpu_create(model, opts, out, err);
+  if (!strcmp(name, "cuda"))
+    return dpt_err_set(err, DPT_E_UNSUPPORTED,
+                       "backend 'cuda': this dpt-train was built without the GPU backend "
+                       "(cuDNN, issue 7 is not implemented yet); use --backend cpu or auto");
+  return dpt_err_set(err, DPT_E_INPUT, "unknown backend '%s': expected cpu, cuda or auto", name);
+}
+
+void dpt_backend_destroy(struct dpt_backend *be)
+{
+  if (be) be->ops->destroy(be);
+}
