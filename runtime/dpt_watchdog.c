@@ -41,12 +41,23 @@ static double now_s(void)
 
 static void default_handler(void *arg, const char *msg)
 {
-  (void)arg;
-  /* write(2) is async-signal-safe and unbuffered: the line survives _exit. */
-  size_t len = strlen(msg);
-  ssize_t w = write(STDERR_FILENO, msg, len);
-  w = write(STDERR_FILENO, "\n", 1);
+  const struct dpt_watchdog *wd = arg;
+  /* write(2) is unbuffered: the line survives _exit. */
+  char line[1100];
+  int len = snprintf(line, sizeof line, "%s\n", msg);
+  double grace = wd ? wd->seconds / 8.0 : 0.0;
+  struct timespec ts;
+  /* One write: lines of ranks sharing the terminal do not interleave. */
+  ssize_t w = write(STDERR_FILENO, line, len < (int)sizeof line ? (size_t)len : sizeof line - 1);
   (void)w;
+  /* Linger briefly: the launcher tears the job down at the first exit, and the
+   * other survivors' watchdogs (which fire within a tick of this one) should
+   * get to say what they saw too. */
+  if (grace > 0.5)
+    grace = 0.5;
+  ts.tv_sec = 0;
+  ts.tv_nsec = (long)(grace * 1e9);
+  nanosleep(&ts, NULL);
   _exit(DPT_WATCHDOG_EXIT);
 }
 
@@ -65,17 +76,17 @@ static void fire(struct dpt_watchdog *wd, const char *what, double idle)
            "dpt watchdog: %s: %s made no progress for %.1f s (limit %.1f s, "
            "DPT_WATCHDOG_SECONDS); suspected %s",
            wd->self, what, idle, wd->seconds, suspect);
+  wd->handler(wd->handler_arg, wd->msg); /* the default handler does not return */
   atomic_store(&wd->expired, 1);
-  wd->handler(wd->handler_arg, wd->msg);
 }
 
 static void *watch(void *arg)
 {
   struct dpt_watchdog *wd = arg;
-  double tick = wd->seconds / 20.0;
+  double tick = wd->seconds / 40.0, last_tick = now_s();
 
-  if (tick > 0.25)
-    tick = 0.25;
+  if (tick > 0.1)
+    tick = 0.1;
   if (tick < 0.01)
     tick = 0.01;
   pthread_mutex_lock(&wd->mu);
@@ -89,6 +100,14 @@ static void *watch(void *arg)
     pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
     if (wd->stop)
       break;
+    {
+      /* This process itself was frozen (SIGSTOP, a debugger, a suspended VM):
+       * its own wait says nothing about its peers, so restart the clock. */
+      double t_now = now_s(), frozen = wd->seconds / 2 > 1.0 ? wd->seconds / 2 : 1.0;
+      if (t_now - last_tick > frozen)
+        atomic_store(&wd->last, t_now);
+      last_tick = t_now;
+    }
     if (wd->armed && !atomic_load(&wd->expired)) {
       double idle = now_s() - atomic_load(&wd->last);
       if (idle >= wd->seconds) {
@@ -133,6 +152,7 @@ int dpt_watchdog_create(struct dpt_watchdog **out, double seconds, const char *s
   wd->seconds = seconds > 0 ? seconds : 0.0;
   snprintf(wd->self, sizeof wd->self, "%s", self ? self : "this process");
   wd->handler = default_handler;
+  wd->handler_arg = wd;
   atomic_init(&wd->waiting_on, -1);
   atomic_init(&wd->expired, 0);
   atomic_init(&wd->last, now_s());
@@ -175,7 +195,7 @@ void dpt_watchdog_set_handler(struct dpt_watchdog *wd, dpt_watchdog_handler_fn f
 {
   pthread_mutex_lock(&wd->mu);
   wd->handler = fn ? fn : default_handler;
-  wd->handler_arg = arg;
+  wd->handler_arg = fn ? arg : wd;
   pthread_mutex_unlock(&wd->mu);
 }
 

@@ -1,0 +1,672 @@
+/* dpt-launch — the dpt runtime without Slurm.
+ *
+ *   dpt-launch -n N [--input node.xml] [--comm NAME] [--threads T] [--dry-run] [-v]
+ *              -- PROGRAM ARGS
+ *   dpt-launch --hostfile FILE -N NODES [--gpus-per-node G] [--input node.xml]
+ *              [--comm NAME] [--dry-run] [-v] -- PROGRAM ARGS
+ *
+ * Both compute the plan (dpt_plan_compute on a flat switch tree over the
+ * hosts) and start the ranks through Open MPI's mpirun — the distributed
+ * engine, which also gives the ranks the MPI world every dpt communicator
+ * uses: one app context per plan rank ("-n 1 -x VAR=value ... : ..."), so MPI
+ * rank == plan rank == ring position and each rank gets its own binding and
+ * environment (dpt_bind_env).  Each rank runs under a small supervisor
+ * (`dpt-launch --exec-rank`, internal) that applies the CPU/memory binding
+ * with hwloc (dpt_bind_apply_from_env), forks the program, forwards signals to
+ * it, and records how it ended; dpt-launch exits with the status of the first
+ * rank that failed and names it.  -N mode adds a rankfile that places rank r
+ * on its plan node.  SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 are forwarded to
+ * mpirun, which forwards them to the ranks.
+ *
+ * Exit: 0 when every rank succeeded; the first failing rank's status
+ * (128+signal when killed); 2 for bad usage or input; 1 if mpirun fails. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "dpt_bind.h"
+#include "dpt_comm.h"
+#include "dpt_err.h"
+#include "dpt_node.h"
+#include "dpt_plan.h"
+#include "dpt_tree.h"
+
+#ifndef DPT_MPIRUN
+#define DPT_MPIRUN "mpirun"
+#endif
+
+static volatile sig_atomic_t child_pid = -1;
+static volatile sig_atomic_t got_signal = 0;
+
+static void forward(int sig)
+{
+  got_signal = sig;
+  if (child_pid > 0)
+    kill((pid_t)child_pid, sig);
+}
+
+static void install_forwarding(void)
+{
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = forward;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+    sigaction(sigs[i], &sa, NULL);
+}
+
+static void usage(FILE *f)
+{
+  fprintf(f,
+          "usage: dpt-launch -n N [--input node.xml] [--comm NAME] [--threads T] [--dry-run] "
+          "[-v] -- PROGRAM [ARGS...]\n"
+          "       dpt-launch --hostfile FILE -N NODES [--gpus-per-node G] [--input node.xml] "
+          "[--comm NAME] [--dry-run] [-v] -- PROGRAM [ARGS...]\n"
+          "  -n N               ranks on this node (forked through mpirun, one per plan rank)\n"
+          "  --hostfile FILE    hosts, one per line (\"host [slots=..]\", # comments)\n"
+          "  -N NODES           use the first NODES hosts of the hostfile\n"
+          "  --gpus-per-node G  ranks (GPUs) per node when no --input describes the nodes\n"
+          "  --input node.xml   hwloc XML of the node(s) instead of this machine\n"
+          "  --comm NAME        communicator for the program (DPT_COMM): mpi, ring, "
+          "hierarchical, nccl\n"
+          "  --threads T        OMP_NUM_THREADS per rank (default: cores of its cpuset)\n"
+          "  --dry-run          print the plan, bindings and mpirun command; start nothing\n"
+          "  -v                 print each rank's applied binding\n");
+}
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...)
+{
+  va_list ap;
+  fprintf(stderr, "dpt-launch: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n(run dpt-launch --help for usage)\n");
+  return 2;
+}
+
+static int parse_pos_int(const char *s, int *out)
+{
+  char *end;
+  long v;
+  errno = 0;
+  v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v > INT_MAX || v < INT_MIN)
+    return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- exec-rank */
+
+static const char *signame(int sig)
+{
+  const char *s = strsignal(sig);
+  return s ? s : "?";
+}
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int exec_rank(int argc, char **argv)
+{
+  struct dpt_err err;
+  char report[512];
+  const char *rank = getenv("DPT_RANK") ? getenv("DPT_RANK") : "?";
+  const char *node = getenv("DPT_NODE_NAME") ? getenv("DPT_NODE_NAME") : "?";
+  const char *dir = getenv("DPT_LAUNCH_STATUS_DIR");
+  int status = 0, code;
+  pid_t pid;
+  char how[160];
+
+  dpt_err_clear(&err);
+  if (argc < 1)
+    return bad("--exec-rank needs a program");
+  if (dpt_bind_apply_from_env(report, sizeof report, &err) < 0) {
+    fprintf(stderr, "dpt-launch: rank %s on %s: binding failed: %s\n", rank, node, err.msg);
+    code = dpt_err_exit_status(&err);
+    snprintf(how, sizeof how, "binding failed");
+    goto record;
+  }
+  if (getenv("DPT_LAUNCH_VERBOSE"))
+    fprintf(stderr, "dpt-launch: rank %s on %s: %s, OMP_NUM_THREADS=%s%s%s\n", rank, node,
+            report, getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "-",
+            getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES=" : "",
+            getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
+  install_forwarding();
+  pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "dpt-launch: rank %s: fork failed: %s\n", rank, strerror(errno));
+    return 1;
+  }
+  if (pid == 0) {
+    execvp(argv[0], argv);
+    fprintf(stderr, "dpt-launch: rank %s on %s: cannot run %s: %s\n", rank, node, argv[0],
+            strerror(errno));
+    _exit(127);
+  }
+  child_pid = pid;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) {
+      fprintf(stderr, "dpt-launch: rank %s: waitpid: %s\n", rank, strerror(errno));
+      return 1;
+    }
+  if (WIFEXITED(status)) {
+    code = WEXITSTATUS(status);
+    snprintf(how, sizeof how, "exited with status %d", code);
+  } else {
+    code = 128 + WTERMSIG(status);
+    snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
+             signame(WTERMSIG(status)));
+  }
+  if (!code)
+    return 0;
+  if (got_signal)
+    fprintf(stderr, "dpt-launch: rank %s on %s (pid %d) %s after the launcher forwarded "
+                    "signal %d\n", rank, node, (int)pid, how, (int)got_signal);
+  else
+    fprintf(stderr, "dpt-launch: rank %s on %s (pid %d) %s\n", rank, node, (int)pid, how);
+record:
+  if (dir) {
+    char path[PATH_MAX];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/rank.%s", dir, rank);
+    f = fopen(path, "w");
+    if (f) {
+      fprintf(f, "%llu %s %d %d %s\n%s\n", (unsigned long long)now_ns(), rank, code,
+              got_signal ? 1 : 0, node, how);
+      fclose(f);
+    }
+  }
+  return code;
+}
+
+/* ---------------------------------------------------------------- launching */
+
+struct strv {
+  char **v;
+  int n, cap;
+};
+
+static int sv_push(struct strv *s, const char *x)
+{
+  if (s->n + 2 > s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    char **v = realloc(s->v, sizeof *v * (size_t)cap);
+    if (!v)
+      return -1;
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n] = strdup(x);
+  if (!s->v[s->n])
+    return -1;
+  s->n++;
+  s->v[s->n] = NULL;
+  return 0;
+}
+
+static void sv_free(struct strv *s)
+{
+  for (int i = 0; i < s->n; i++)
+    free(s->v[i]);
+  free(s->v);
+}
+
+struct envlist {
+  struct strv *argv; /* mpirun argv to append "-x NAME=value" to */
+  int failed;
+};
+
+static int env_to_x(void *arg, const char *name, const char *value)
+{
+  struct envlist *e = arg;
+  char kv[1024];
+  if (!value)
+    return 0;
+  snprintf(kv, sizeof kv, "%s=%s", name, value);
+  if (sv_push(e->argv, "-x") < 0 || sv_push(e->argv, kv) < 0) {
+    e->failed = 1;
+    return DPT_E_NOMEM;
+  }
+  return 0;
+}
+
+static const char *get_env(void *arg, const char *name)
+{
+  (void)arg;
+  return getenv(name);
+}
+
+/* PROGRAM exists and is executable (directly or on PATH). */
+static int find_program(const char *prog, char *out, size_t len)
+{
+  const char *path = getenv("PATH");
+  if (strchr(prog, '/')) {
+    snprintf(out, len, "%s", prog);
+    return access(prog, X_OK);
+  }
+  if (!path)
+    path = "/usr/bin:/bin";
+  while (*path) {
+    const char *colon = strchr(path, ':');
+    size_t l = colon ? (size_t)(colon - path) : strlen(path);
+    snprintf(out, len, "%.*s/%s", (int)l, l ? path : ".", prog);
+    if (access(out, X_OK) == 0)
+      return 0;
+    path += l + (colon ? 1 : 0);
+  }
+  return -1;
+}
+
+static int read_hostfile(const char *path, char ***hosts, int *n, struct dpt_err *err)
+{
+  FILE *f = fopen(path, "r");
+  char line[1024];
+  int cap = 0, lineno = 0;
+  *hosts = NULL;
+  *n = 0;
+  if (!f)
+    return dpt_err_set(err, DPT_E_INPUT, "cannot read hostfile %s: %s", path, strerror(errno));
+  while (fgets(line, sizeof line, f)) {
+    char *h, *save = NULL, *hash = strchr(line, '#');
+    lineno++;
+    if (hash)
+      *hash = '\0';
+    h = strtok_r(line, " \t\r\n", &save);
+    if (!h)
+      continue;
+    if (strlen(h) >= 64) {
+      fclose(f);
+      return dpt_err_set(err, DPT_E_INPUT, "%s:%d: host name \"%s\" is longer than 63 "
+                                           "characters", path, lineno, h);
+    }
+    for (int i = 0; i < *n; i++)
+      if (!strcmp((*hosts)[i], h)) {
+        fclose(f);
+        return dpt_err_set(err, DPT_E_INPUT, "%s:%d: host %s is listed twice (use --gpus-per-"
+                                             "node for several ranks per host)", path, lineno, h);
+      }
+    if (*n == cap) {
+      char **v = realloc(*hosts, sizeof *v * (size_t)(cap = cap ? 2 * cap : 16));
+      if (!v) {
+        fclose(f);
+        return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
+      }
+      *hosts = v;
+    }
+    (*hosts)[(*n)++] = strdup(h);
+  }
+  fclose(f);
+  if (!*n)
+    return dpt_err_set(err, DPT_E_INPUT, "hostfile %s lists no hosts", path);
+  return 0;
+}
+
+/* The first failure recorded by the rank supervisors (earliest timestamp,
+ * preferring ranks that were not stopped by a forwarded signal). */
+static int first_failure(const char *dir, char *msg, size_t len)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  unsigned long long best = ~0ull;
+  int best_code = 0, best_fwd = 2;
+  if (!d)
+    return 0;
+  while ((e = readdir(d))) {
+    char path[PATH_MAX], node[256] = "?", how[256] = "", rank[32] = "?";
+    unsigned long long t;
+    int code, fwd;
+    FILE *f;
+    if (strncmp(e->d_name, "rank.", 5))
+      continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    f = fopen(path, "r");
+    if (!f)
+      continue;
+    if (fscanf(f, "%llu %31s %d %d %255s\n", &t, rank, &code, &fwd, node) == 5 &&
+        fgets(how, sizeof how, f)) {
+      how[strcspn(how, "\n")] = '\0';
+      if (fwd < best_fwd || (fwd == best_fwd && t < best)) {
+        best = t;
+        best_fwd = fwd;
+        best_code = code;
+        snprintf(msg, len, "rank %s on %s %s", rank, node, how);
+      }
+    }
+    fclose(f);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+  return best_code;
+}
+
+int main(int argc, char **argv)
+{
+  int n = 0, nodes = 0, gpn = 0, threads = 0, dry = 0, verbose = 0, i, rc = 1;
+  const char *input = NULL, *comm = NULL, *hostfile = NULL, *mpirun;
+  char **prog = NULL, **hosts = NULL;
+  int nprog = 0, n_hosts = 0, n_nodes_set = 0, n_set = 0;
+  struct dpt_err err;
+  struct dpt_node *node = NULL;
+  const struct dpt_node **topos = NULL;
+  struct dpt_node **owned = NULL;
+  struct dpt_tree *tree = NULL;
+  struct dpt_plan *plan = NULL;
+  struct dpt_plan_opts po;
+  struct strv av = {0};
+  char self[PATH_MAX], progpath[PATH_MAX], statusdir[PATH_MAX] = "", rankfile[PATH_MAX] = "";
+  char hostname[256] = "localhost";
+
+  dpt_err_clear(&err);
+  if (argc >= 2 && !strcmp(argv[1], "--exec-rank")) {
+    int a = 2;
+    if (a < argc && !strcmp(argv[a], "--"))
+      a++;
+    return exec_rank(argc - a, argv + a);
+  }
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) {
+      prog = argv + i + 1;
+      nprog = argc - i - 1;
+      break;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--dry-run")) {
+      dry = 1;
+    } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+      verbose = 1;
+    } else if (!strcmp(a, "-n") || !strcmp(a, "-N") || !strcmp(a, "--gpus-per-node") ||
+               !strcmp(a, "--threads")) {
+      int v;
+      if (i + 1 >= argc)
+        return bad("%s needs a number", a);
+      if (parse_pos_int(argv[++i], &v) < 0 || v < 1)
+        return bad("%s %s: expected a number of %s >= 1", a, argv[i],
+                   !strcmp(a, "-n") ? "ranks" : !strcmp(a, "-N") ? "nodes"
+                   : !strcmp(a, "--threads") ? "threads" : "GPUs per node");
+      if (!strcmp(a, "-n")) {
+        n = v;
+        n_set = 1;
+      } else if (!strcmp(a, "-N")) {
+        nodes = v;
+        n_nodes_set = 1;
+      } else if (!strcmp(a, "--threads")) {
+        threads = v;
+      } else {
+        gpn = v;
+      }
+    } else if (!strcmp(a, "--input") || !strcmp(a, "--comm") || !strcmp(a, "--hostfile")) {
+      if (i + 1 >= argc)
+        return bad("%s needs a value", a);
+      if (!strcmp(a, "--input"))
+        input = argv[++i];
+      else if (!strcmp(a, "--comm"))
+        comm = argv[++i];
+      else
+        hostfile = argv[++i];
+    } else if (a[0] == '-') {
+      return bad("unknown option %s", a);
+    } else {
+      prog = argv + i;
+      nprog = argc - i;
+      break;
+    }
+  }
+  if (!n_set && !hostfile)
+    return bad("say how many ranks: -n N (this node) or --hostfile FILE -N NODES");
+  if (n_set && hostfile)
+    return bad("-n (this node) and --hostfile (several nodes) exclude each other");
+  if (hostfile && !n_nodes_set)
+    return bad("--hostfile needs -N NODES");
+  if (comm && !dpt_comm_check_name(comm, &err))
+    return bad("--comm: %s", err.msg);
+  if (!prog || nprog < 1)
+    return bad("missing program: dpt-launch ... -- PROGRAM [ARGS...]");
+  if (find_program(prog[0], progpath, sizeof progpath) < 0)
+    return bad("program \"%s\" not found or not executable (PATH=%s)", prog[0],
+               getenv("PATH") ? getenv("PATH") : "");
+
+  gethostname(hostname, sizeof hostname - 1);
+  if (hostfile) {
+    if (read_hostfile(hostfile, &hosts, &n_hosts, &err) < 0)
+      return bad("%s", err.msg);
+    if (nodes > n_hosts) {
+      rc = bad("-N %d but hostfile %s lists only %d host%s", nodes, hostfile, n_hosts,
+               n_hosts == 1 ? "" : "s");
+      goto out;
+    }
+    for (i = nodes; i < n_hosts; i++)
+      free(hosts[i]);
+    n_hosts = nodes;
+  } else {
+    hosts = malloc(sizeof *hosts);
+    if (!hosts)
+      goto out;
+    hosts[0] = strdup(hostname);
+    n_hosts = 1;
+  }
+
+  /* Node topologies: --input for every host, this machine (-n), or the GPU count. */
+  topos = calloc((size_t)n_hosts, sizeof *topos);
+  owned = calloc((size_t)n_hosts, sizeof *owned);
+  if (!topos || !owned)
+    goto out;
+  if (input || !hostfile) {
+    if (dpt_node_load(&node, input, &err) < 0) {
+      rc = bad("%s", err.msg);
+      goto out;
+    }
+    for (i = 0; i < n_hosts; i++)
+      topos[i] = node;
+  } else {
+    for (i = 0; i < n_hosts; i++) {
+      if (dpt_node_synthetic(&owned[i], hosts[i], gpn > 0 ? gpn : 1, &err) < 0) {
+        rc = bad("%s", err.msg);
+        goto out;
+      }
+      topos[i] = owned[i];
+    }
+  }
+  if (dpt_tree_flat(&tree, (const char *const *)hosts, n_hosts, &err) < 0) {
+    rc = bad("%s", err.msg);
+    goto out;
+  }
+  dpt_plan_opts_init(&po);
+  po.ranks_per_node = hostfile ? gpn : n;
+  po.allow_oversubscribe = 1;
+  po.threads_per_rank = threads;
+  if (dpt_plan_compute(&plan, tree, (const char *const *)hosts, n_hosts, topos, &po, &err) < 0) {
+    rc = bad("%s", err.msg);
+    goto out;
+  }
+
+  /* mpirun command: one app context per plan rank. */
+  mpirun = getenv("DPT_MPIRUN") ? getenv("DPT_MPIRUN") : DPT_MPIRUN;
+  {
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (l < 0) {
+      fprintf(stderr, "dpt-launch: cannot find its own executable: %s\n", strerror(errno));
+      goto out;
+    }
+    self[l] = '\0';
+  }
+  if (!dry) {
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(statusdir, sizeof statusdir, "%s/dpt-launch.XXXXXX", tmp);
+    if (!mkdtemp(statusdir)) {
+      fprintf(stderr, "dpt-launch: cannot create a status directory in %s: %s\n", tmp,
+              strerror(errno));
+      statusdir[0] = '\0';
+      goto out;
+    }
+  } else {
+    snprintf(statusdir, sizeof statusdir, "/tmp/dpt-launch.XXXXXX");
+  }
+  if (sv_push(&av, mpirun) < 0)
+    goto out;
+  if (geteuid() == 0 && sv_push(&av, "--allow-run-as-root") < 0)
+    goto out;
+  if (sv_push(&av, "--oversubscribe") < 0)
+    goto out;
+  if (hostfile) {
+    FILE *f;
+    snprintf(rankfile, sizeof rankfile, "%s/rankfile", statusdir);
+    f = dry ? stdout : fopen(rankfile, "w");
+    if (!f) {
+      fprintf(stderr, "dpt-launch: cannot write %s: %s\n", rankfile, strerror(errno));
+      goto out;
+    }
+    if (dry)
+      printf("\nrankfile (%s):\n", rankfile);
+    for (i = 0; i < plan->n_ranks; i++) {
+      const struct dpt_plan_rank *rk = &plan->ranks[i];
+      if (rk->cpuset[0])
+        fprintf(f, "rank %d=%s slot=%s\n", i, plan->nodes[rk->node].host, rk->cpuset);
+      else
+        fprintf(f, "rank %d=%s slot=%d\n", i, plan->nodes[rk->node].host, rk->local_rank);
+    }
+    if (!dry)
+      fclose(f);
+    if (sv_push(&av, "--rankfile") < 0 || sv_push(&av, rankfile) < 0)
+      goto out;
+    if (plan->ranks[0].cpuset[0] &&
+        (sv_push(&av, "--mca") < 0 || sv_push(&av, "rmaps_rank_file_physical") < 0 ||
+         sv_push(&av, "1") < 0))
+      goto out;
+  } else if (sv_push(&av, "--bind-to") < 0 || sv_push(&av, "none") < 0) {
+    goto out;
+  }
+  for (i = 0; i < plan->n_ranks; i++) {
+    struct envlist el = {&av, 0};
+    char kv[PATH_MAX + 32];
+    if (i && sv_push(&av, ":") < 0)
+      goto out;
+    if (sv_push(&av, "-n") < 0 || sv_push(&av, "1") < 0)
+      goto out;
+    if (dpt_bind_env(plan, i, get_env, NULL, env_to_x, &el, &err) < 0) {
+      rc = bad("%s", err.msg);
+      goto out;
+    }
+    snprintf(kv, sizeof kv, "DPT_LAUNCH_STATUS_DIR=%s", statusdir);
+    if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)
+      goto out;
+    if (comm) {
+      snprintf(kv, sizeof kv, "DPT_COMM=%s", comm);
+      if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)
+        goto out;
+    }
+    if (verbose && (sv_push(&av, "-x") < 0 || sv_push(&av, "DPT_LAUNCH_VERBOSE=1") < 0))
+      goto out;
+    if (sv_push(&av, self) < 0 || sv_push(&av, "--exec-rank") < 0 || sv_push(&av, "--") < 0)
+      goto out;
+    for (int a = 0; a < nprog; a++)
+      if (sv_push(&av, a == 0 ? progpath : prog[a]) < 0)
+        goto out;
+  }
+
+  if (dry || verbose) {
+    FILE *f = dry ? stdout : stderr;
+    if (dry)
+      dpt_plan_print(f, plan);
+    fprintf(f, "\nbindings (plan digest %s):\n", plan->digest);
+    for (i = 0; i < plan->n_ranks; i++) {
+      char line[512];
+      dpt_bind_describe(plan, i, line, sizeof line);
+      fprintf(f, "  %s\n", line);
+    }
+    if (comm)
+      fprintf(f, "communicator: %s (DPT_COMM)\n", comm);
+    fprintf(f, "\ncommand:");
+    for (i = 0; i < av.n; i++)
+      fprintf(f, " %s", av.v[i]);
+    fprintf(f, "\n");
+  }
+  if (dry) {
+    rc = 0;
+    goto out;
+  }
+
+  install_forwarding();
+  {
+    pid_t pid = fork();
+    int status = 0, first;
+    char msg[512] = "";
+    if (pid < 0) {
+      fprintf(stderr, "dpt-launch: fork failed: %s\n", strerror(errno));
+      goto out;
+    }
+    if (pid == 0) {
+      execvp(av.v[0], av.v);
+      fprintf(stderr, "dpt-launch: cannot run %s: %s (set DPT_MPIRUN to Open MPI's mpirun)\n",
+              av.v[0], strerror(errno));
+      _exit(127);
+    }
+    child_pid = pid;
+    while (waitpid(pid, &status, 0) < 0)
+      if (errno != EINTR) {
+        fprintf(stderr, "dpt-launch: waitpid: %s\n", strerror(errno));
+        goto out;
+      }
+    child_pid = -1;
+    first = first_failure(statusdir, msg, sizeof msg);
+    statusdir[0] = '\0';
+    if (first) {
+      fprintf(stderr, "dpt-launch: %s (first failing rank; the others were stopped)\n", msg);
+      rc = first;
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      rc = 0;
+    } else {
+      rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (!rc)
+        rc = 1;
+      fprintf(stderr, "dpt-launch: mpirun %s %d without a failing rank recorded%s\n",
+              WIFEXITED(status) ? "exited with status" : "was killed by signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+              got_signal ? " (after a forwarded signal)" : "");
+    }
+  }
+out:
+  if (statusdir[0] && !dry) {
+    char msg[8];
+    if (rankfile[0])
+      unlink(rankfile);
+    first_failure(statusdir, msg, sizeof msg);
+  }
+  sv_free(&av);
+  dpt_plan_destroy(plan);
+  dpt_tree_destroy(tree);
+  dpt_node_destroy(node);
+  if (owned)
+    for (i = 0; i < n_hosts; i++)
+      dpt_node_destroy(owned[i]);
+  free(owned);
+  free(topos);
+  if (hosts)
+    for (i = 0; i < n_hosts; i++)
+      free(hosts[i]);
+  free(hosts);
+  return rc;
+}

@@ -1,0 +1,49 @@
+/* dpt_bind.h — apply one plan rank's binding to this process.
+ *
+ * From a dpt_plan (topology/dpt_plan.h) and a rank:
+ *   - environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, DPT_RANK,
+ *     DPT_SIZE, DPT_LOCAL_RANK, DPT_LOCAL_SIZE, DPT_NODE_ID, DPT_N_NODES,
+ *     DPT_NODE_NAME, DPT_PLAN_DIGEST, OMP_NUM_THREADS, NCCL_IB_HCA (node-wide,
+ *     when the node has HCAs), CUDA_DEVICE_ORDER=PCI_BUS_ID and either
+ *     CUDA_VISIBLE_DEVICES=<gpu> (DPT_CUDA_DEVICE=0) or, when
+ *     CUDA_VISIBLE_DEVICES was already narrowed (Slurm's gres), only
+ *     DPT_CUDA_DEVICE=<index of the plan's GPU in that list>;
+ *     DPT_CPUSET and DPT_NUMA carry the binding to dpt_bind_apply_cpu();
+ *   - CPU affinity (hwloc_set_cpubind) and memory policy (hwloc_set_membind,
+ *     bind to the rank's NUMA node), both inherited across exec.
+ * What was applied is reported in one line. */
+#ifndef DPT_BIND_H
+#define DPT_BIND_H
+
+#include "dpt_err.h"
+#include "dpt_plan.h"
+
+/* Sets name=value (value NULL: unset).  Returns 0 or a negative DPT_E_*. */
+typedef int (*dpt_bind_setenv_fn)(void *arg, const char *name, const char *value);
+/* Reads a variable (NULL when unset). */
+typedef const char *(*dpt_bind_getenv_fn)(void *arg, const char *name);
+
+/* The environment of plan rank `rank`.  get reads the current environment
+ * (CUDA_VISIBLE_DEVICES); set receives every variable.  Errors: rank out of
+ * range, plan GPU not in an already narrowed CUDA_VISIBLE_DEVICES. */
+int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, void *get_arg,
+                 dpt_bind_setenv_fn set, void *set_arg, struct dpt_err *err);
+
+/* dpt_bind_env on the process environment (getenv/setenv). */
+int dpt_bind_env_self(const struct dpt_plan *plan, int rank, struct dpt_err *err);
+
+/* Bind this process to cpuset (hwloc list syntax, "" = leave alone) and memory
+ * node numa (-1 = leave alone) on the live machine.  report (may be NULL)
+ * receives what was done.  Errors (DPT_E_INPUT): cpuset unparsable or not
+ * available here (e.g. a plan computed from another machine's XML);
+ * DPT_E_RUNTIME: hwloc refused. */
+int dpt_bind_apply_cpu(const char *cpuset, int numa, char *report, size_t report_len,
+                       struct dpt_err *err);
+
+/* dpt_bind_apply_cpu from DPT_CPUSET / DPT_NUMA (what dpt_bind_env set). */
+int dpt_bind_apply_from_env(char *report, size_t report_len, struct dpt_err *err);
+
+/* One line describing rank's binding: "rank 1 node h local 1/2 cpus 1 threads 1 ...". */
+void dpt_bind_describe(const struct dpt_plan *plan, int rank, char *buf, size_t len);
+
+#endif /* DPT_BIND_H */

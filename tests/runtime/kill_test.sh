@@ -1,0 +1,46 @@
+#!/bin/bash
+# kill_test.sh LAUNCH SIG NP WATCHDOG_S PROGRAM -- kill (SIGKILL) or stop
+# (SIGSTOP: no progress) rank 1 of NP mid-collective and check that every
+# other rank exits non-zero within the watchdog time, with a message naming
+# rank 1.  LAUNCH is "mpirun" or the path of dpt-launch.
+set -u
+launch=$1 sig=$2 np=$3 wd=$4 prog=$5
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+export DPT_WATCHDOG_SECONDS=$wd OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "$launch" = mpirun ]; then
+  mpirun --oversubscribe --bind-to none --mca btl self,vader,tcp -n "$np" "$prog" "$dir" \
+    2>"$dir/err" >"$dir/out" &
+else
+  "$launch" -n "$np" --comm ring -- "$prog" "$dir" 2>"$dir/err" >"$dir/out" &
+fi
+lpid=$!
+for _ in $(seq 300); do
+  [ "$(ls "$dir" | grep -c '^pid\.')" -eq "$np" ] && break
+  sleep 0.1
+done
+if [ "$(ls "$dir" | grep -c '^pid\.')" -ne "$np" ]; then
+  echo "FAIL: the ranks did not start"; cat "$dir/err"; kill -9 $lpid; exit 1
+fi
+victim=$(cat "$dir/pid.1")
+sleep 0.3
+t0=$(date +%s.%N)
+kill -"$sig" "$victim"
+wait $lpid
+rc=$?
+t1=$(date +%s.%N)
+kill -9 "$victim" 2>/dev/null
+elapsed=$(echo "$t1 - $t0" | bc)
+cat "$dir/err"
+echo "launcher exit status $rc after ${elapsed}s (watchdog ${wd}s)"
+fail=0
+[ "$rc" -ne 0 ] || { echo "FAIL: exit status 0"; fail=1; }
+# Within the watchdog time (+2 s for mpirun to tear the job down).
+if [ "$(echo "$elapsed > $wd + 2" | bc)" = 1 ]; then echo "FAIL: took ${elapsed}s"; fail=1; fi
+grep -q "rank 1" "$dir/err" || { echo "FAIL: no message names rank 1"; fail=1; }
+if [ "$sig" = STOP ]; then
+  # Every survivor's watchdog names the collective and the stopped rank.
+  n=$(grep -c "dpt watchdog: .*allreduce\[ring\].*suspected rank 1 .*stopped" "$dir/err")
+  [ "$n" -eq $((np - 1)) ] || { echo "FAIL: $n watchdog messages naming rank 1, expected $((np - 1))"; fail=1; }
+fi
+exit $fail

@@ -1,0 +1,62 @@
+# dpt-launch: usage errors, dry run, communicators through it, first failing
+# rank, signals; the watchdog (kill / stop one rank mid-collective).
+set(_launch $<TARGET_FILE:dpt-launch>)
+set(_expect ${CMAKE_COMMAND} -P ${CMAKE_CURRENT_LIST_DIR}/expect.cmake)
+function(dpt_launch_expect name code regex)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} "-DCMD=${ARGN}" -DEXPECT_EXIT=${code}
+                                "-DREGEX=${regex}" -P ${CMAKE_CURRENT_LIST_DIR}/expect.cmake)
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${DPT_RT_TEST_ENV}" TIMEOUT 120)
+endfunction()
+
+dpt_launch_expect(runtime.launch.usage.n0 2 "-n 0: expected a number of ranks >= 1"
+                  ${_launch} -n 0 -- true)
+dpt_launch_expect(runtime.launch.usage.nonnum 2 "-n x: expected a number" ${_launch} -n x -- true)
+dpt_launch_expect(runtime.launch.usage.comm 2 "unknown communicator \"bogus\": choose one of mpi, ring, hierarchical"
+                  ${_launch} -n 2 --comm bogus -- true)
+dpt_launch_expect(runtime.launch.usage.noprog 2 "missing program" ${_launch} -n 2)
+dpt_launch_expect(runtime.launch.usage.badprog 2 "program \"no-such-program-dpt\" not found"
+                  ${_launch} -n 2 -- no-such-program-dpt)
+dpt_launch_expect(runtime.launch.usage.hostfile 2 "cannot read hostfile /nonexistent/hosts"
+                  ${_launch} --hostfile /nonexistent/hosts -N 2 -- true)
+dpt_launch_expect(runtime.launch.usage.hostfile_short 2 "-N 5 but hostfile .* lists only 1 host"
+                  ${_launch} --hostfile ${CMAKE_CURRENT_LIST_DIR}/hosts.local -N 5 -- true)
+dpt_launch_expect(runtime.launch.usage.noranks 2 "say how many ranks" ${_launch} -- true)
+dpt_launch_expect(runtime.launch.dryrun 0
+                  "dpt plan [0-9a-f]+.*bindings \\(plan digest [0-9a-f]+\\):.*rank 2  node .*local 2/3.*command: .*--exec-rank"
+                  ${_launch} -n 3 --dry-run --comm hierarchical -- true)
+dpt_launch_expect(runtime.launch.dryrun.hostfile 0
+                  "rankfile .*rank 0=localhost slot=0.*rank 1=localhost slot=1.*--rankfile"
+                  ${_launch} --hostfile ${CMAKE_CURRENT_LIST_DIR}/hosts.local -N 1
+                  --gpus-per-node 2 --dry-run -- true)
+# Exit status and name of the first failing rank.
+dpt_launch_expect(runtime.launch.first_failure 3
+                  "dpt-launch: rank 1 on [^ ]+ exited with status 3 \\(first failing rank"
+                  ${_launch} -n 3 -- sh -c "test \"$DPT_RANK\" != 1 || exit 3 && sleep 20")
+# Every communicator through dpt-launch, the ring in the plan's order (--ctx).
+foreach(np 1 2 3 4 7 8)
+  dpt_launch_expect(runtime.comm.launch.np${np} 0 "test_comm: ${np} ranks, 3 communicator\\(s\\): ok"
+                    ${_launch} -n ${np} -- $<TARGET_FILE:test_comm> --ctx --large 100003)
+endforeach()
+# Across "nodes" with a hostfile and rankfile (this host only).
+dpt_launch_expect(runtime.comm.launch.hostfile 0 "test_comm: 2 ranks, 1 communicator\\(s\\): ok"
+                  ${_launch} --hostfile ${CMAKE_CURRENT_LIST_DIR}/hosts.local -N 1
+                  --gpus-per-node 2 -- $<TARGET_FILE:test_comm> --ctx --comm ring)
+
+add_executable(test_hang ${CMAKE_CURRENT_LIST_DIR}/test_hang.c)
+target_link_libraries(test_hang PRIVATE dpt_runtime)
+dpt_target_warnings(test_hang)
+foreach(how mpirun launch)
+  if(how STREQUAL "mpirun")
+    set(_l mpirun)
+  else()
+    set(_l ${_launch})
+  endif()
+  foreach(sig KILL STOP)
+    add_test(NAME runtime.watchdog.${how}.${sig}
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/kill_test.sh ${_l} ${sig} 4 4
+                     $<TARGET_FILE:test_hang>)
+    set_tests_properties(runtime.watchdog.${how}.${sig} PROPERTIES
+                         ENVIRONMENT "LSAN_OPTIONS=suppressions=${DPT_LSAN_SUPP}:print_suppressions=0"
+                         TIMEOUT 60 PROCESSORS 2)
+  endforeach()
+endforeach()
