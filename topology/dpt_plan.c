@@ -1149,6 +1149,23 @@ int dpt_plan_compute(struct dpt_plan **out, const struct dpt_tree *tree,
       goto fail;
   }
 
+  /* link speeds the model uses */
+  for (int i = 0; i < n_hosts; i++) {
+    if (i == 0 || w.bw_h[i] < plan->host_gbps_min)
+      plan->host_gbps_min = w.bw_h[i];
+    if (w.bw_h[i] > plan->host_gbps_max)
+      plan->host_gbps_max = w.bw_h[i];
+  }
+  for (int k = 0; k < w.n_walk; k++) {
+    int s = w.sw_walk[k];
+    if (w.sub[s] == n_hosts) /* at or above the lowest common switch: no ring flow */
+      continue;
+    if (plan->uplink_gbps_min == 0 || w.bw_s[s] < plan->uplink_gbps_min)
+      plan->uplink_gbps_min = w.bw_s[s];
+    if (w.bw_s[s] > plan->uplink_gbps_max)
+      plan->uplink_gbps_max = w.bw_s[s];
+  }
+
   /* alternatives */
   plan->n_alts = 5;
   plan->alts = calloc(5, sizeof *plan->alts);
@@ -1210,6 +1227,10 @@ json_t *dpt_plan_to_json(const struct dpt_plan *plan)
   json_object_set_new(root, "n_nodes", json_integer(plan->n_nodes));
   json_object_set_new(root, "n_ranks", json_integer(plan->n_ranks));
   json_object_set_new(root, "n_groups", json_integer(plan->n_groups));
+  json_object_set_new(root, "link_gbps",
+                      json_pack("{s:f, s:f, s:f, s:f}", "host_min", plan->host_gbps_min, "host_max",
+                                plan->host_gbps_max, "uplink_min", plan->uplink_gbps_min,
+                                "uplink_max", plan->uplink_gbps_max));
   json_object_set_new(root, "model",
                       json_pack("{s:f, s:f, s:f, s:f, s:I, s:i, s:b, s:i}", "alpha_us", o->alpha_us,
                                 "host_gbps", o->host_gbps, "uplink_gbps", o->uplink_gbps,
@@ -1278,12 +1299,34 @@ void dpt_plan_print(FILE *f, const struct dpt_plan *plan)
              " bytes (%s)\n", plan->n_ranks, plan->n_ranks == 1 ? "" : "s", plan->n_nodes,
           plan->n_nodes == 1 ? "" : "s", plan->n_groups, plan->n_groups == 1 ? "" : "s",
           plan->tree_source, plan->size_bytes, o->fp16 ? "fp16" : "fp32");
-  fprintf(f, "model: alpha %g us per step, host links %g Gb/s, uplinks %g Gb/s, intra-node %g Gb/s "
-             "(where the tree gives no LinkSpeed)\n\n", o->alpha_us, o->host_gbps, o->uplink_gbps,
-          o->intra_gbps);
+  {
+    char hl[64], ul[64];
+    if (plan->host_gbps_min == plan->host_gbps_max)
+      snprintf(hl, sizeof hl, "%g", plan->host_gbps_min);
+    else
+      snprintf(hl, sizeof hl, "%g-%g", plan->host_gbps_min, plan->host_gbps_max);
+    if (plan->uplink_gbps_min == plan->uplink_gbps_max)
+      snprintf(ul, sizeof ul, "%g", plan->uplink_gbps_min);
+    else
+      snprintf(ul, sizeof ul, "%g-%g", plan->uplink_gbps_min, plan->uplink_gbps_max);
+    fprintf(f, "model: host links %s Gb/s, switch uplinks %s Gb/s, intra-node %g Gb/s, %g us per "
+               "step (defaults where the tree gives no speed: host %g, uplink %g)\n\n",
+            hl, plan->uplink_gbps_max > 0 ? ul : "-", o->intra_gbps, o->alpha_us, o->host_gbps,
+            o->uplink_gbps);
+  }
 
+  int hw = 4, gw = 5, lw = 12;
+  for (int i = 0; i < plan->n_nodes; i++) {
+    int a = (int)strlen(plan->nodes[i].host), b = (int)strlen(plan->nodes[i].group);
+    hw = a > hw ? a : hw;
+    gw = b > gw ? b : gw;
+  }
+  for (int i = 0; i < plan->n_alts; i++) {
+    int a = (int)strlen(plan->alts[i].busiest_link);
+    lw = a > lw ? a : lw;
+  }
   fprintf(f, "ring: nodes in ring order, each one contiguous block of ranks\n");
-  fprintf(f, "  %5s  %-20s %-16s %-11s %4s  %s\n", "node", "host", "group", "ranks", "gpus",
+  fprintf(f, "  %5s  %-*s  %-*s  %-11s %4s  %s\n", "node", hw, "host", gw, "group", "ranks", "gpus",
           "NCCL_IB_HCA");
   for (int i = 0; i < plan->n_nodes; i++) {
     const struct dpt_plan_node *n = &plan->nodes[i];
@@ -1292,26 +1335,26 @@ void dpt_plan_print(FILE *f, const struct dpt_plan *plan)
       snprintf(rr, sizeof rr, "%d", n->first_rank);
     else
       snprintf(rr, sizeof rr, "%d-%d", n->first_rank, n->first_rank + n->n_ranks - 1);
-    fprintf(f, "  %5d  %-20s %-16s %-11s %4d  %s\n", i, n->host, n->group, rr, n->n_gpus,
+    fprintf(f, "  %5d  %-*s  %-*s  %-11s %4d  %s\n", i, hw, n->host, gw, n->group, rr, n->n_gpus,
             n->hcas[0] ? n->hcas : "-");
   }
 
   fprintf(f, "\nranks\n");
-  fprintf(f, "  %6s  %-20s %5s %4s  %-14s %4s %7s  %s\n", "rank", "host", "local", "gpu", "busid",
+  fprintf(f, "  %6s  %-*s  %5s %4s  %-14s %4s %7s  %s\n", "rank", hw, "host", "local", "gpu", "busid",
           "numa", "threads", "cpuset");
   for (int i = 0; i < plan->n_ranks; i++) {
     const struct dpt_plan_rank *r = &plan->ranks[i];
     char gpu[16], numa[16];
     snprintf(gpu, sizeof gpu, r->gpu >= 0 ? "%d" : "-", r->gpu);
     snprintf(numa, sizeof numa, r->numa >= 0 ? "%d" : "-", r->numa);
-    fprintf(f, "  %6d  %-20s %5d %4s  %-14s %4s %7d  %s\n", r->rank, plan->nodes[r->node].host,
+    fprintf(f, "  %6d  %-*s  %5d %4s  %-14s %4s %7d  %s\n", r->rank, hw, plan->nodes[r->node].host,
             r->local_rank, gpu, r->gpu_busid[0] ? r->gpu_busid : "-", numa, r->threads,
             r->cpuset[0] ? r->cpuset : "-");
   }
 
   fprintf(f, "\nalternatives: all-reduce of %" PRIu64 " bytes over %d ranks\n", plan->size_bytes,
           plan->n_ranks);
-  fprintf(f, "  %-13s %5s  %-40s %6s  %11s %11s %6s %10s\n", "order", "hops", "busiest link",
+  fprintf(f, "  %-13s %5s  %-*s  %5s  %11s %11s %6s %10s\n", "order", "hops", lw, "busiest link",
           "flows", "predicted", "bound", "ratio", "busbw");
   for (int i = 0; i < plan->n_alts; i++) {
     const struct dpt_plan_alt *a = &plan->alts[i];
@@ -1320,8 +1363,8 @@ void dpt_plan_print(FILE *f, const struct dpt_plan *plan)
       snprintf(ratio, sizeof ratio, "%.2f", a->predicted_s / a->bound_s);
     else
       snprintf(ratio, sizeof ratio, "-");
-    fprintf(f, "  %-13s %5d  %-40s %6d  %8.3f ms %8.3f ms %6s %5.2f GB/s\n", a->name,
-            a->inter_group_hops, a->busiest_link[0] ? a->busiest_link : "-", a->busiest_flows,
+    fprintf(f, "  %-13s %5d  %-*s  %5d  %8.3f ms %8.3f ms %6s %5.2f GB/s\n", a->name,
+            a->inter_group_hops, lw, a->busiest_link[0] ? a->busiest_link : "-", a->busiest_flows,
             a->predicted_s * 1e3, a->bound_s * 1e3, ratio, a->busbw_gbs);
   }
   fprintf(f, "  (hops: ring edges between leaf switches, 2d summed over its rings; flows: ring "
@@ -1330,8 +1373,10 @@ void dpt_plan_print(FILE *f, const struct dpt_plan *plan)
     fprintf(f, "all nodes hang off one switch: no inter-group link to cross.\n");
   } else if (pl && rnd && sl) {
     fprintf(f, "random order crosses inter-group links %d times vs %d for the planned ring "
-               "(Slurm's order: %d); busiest link: %d flow%s planned, %d random, %d Slurm's order.\n",
+               "(Slurm's order: %d);\nbusiest link: %d flow%s planned, %d random, %d Slurm's order; "
+               "predicted all-reduce %.3f ms planned, %.3f ms random, %.3f ms Slurm's order.\n",
             rnd->inter_group_hops, pl->inter_group_hops, sl->inter_group_hops, pl->busiest_flows,
-            pl->busiest_flows == 1 ? "" : "s", rnd->busiest_flows, sl->busiest_flows);
+            pl->busiest_flows == 1 ? "" : "s", rnd->busiest_flows, sl->busiest_flows,
+            pl->predicted_s * 1e3, rnd->predicted_s * 1e3, sl->predicted_s * 1e3);
   }
 }

@@ -81,6 +81,9 @@ struct dpt_plan {
                                    except ranks_per_node/threads_per_rank) */
   char tree_source[64];         /* dpt_tree.source */
   int n_groups;                 /* leaf switches holding job hosts */
+  double host_gbps_min, host_gbps_max;     /* host links of the job, as used by the model */
+  double uplink_gbps_min, uplink_gbps_max; /* switch uplinks below the job's lowest common
+                                              switch; 0 when the job has one group */
   uint64_t size_bytes;      /* message the costs are for (after fp16 halving) */
   int n_nodes;
   struct dpt_plan_node *nodes;  /* [n_nodes] in ring order */

@@ -7,7 +7,7 @@ target_link_libraries(dpt_plan_testlib PUBLIC dpt_topology)
 target_include_directories(dpt_plan_testlib PUBLIC ${_plan})
 dpt_target_warnings(dpt_plan_testlib)
 
-foreach(_t test_plan_props test_plan_mn1 test_plan_node)
+foreach(_t test_plan_props test_plan_mn1 test_plan_node test_plan_sources)
   add_executable(${_t} ${_plan}/${_t}.c)
   target_link_libraries(${_t} PRIVATE dpt_plan_testlib)
   dpt_target_warnings(${_t})
@@ -15,8 +15,79 @@ endforeach()
 add_test(NAME plan_properties_random_trees COMMAND test_plan_props 400)
 add_test(NAME plan_mn1_1024_ranks COMMAND test_plan_mn1)
 add_test(NAME plan_node_gpu_order_binding COMMAND test_plan_node)
+add_test(NAME plan_sources_conf_addr_avakas_mn1xml
+         COMMAND test_plan_sources ${_plan}/data ${DPT_FIXTURES}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/mn1-8gpu-4hca.xml)
 
 # Benchmark (not a timed test): bench_plan [iterations]
 add_executable(bench_plan ${_plan}/bench_plan.c)
 target_link_libraries(bench_plan PRIVATE dpt_plan_testlib)
 dpt_target_warnings(bench_plan)
+
+# dpt-topo plan: golden outputs (reviewed by hand; DPT_UPDATE_GOLDEN=1 rewrites them)
+set(_topo $<TARGET_FILE:dpt-topo>)
+set(_mn1xml ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/mn1-8gpu-4hca.xml)
+set(_avakas ${DPT_FIXTURES}/ibnet/avakas/ibnetdiscover-p.txt)
+file(READ ${_plan}/data/avakas-64.hostlist _avakas64)
+string(STRIP "${_avakas64}" _avakas64)
+dpt_golden_test(plan_cli_flat_golden ${_plan}/data/cli-flat-2gpu.txt
+                ${_topo} plan --nodes n[1-4] --gpus-per-node 2)
+dpt_golden_test(plan_cli_conf_mn1_nodes_golden ${_plan}/data/cli-cluster-mn1xml.txt
+                ${_topo} plan --topology-conf ${_plan}/data/cluster.conf
+                --nodes node[16,03,11,01,02,09] --node-xml ${_mn1xml})
+dpt_golden_test(plan_cli_addr_json_golden ${_plan}/data/cli-cluster-addr.json
+                ${_topo} plan --addr-list ${_plan}/data/cluster.addr --nodes node[01-04]
+                --gpus-per-node 2 --ranks-per-node 1 --fp16 --seed 7 --json)
+dpt_golden_test(plan_cli_avakas_64_golden ${_plan}/data/cli-avakas-64.txt
+                ${_topo} plan --ibnetdiscover ${_avakas} --nodes ${_avakas64} --gpus-per-node 1)
+
+# topology.conf and SLURM_TOPOLOGY_ADDR of one cluster: one plan
+add_test(NAME plan_cli_conf_addr_same_digest
+         COMMAND ${CMAKE_COMMAND}
+                 "-DCMD_A=${_topo};plan;--topology-conf;${_plan}/data/cluster.conf;--nodes;node[01-16];--gpus-per-node;4"
+                 "-DCMD_B=${_topo};plan;--addr-list;${_plan}/data/cluster.addr;--nodes;node[01-16];--gpus-per-node;4"
+                 -P ${_plan}/same_digest.cmake)
+add_test(NAME plan_cli_output_file_is_json
+         COMMAND ${CMAKE_COMMAND}
+                 "-DCMD_A=${_topo};plan;--nodes;n[1-3];--gpus-per-node;2;--output;${CMAKE_CURRENT_BINARY_DIR}/plan-out.json"
+                 "-DCMD_B=${_topo};plan;--nodes;n[1-3];--gpus-per-node;2;--json"
+                 -DOUTPUT=${CMAKE_CURRENT_BINARY_DIR}/plan-out.json
+                 -P ${_plan}/same_digest.cmake)
+
+# dpt-topo plan: bad input -> exit 2, nothing on stdout, a message naming it
+function(plan_bad name regex)
+  add_test(NAME plan_cli_bad_${name}
+           COMMAND ${CMAKE_COMMAND} "-DCMD=${ARGN}" "-DREGEX=${regex}"
+                   -P ${_plan}/expect_fail.cmake)
+endfunction()
+set(_conf --topology-conf ${_plan}/data/cluster.conf)
+plan_bad(node_not_in_tree "'ghost9'.*no switch"
+         ${_topo} plan ${_conf} --gpus-per-node 1 --nodes node[01-03],ghost9)
+plan_bad(duplicate_node "'node02' appears twice"
+         ${_topo} plan ${_conf} --gpus-per-node 1 --nodes node[01-03],node02)
+plan_bad(more_ranks_than_gpus "'node01': 4 ranks per node.* 2 GPUs"
+         ${_topo} plan ${_conf} --gpus-per-node 2 --ranks-per-node 4 --nodes node[01-02])
+plan_bad(missing_tree_file "--topology-conf /nonexistent/topology.conf"
+         ${_topo} plan --topology-conf /nonexistent/topology.conf --gpus-per-node 1 --nodes n1)
+plan_bad(missing_addr_file "--addr-list /nonexistent/addrs"
+         ${_topo} plan --addr-list /nonexistent/addrs --gpus-per-node 1 --nodes n1)
+plan_bad(missing_node_xml "--node-xml /nonexistent/node.xml"
+         ${_topo} plan --node-xml /nonexistent/node.xml --nodes n1)
+plan_bad(two_tree_sources "--topology-conf and --addr-list"
+         ${_topo} plan ${_conf} --addr-list ${_plan}/data/cluster.addr --gpus-per-node 1 --nodes n1)
+plan_bad(no_nodes "--nodes HOSTLIST is required" ${_topo} plan --gpus-per-node 1)
+plan_bad(no_gpu_count "--gpus-per-node N or --node-xml" ${_topo} plan --nodes n1)
+plan_bad(bad_size "--size '12x'" ${_topo} plan --nodes n1 --gpus-per-node 1 --size 12x)
+plan_bad(oversubscribe_needs_rpn "--oversubscribe needs --ranks-per-node"
+         ${_topo} plan --nodes n1 --gpus-per-node 1 --oversubscribe)
+plan_bad(unwritable_output "--output '/nonexistent/dir/p.json'"
+         ${_topo} plan --nodes n1 --gpus-per-node 1 --output /nonexistent/dir/p.json)
+# last: an unbalanced '[' would glue the following list elements together
+plan_bad(hostlist_syntax "--nodes 'node\\[01-'"
+         ${_topo} plan ${_conf} --gpus-per-node 1 --nodes node[01-)
+
+# etc/mn1/plan.txt is the plan of the MN-1 example (etc/mn1/topology.conf, 128 nodes of the
+# MN-1-style node): it must stay what dpt-topo prints.
+dpt_golden_test(plan_etc_mn1_example ${CMAKE_SOURCE_DIR}/etc/mn1/plan.txt
+                ${_topo} plan --topology-conf ${CMAKE_SOURCE_DIR}/etc/mn1/topology.conf
+                --nodes mn[001-128] --node-xml ${_mn1xml})

@@ -1,0 +1,20 @@
+# Bad input for a tool: run CMD, expect exit status EXPECT_EXIT (default 2),
+# nothing on stdout (never a partial document) and stderr matching REGEX.
+#   cmake -DCMD="prog;arg;..." -DREGEX=... [-DEXPECT_EXIT=2] [-DNO_FILE=path] -P expect_fail.cmake
+if(NOT DEFINED EXPECT_EXIT)
+  set(EXPECT_EXIT 2)
+endif()
+execute_process(COMMAND ${CMD} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc STREQUAL "${EXPECT_EXIT}")
+  message(FATAL_ERROR "exit status ${rc}, expected ${EXPECT_EXIT}\ncommand: ${CMD}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(NOT out STREQUAL "")
+  message(FATAL_ERROR "stdout should be empty on bad input, got:\n${out}")
+endif()
+if(NOT err MATCHES "${REGEX}")
+  message(FATAL_ERROR "stderr does not match '${REGEX}':\n${err}")
+endif()
+if(DEFINED NO_FILE AND EXISTS "${NO_FILE}")
+  message(FATAL_ERROR "${NO_FILE} was written despite the error")
+endif()
+message(STATUS "ok: ${err}")
