@@ -646,6 +646,46 @@ static struct dpt_node *node_alloc(const char *source)
   return n;
 }
 
+/* hwloc 2.9 crashes (NULL bitmap dereference while ordering children) on CPU-side
+ * objects that carry a cpuset without its complete_cpuset, or a nodeset without its
+ * complete_nodeset; every hwloc export writes them in pairs, so such a file is
+ * corrupt: reject it before hwloc sees it. */
+static int attr_in_tag(const char *tag, const char *tag_end, const char *attr)
+{
+  size_t n = strlen(attr);
+  for (const char *p = tag; p + n <= tag_end; p++) {
+    p = memmem(p, tag_end - p, attr, n);
+    if (!p)
+      return 0;
+    if (p > tag && isspace((unsigned char)p[-1]) && p + n < tag_end && p[n] == '=')
+      return 1;
+  }
+  return 0;
+}
+
+static int check_objects(const char *buf, const char *end, const char *from, const char *name,
+                         struct dpt_err *err)
+{
+  static const char *const pairs[][2] = {{"cpuset", "complete_cpuset"}, {"complete_cpuset", "cpuset"},
+                                         {"nodeset", "complete_nodeset"}, {"complete_nodeset", "nodeset"}};
+  for (const char *p = from; p < end && (p = memmem(p, end - p, "<object", 7)); p += 7) {
+    const char *tag_end = memchr(p, '>', end - p);
+    if (!tag_end)
+      break; /* truncated: reported by the caller */
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+      if (attr_in_tag(p, tag_end, pairs[i][0]) && !attr_in_tag(p, tag_end, pairs[i][1])) {
+        int line = 1;
+        for (const char *q = buf; q < p; q++)
+          line += *q == '\n';
+        return dpt_err_set(err, DPT_E_INPUT,
+                           "%s:%d: invalid hwloc topology: an <object> has %s but no %s (hwloc exports always "
+                           "write both; the file is corrupt or hand-edited); re-export it with `lstopo --of xml`",
+                           name, line, pairs[i][0], pairs[i][1]);
+      }
+  }
+  return 0;
+}
+
 /* Check that buf looks like an hwloc XML topology we can read, with a message
  * naming the problem (hwloc itself only says "invalid argument"). */
 static int check_xml(const char *buf, size_t len, const char *name, struct dpt_err *err)
@@ -716,6 +756,9 @@ static int check_xml(const char *buf, size_t len, const char *name, struct dpt_e
                            (hwloc_get_api_version() >> 8) & 0xff);
       break;
     }
+  int rc = check_objects(buf, end, gt, name, err);
+  if (rc)
+    return rc;
   if (!memmem(gt, end - gt, "</topology>", 11))
     return dpt_err_set(err, DPT_E_INPUT,
                        "%s: truncated XML: no closing </topology> tag (the file ends after %zu bytes); "

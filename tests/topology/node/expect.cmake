@@ -1,0 +1,20 @@
+# Run a command and check its exit status, stdout and stderr (dpt node tests).
+#   cmake -DCMD="prog;arg;..." -DEXPECT_EXIT=N [-DSTDOUT_EMPTY=1] [-DSTDOUT_REGEX=re]
+#         [-DSTDERR_REGEX=re] -P expect.cmake
+execute_process(COMMAND ${CMD} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+set(problems "")
+if(NOT rc STREQUAL "${EXPECT_EXIT}")
+  string(APPEND problems "exit status ${rc}, expected ${EXPECT_EXIT}\n")
+endif()
+if(STDOUT_EMPTY AND NOT out STREQUAL "")
+  string(APPEND problems "stdout must be empty (no partial document), got:\n${out}\n")
+endif()
+if(DEFINED STDOUT_REGEX AND NOT out MATCHES "${STDOUT_REGEX}")
+  string(APPEND problems "stdout does not match '${STDOUT_REGEX}':\n${out}\n")
+endif()
+if(DEFINED STDERR_REGEX AND NOT err MATCHES "${STDERR_REGEX}")
+  string(APPEND problems "stderr does not match '${STDERR_REGEX}':\n${err}\n")
+endif()
+if(problems)
+  message(FATAL_ERROR "command: ${CMD}\n${problems}stderr was:\n${err}")
+endif()
