@@ -14,6 +14,10 @@ double dpt_softmax_xent(const float *logits, const int *labels, int n, int k, fl
   for (int i = 0; i < n; i++) {
     const float *z = logits + (size_t)i * k;
     int y = labels[i];
+    if (y < 0 || y >= k) { /* padding (validation) or ignored */
+      if (dlogits) memset(dlogits + (size_t)i * k, 0, (size_t)k * sizeof *dlogits);
+      continue;
+    }
     double mx = z[0];
     for (int j = 1; j < k; j++) mx = z[j] > mx ? z[j] : mx;
     double se = 0.0, sz = 0.0;

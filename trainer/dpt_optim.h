@@ -12,7 +12,8 @@
  * (1 - eps) * onehot + eps / K).  Returns the SUM of per-image losses.
  * dlogits (optional) receives grad_scale * (softmax - target), e.g.
  * grad_scale = 1 / global_batch for a mean loss.  top1/top5 (optional) count
- * images whose label is among the 1 / 5 highest logits. */
+ * images whose label is among the 1 / 5 highest logits.  Labels outside
+ * [0, k) (-1: validation padding) contribute nothing (zero gradient row). */
 double dpt_softmax_xent(const float *logits /* [n, k] */, const int *labels /* [n] */, int n, int k,
                         float smoothing, float grad_scale, float *dlogits /* [n, k] or NULL */,
                         int *top1, int *top5);
