@@ -8,7 +8,7 @@
 #include <string.h>
 
 #define MAX_NODES 65536
-#define MAX_WORLD (1 << 20)
+#define MAX_WORLD (1 << 16) /* 65,536 ranks: bounds the task's allocation */
 #define MAX_LOCAL 4096
 
 /* ---- a growable string ------------------------------------------------- */
@@ -222,17 +222,53 @@ static int copy_field(char *dst, size_t cap, const char *src, const char *extra)
 
 #define BAD(...) do { rc = dpt_err_set(err, DPT_E_INPUT, DPT_SPANK_PLAN_ENV ": " __VA_ARGS__); goto fail; } while (0)
 
-int dpt_spank_plan_decode(const char *s, int node_id, const char *host, int local_id,
-                          int local_count, struct dpt_spank_task *out, struct dpt_err *err)
+/* One profile "hcas/rank/rank..." into hcas and ranks[0..n) (local_rank, gpu,
+ * busid, numa, threads, cpuset; rank/node are filled per node later). */
+static int parse_profile(char *p, int j, char *hcas, size_t hcas_len, struct dpt_plan_rank *ranks,
+                         int n, struct dpt_err *err)
 {
-  char *buf = NULL, **nodes = NULL, **profs = NULL, **ranks = NULL;
-  int *first = NULL, *nprof = NULL;
+  char *piece[MAX_LOCAL + 1], *rf[6];
+  int rc = 0;
+  if (split(p, '/', piece, MAX_LOCAL + 1) != n + 1 || copy_field(hcas, hcas_len, piece[0], HCA_CHARS) < 0)
+    BAD("profile %d: bad HCA list", j);
+  for (int l = 0; l < n; l++) {
+    struct dpt_plan_rank *r = &ranks[l];
+    if (split(piece[1 + l], '+', rf, 6) != 5)
+      BAD("profile %d rank %d: expected gpu+busid+numa+threads+cpuset", j, l);
+    r->local_rank = l;
+    if (to_int(rf[0], -1, 1023, &r->gpu) < 0 ||
+        copy_field(r->gpu_busid, sizeof r->gpu_busid, rf[1], BUSID_CHARS) < 0 ||
+        to_int(rf[2], -1, 65535, &r->numa) < 0 || to_int(rf[3], 0, 4096, &r->threads) < 0 ||
+        copy_field(r->cpuset, sizeof r->cpuset, rf[4], CPUSET_CHARS) < 0)
+      BAD("profile %d rank %d: a field is out of range or has bad characters", j, l);
+  }
+fail:
+  return rc;
+}
+
+static int by_first(const void *a, const void *b)
+{
+  const struct dpt_plan_node *x = a, *y = b;
+  return (x->first_rank > y->first_rank) - (x->first_rank < y->first_rank);
+}
+
+int dpt_spank_plan_decode(const char *s, int node_id, const char *host, int local_id,
+                          int local_count, struct dpt_spank_task *out, struct dpt_plan **plan_out,
+                          struct dpt_err *err)
+{
+  char *buf = NULL, **nodes = NULL, **profs = NULL;
+  struct dpt_plan_rank **pr = NULL; /* [n_prof] parsed profiles, [nprof[j]] ranks each */
+  int *nprof = NULL;
+  char (*phcas)[256] = NULL;        /* [n_prof] HCA lists */
   unsigned char *seen = NULL;
-  char *top[6], *nf[4], *rf[6];
-  int rc = 0, n_nodes, n_prof, world, pi, nr;
+  struct dpt_plan *plan = NULL;
+  char *top[6], *nf[4];
+  int rc = 0, n_nodes = 0, n_prof = 0, world, me = -1;
   size_t len;
 
   memset(out, 0, sizeof *out);
+  if (plan_out)
+    *plan_out = NULL;
   if (!s)
     return dpt_err_set(err, DPT_E_INPUT, DPT_SPANK_PLAN_ENV " is not set");
   len = strnlen(s, DPT_SPANK_PLAN_MAX + 1);
@@ -248,30 +284,25 @@ int dpt_spank_plan_decode(const char *s, int node_id, const char *host, int loca
 
   if (split(buf, ';', top, 6) != 5 || strcmp(top[0], "dpt1") != 0)
     BAD("not a dpt1 plan (expected 5 ';'-separated fields starting with dpt1; set by srun --dpt, do not edit)");
-  if (strlen(top[1]) != 16 || !field_ok(top[1], "") )
+  if (strlen(top[1]) != 16 || strspn(top[1], "0123456789abcdef") != 16)
     BAD("bad digest field");
   if (to_int(top[2], 1, MAX_WORLD, &world) < 0)
-    BAD("bad rank count '%.16s'", top[2]);
+    BAD("bad rank count '%.16s' (1..%d)", top[2], MAX_WORLD);
 
   nodes = calloc(MAX_NODES, sizeof *nodes);
   profs = calloc(MAX_NODES, sizeof *profs);
-  ranks = calloc(MAX_LOCAL + 1, sizeof *ranks);
   seen = calloc((size_t)world, 1);
-  if (!nodes || !profs || !ranks || !seen) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory decoding " DPT_SPANK_PLAN_ENV);
-    goto fail;
-  }
+  if (!nodes || !profs || !seen)
+    goto oom;
   if ((n_nodes = split(top[3], ',', nodes, MAX_NODES)) < 0)
     BAD("more than %d nodes", MAX_NODES);
   if ((n_prof = split(top[4], '|', profs, MAX_NODES)) < 0)
     BAD("more than %d profiles", MAX_NODES);
-  first = calloc((size_t)n_nodes, sizeof *first);
+  pr = calloc((size_t)n_prof, sizeof *pr);
   nprof = calloc((size_t)n_prof, sizeof *nprof);
-  if (!first || !nprof) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory decoding " DPT_SPANK_PLAN_ENV);
-    goto fail;
-  }
-  /* ranks per profile */
+  phcas = calloc((size_t)n_prof, sizeof *phcas);
+  if (!pr || !nprof || !phcas)
+    goto oom;
   for (int j = 0; j < n_prof; j++) {
     int n = 0;
     for (const char *p = profs[j]; *p; p++)
@@ -279,36 +310,61 @@ int dpt_spank_plan_decode(const char *s, int node_id, const char *host, int loca
     if (n < 1 || n > MAX_LOCAL)
       BAD("profile %d has %d ranks (1..%d expected)", j, n, MAX_LOCAL);
     nprof[j] = n;
+    if (!(pr[j] = calloc((size_t)n, sizeof **pr)))
+      goto oom;
+    if ((rc = parse_profile(profs[j], j, phcas[j], sizeof phcas[j], pr[j], n, err)) < 0)
+      goto fail;
   }
-  /* every node: host/first/profile; ranks of all nodes are a permutation of 0..world-1 */
   if (node_id < 0 || node_id >= n_nodes)
     BAD("this is node %d of the step but the plan has %d nodes (was the variable inherited from another step?)",
         node_id, n_nodes);
-  pi = -1;
+
+  /* the plan: nodes in Slurm's order first, sorted into ring order below */
+  if (!(plan = calloc(1, sizeof *plan)) || !(plan->nodes = calloc((size_t)n_nodes, sizeof *plan->nodes)) ||
+      !(plan->ranks = calloc((size_t)world, sizeof *plan->ranks)))
+    goto oom;
+  plan->n_nodes = n_nodes;
+  plan->n_ranks = world;
+  memcpy(plan->digest, top[1], 17);
   for (int i = 0; i < n_nodes; i++) {
-    int p;
-    if (split(nodes[i], '/', nf, 4) != 3 || !nf[0][0] || strlen(nf[0]) >= sizeof out->node.host ||
+    struct dpt_plan_node *nd = &plan->nodes[i];
+    int p, first;
+    if (split(nodes[i], '/', nf, 4) != 3 || !nf[0][0] || strlen(nf[0]) >= sizeof nd->host ||
         !field_ok(nf[0], HOST_CHARS))
       BAD("node entry %d is not host/first_rank/profile", i);
-    if (to_int(nf[1], 0, world - 1, &first[i]) < 0 || to_int(nf[2], 0, n_prof - 1, &p) < 0)
+    if (to_int(nf[1], 0, world - 1, &first) < 0 || to_int(nf[2], 0, n_prof - 1, &p) < 0)
       BAD("node entry %d (%s) has a bad rank or profile index", i, nf[0]);
-    if (first[i] + nprof[p] > world)
-      BAD("node %s: ranks %d..%d exceed the plan's %d ranks", nf[0], first[i], first[i] + nprof[p] - 1, world);
-    for (int r = first[i]; r < first[i] + nprof[p]; r++) {
+    if (first + nprof[p] > world)
+      BAD("node %s: ranks %d..%d exceed the plan's %d ranks", nf[0], first, first + nprof[p] - 1, world);
+    for (int r = first; r < first + nprof[p]; r++) {
       if (seen[r])
         BAD("rank %d is on two nodes", r);
       seen[r] = 1;
     }
-    if (i == node_id) {
-      pi = p;
-      snprintf(out->node.host, sizeof out->node.host, "%s", nf[0]);
-      out->node.first_rank = first[i];
-      out->node.n_ranks = nprof[p];
-    }
+    snprintf(nd->host, sizeof nd->host, "%s", nf[0]);
+    nd->host_index = i;
+    nd->first_rank = first;
+    nd->n_ranks = nprof[p];
+    snprintf(nd->hcas, sizeof nd->hcas, "%s", phcas[p]);
+    memcpy(&plan->ranks[first], pr[p], (size_t)nprof[p] * sizeof *plan->ranks);
   }
   for (int r = 0; r < world; r++)
     if (!seen[r])
       BAD("rank %d is on no node", r);
+  qsort(plan->nodes, (size_t)n_nodes, sizeof *plan->nodes, by_first);
+  for (int i = 0; i < n_nodes; i++) {
+    const struct dpt_plan_node *nd = &plan->nodes[i];
+    for (int r = nd->first_rank; r < nd->first_rank + nd->n_ranks; r++) {
+      plan->ranks[r].rank = r;
+      plan->ranks[r].node = i;
+    }
+    if (nd->host_index == node_id)
+      me = i;
+  }
+
+  /* this task */
+  out->node_ring = me;
+  out->node = plan->nodes[me];
   if (host && strcmp(host, out->node.host) != 0)
     BAD("node %d of the step is '%s' in the plan but this node is '%.64s'", node_id, out->node.host, host);
   if (local_count != out->node.n_ranks)
@@ -316,35 +372,28 @@ int dpt_spank_plan_decode(const char *s, int node_id, const char *host, int loca
         "the GPUs, or --dpt=ranks-per-gpu=K)", local_count, out->node.host, out->node.n_ranks);
   if (local_id < 0 || local_id >= out->node.n_ranks)
     BAD("local task %d is out of range 0..%d", local_id, out->node.n_ranks - 1);
-  out->node_ring = 0;
-  for (int i = 0; i < n_nodes; i++)
-    out->node_ring += first[i] < out->node.first_rank;
-
-  /* this node's profile: hcas/rank/rank... */
-  nr = split(profs[pi], '/', ranks, MAX_LOCAL + 1);
-  if (nr != out->node.n_ranks + 1 || copy_field(out->node.hcas, sizeof out->node.hcas, ranks[0], HCA_CHARS) < 0)
-    BAD("profile %d: bad HCA list", pi);
-  if (split(ranks[1 + local_id], '+', rf, 6) != 5)
-    BAD("profile %d rank %d: expected gpu+busid+numa+threads+cpuset", pi, local_id);
-  out->rank.rank = out->node.first_rank + local_id;
-  out->rank.node = out->node_ring;
-  out->rank.local_rank = local_id;
-  if (to_int(rf[0], -1, 1023, &out->rank.gpu) < 0 ||
-      copy_field(out->rank.gpu_busid, sizeof out->rank.gpu_busid, rf[1], BUSID_CHARS) < 0 ||
-      to_int(rf[2], -1, 65535, &out->rank.numa) < 0 || to_int(rf[3], 0, 4096, &out->rank.threads) < 0 ||
-      copy_field(out->rank.cpuset, sizeof out->rank.cpuset, rf[4], CPUSET_CHARS) < 0)
-    BAD("profile %d rank %d: a field is out of range or has bad characters", pi, local_id);
-  memcpy(out->digest, top[1], 17);
+  out->rank = plan->ranks[out->node.first_rank + local_id];
+  memcpy(out->digest, plan->digest, 17);
   out->world = world;
   out->n_nodes = n_nodes;
+  if (plan_out) {
+    *plan_out = plan;
+    plan = NULL;
+  }
+  goto fail;
+oom:
+  rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory decoding " DPT_SPANK_PLAN_ENV);
 fail:
   free(buf);
   free(nodes);
   free(profs);
-  free(ranks);
-  free(first);
+  for (int j = 0; pr && j < n_prof; j++)
+    free(pr[j]);
+  free(pr);
   free(nprof);
+  free(phcas);
   free(seen);
+  dpt_plan_destroy(plan);
   if (rc < 0)
     memset(out, 0, sizeof *out);
   return rc;

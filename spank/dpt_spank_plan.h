@@ -43,10 +43,14 @@ struct dpt_spank_task {
 int dpt_spank_plan_encode(const struct dpt_plan *plan, const char *const *hosts, int n_hosts,
                           char **out, struct dpt_err *err);
 
-/* Decode the entry of Slurm node node_id, local task local_id, on a node that
- * runs local_count tasks; host (SLURMD_NODENAME) must be the node's name in the
- * plan (NULL: not checked). */
+/* Decode and check the whole encoding (every profile, ranks of all nodes a
+ * permutation of 0..WORLD-1), then the entry of Slurm node node_id, local task
+ * local_id, on a node that runs local_count tasks; host (SLURMD_NODENAME) must
+ * be the node's name in the plan (NULL: not checked).  plan_out (may be NULL)
+ * receives the plan itself -- nodes in ring order, every rank's binding, no
+ * alternatives -- for dpt_bind_env(); destroy it with dpt_plan_destroy(). */
 int dpt_spank_plan_decode(const char *s, int node_id, const char *host, int local_id,
-                          int local_count, struct dpt_spank_task *out, struct dpt_err *err);
+                          int local_count, struct dpt_spank_task *out, struct dpt_plan **plan_out,
+                          struct dpt_err *err);
 
 #endif /* DPT_SPANK_PLAN_H */

@@ -143,7 +143,19 @@ int main(int argc, char **argv)
     mutate(buf, strlen(buf), cap);
     struct dpt_spank_task t;
     int node = (int)below(4) - 1, local = (int)below(4) - 1, count = (int)below(4);
-    rc = dpt_spank_plan_decode(buf, node, below(2) ? NULL : "n1", local, count, &t, &e);
+    struct dpt_plan *pl = NULL;
+    int want_plan = (int)below(2);
+    rc = dpt_spank_plan_decode(buf, node, below(2) ? NULL : "n1", local, count, &t, want_plan ? &pl : NULL, &e);
+    if (rc == 0 && want_plan && (!pl || pl->n_ranks != t.world || pl->ranks[t.rank.rank].rank != t.rank.rank ||
+                                 strcmp(pl->nodes[t.node_ring].host, t.node.host) != 0)) {
+      fprintf(stderr, "iteration %ld: the decoded plan disagrees with the task entry\n", it);
+      fail = 1;
+    }
+    if (rc != 0 && pl) {
+      fprintf(stderr, "iteration %ld: a plan came back with an error\n", it);
+      fail = 1;
+    }
+    dpt_plan_destroy(pl);
     if (rc == 0) {
       p_ok++;
       if (t.rank.rank < 0 || t.rank.rank >= t.world || t.node.first_rank + t.node.n_ranks > t.world ||

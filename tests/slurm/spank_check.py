@@ -53,7 +53,7 @@ def main():
         exp = {
             "rank": str(r["rank"]), "RANK": str(r["rank"]), "LOCAL_RANK": str(lid),
             "size": str(plan["n_ranks"]), "WORLD_SIZE": str(plan["n_ranks"]),
-            "gpu": str(r["gpu"]), "cvd": str(r["gpu"]), "cpuset": r["cpuset"],
+            "cpuset": r["cpuset"], "launcher": "spank",
             "hca": nodes[host]["hcas"] or "unset", "omp": str(r["threads"]),
             "digest": plan["digest"], "plan_env": "",
         }
@@ -62,8 +62,18 @@ def main():
             if t.get(k) != v:
                 errors.append(f"{where}: {k}={t.get(k)} but the plan says {v}")
         seen.add(r["rank"])
-        # binding: the plan's cpuset within Slurm's, or Slurm's when they do not meet
+        # GPU: Slurm's CUDA_VISIBLE_DEVICES is kept (never widened); DPT_CUDA_DEVICE is the
+        # position of the plan's GPU in it, found through SLURM_STEP_GPUS (the node's indices)
         base = plain.get((host, lid))
+        if base is not None and t["cvd"] != base["cvd"]:
+            errors.append(f"{where}: CUDA_VISIBLE_DEVICES={t['cvd']} but Slurm alone gives {base['cvd']}")
+        try:
+            dev = t["step_gpus"].split(",")[int(t["cuda_dev"])]
+            if int(dev) != r["gpu"]:
+                errors.append(f"{where}: DPT_CUDA_DEVICE={t['cuda_dev']} selects GPU {dev}, the plan says {r['gpu']}")
+        except (ValueError, IndexError):
+            errors.append(f"{where}: DPT_CUDA_DEVICE={t.get('cuda_dev')} is not an index into {t.get('step_gpus')}")
+        # binding: the plan's cpuset within Slurm's, or Slurm's when they do not meet
         if base is None:
             errors.append(f"{where}: no task at this place in the run without --dpt")
             continue

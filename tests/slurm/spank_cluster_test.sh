@@ -137,7 +137,7 @@ plan)
   # ranks-per-gpu: 16 tasks per node on 8 GPUs
   srun --dpt=ranks-per-gpu=2 -N2 --ntasks-per-node=16 --gpus-per-node=8 "$probe" >"$dir/rpg.txt" 2>&1
   check "ranks-per-gpu=2: 32 tasks with two ranks per GPU" \
-    [ "$(grep -o 'gpu=[0-9]*' "$dir/rpg.txt" | sort | uniq -c | awk '$1 != 4' | wc -l)" -eq 0 -a "$(grep -c '^procid=' "$dir/rpg.txt")" -eq 32 ]
+    [ "$(grep -o 'cuda_dev=[0-9]*' "$dir/rpg.txt" | sort | uniq -c | awk '$1 != 4' | wc -l)" -eq 0 -a "$(grep -o 'cuda_dev=[0-9]*' "$dir/rpg.txt" | sort -u | wc -l)" -eq 8 -a "$(grep -c '^procid=' "$dir/rpg.txt")" -eq 32 ]
   srun --dpt -N2 --ntasks-per-node=16 --gpus-per-node=8 true >"$dir/rpg-bad.txt" 2>&1
   check "16 tasks on 8 GPUs without ranks-per-gpu fails with a dpt: message" \
     grep -q 'dpt: planner: .*' "$dir/rpg-bad.txt"

@@ -31,7 +31,7 @@ static void expect_bad(const char *s, int node, const char *host, int local, int
   struct dpt_spank_task t;
   struct dpt_err e;
   dpt_err_clear(&e);
-  int rc = dpt_spank_plan_decode(s, node, host, local, count, &t, &e);
+  int rc = dpt_spank_plan_decode(s, node, host, local, count, &t, NULL, &e);
   CHECK(rc == DPT_E_INPUT, "accepted '%.80s' (node %d local %d/%d)", s, node, local, count);
   CHECK(strstr(e.msg, want) != NULL, "message '%s' lacks '%s'", e.msg, want);
 }
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     for (int l = 0; l < 8; l++) {
       struct dpt_spank_task t;
       dpt_err_clear(&e);
-      if (dpt_spank_plan_decode(enc, s, hosts[s], l, 8, &t, &e) < 0) {
+      if (dpt_spank_plan_decode(enc, s, hosts[s], l, 8, &t, NULL, &e) < 0) {
         CHECK(0, "decode node %d local %d: %s", s, l, e.msg);
         continue;
       }
@@ -107,6 +107,30 @@ int main(int argc, char **argv)
       CHECK(!strcmp(t.node.hcas, wn->hcas) && t.node.first_rank == wn->first_rank && t.node.n_ranks == 8,
             "%s: hcas %s vs %s", hosts[s], t.node.hcas, wn->hcas);
       CHECK(!strcmp(t.digest, plan->digest) && t.world == 48 && t.n_nodes == 6, "digest/world");
+    }
+  }
+
+  /* the whole plan, as the task hands it to dpt_bind_env(): same nodes, ranks, digest */
+  {
+    struct dpt_spank_task t;
+    struct dpt_plan *back = NULL;
+    dpt_err_clear(&e);
+    CHECK(dpt_spank_plan_decode(enc, 2, "n3", 5, 8, &t, &back, &e) == 0 && back, "%s", e.msg);
+    if (back) {
+      CHECK(back->n_ranks == plan->n_ranks && back->n_nodes == plan->n_nodes && !strcmp(back->digest, plan->digest),
+            "plan shape");
+      for (int i = 0; i < plan->n_nodes && i < back->n_nodes; i++)
+        CHECK(!strcmp(back->nodes[i].host, plan->nodes[i].host) && back->nodes[i].first_rank == plan->nodes[i].first_rank &&
+                  back->nodes[i].n_ranks == plan->nodes[i].n_ranks && !strcmp(back->nodes[i].hcas, plan->nodes[i].hcas),
+              "node %d: %s vs %s", i, back->nodes[i].host, plan->nodes[i].host);
+      for (int r = 0; r < plan->n_ranks && r < back->n_ranks; r++) {
+        const struct dpt_plan_rank *a = &back->ranks[r], *b = &plan->ranks[r];
+        CHECK(a->rank == b->rank && a->node == b->node && a->local_rank == b->local_rank && a->gpu == b->gpu &&
+                  !strcmp(a->gpu_busid, b->gpu_busid) && !strcmp(a->cpuset, b->cpuset) && a->numa == b->numa &&
+                  a->threads == b->threads,
+              "rank %d differs after the round trip", r);
+      }
+      dpt_plan_destroy(back);
     }
   }
 
