@@ -3,7 +3,12 @@
  * A pure function of (switch tree, job hosts in Slurm's order, each host's node
  * topology, options): the SPANK plugin, dpt-launch, `dpt-topo plan` and every
  * rank's bootstrap call dpt_plan_compute() and must get the same answer; the
- * digest lets ranks check that they did. */
+ * digest lets ranks check that they did.
+ *
+ * The algorithm (depth-first tree walk by name, GPU order by path class with
+ * HCA-adjacent ends, fair cpuset slices, node-wide HCA list) and the cost
+ * formulas of every alternative are described at the top of dpt_plan.c; the
+ * JSON document in docs/schema-plan.md. */
 #ifndef DPT_PLAN_H
 #define DPT_PLAN_H
 
@@ -97,9 +102,13 @@ struct dpt_plan {
 void dpt_plan_opts_init(struct dpt_plan_opts *opts);
 
 /* hosts: the job's hosts in the order Slurm gave them (n_hosts entries);
- * topos: one node topology per host (entries may point to the same node).
- * Errors (DPT_E_INPUT): a host not in the tree, duplicate hosts, more ranks
- * than GPUs without allow_oversubscribe. */
+ * topos: one node topology per host (entries may point to the same node;
+ * identical topologies are searched once).  tree and topos are only read.
+ * The planned ring does not depend on the order of hosts[] nor on the order
+ * of the tree's arrays (children are visited by name).
+ * Errors (DPT_E_INPUT, naming the host): a host not in the tree, duplicate
+ * hosts, more ranks than GPUs without allow_oversubscribe, an invalid tree
+ * (no root / several roots / cycle of parents), negative options. */
 int dpt_plan_compute(struct dpt_plan **out, const struct dpt_tree *tree,
                      const char *const *hosts, int n_hosts,
                      const struct dpt_node *const *topos,

@@ -223,6 +223,10 @@ int dpt_topo_plan_main(int argc, char **argv)
     case OPT_SEED:
       if (parse_u64("--seed", optarg, 0, &o.seed, &err))
         goto fail;
+      if (o.seed > (uint64_t)INT64_MAX) { /* the JSON document stores it as an integer */
+        dpt_err_set(&err, DPT_E_INPUT, "--seed %s: at most %lld", optarg, (long long)INT64_MAX);
+        goto fail;
+      }
       break;
     case OPT_HOST:
       if (parse_pos("--host-gbps", optarg, &o.host_gbps, &err))
