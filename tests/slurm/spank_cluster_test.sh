@@ -12,6 +12,8 @@
 #                subset of the allocation gets that subset's plan
 #         batch  #SBATCH --dpt: the inner srun steps get the same as srun --dpt; the
 #                batch step itself is skipped
+#         survey etc/mn1/sbatch/topo-survey.sbatch on the 4 nodes: same plan digest from
+#                topology.conf and from SLURM_TOPOLOGY_ADDR, no node unlike the others
 #         bad    --dpt=bogus, comm=<10,000 chars>, non-ASCII, a corrupted topology XML,
 #                the env form with a bad value, a bad plugstack.conf argument: the step
 #                fails fast with a dpt: message, the daemons survive, the next job works
@@ -166,6 +168,19 @@ EOF
     python3 "$here/spank_check.py" "$dir/plan.json" "$dir/inner1.txt" "$dir/plain.txt" comm=ring
   check "inner srun on n[3-4] == dpt-topo plan of n[3-4]" \
     python3 "$here/spank_check.py" "$dir/plan34.json" "$dir/inner2.txt" "$dir/plain34.txt" comm=ring
+  ;;
+
+survey)
+  export PATH="$(dirname "$topo"):$PATH" HWLOC_XMLFILE="$xml"
+  OUT="$dir/survey" sbatch --wait --nodes=4 -o "$dir/survey.out" "$here/../../etc/mn1/sbatch/topo-survey.sbatch" >/dev/null 2>&1
+  check "topo-survey.sbatch succeeds" [ $? -eq 0 ]
+  cat "$dir/survey.out" | head -5
+  plan_json 'n[1-4]' "$dir/plan.json"
+  d=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["digest"])' "$dir/plan.json")
+  check "the survey's plans (topology.conf and SLURM_TOPOLOGY_ADDR) are dpt-topo's" \
+    grep -q "plan digest from topology.conf: $d, from SLURM_TOPOLOGY_ADDR: $d" "$dir/survey.out"
+  check "4 node XMLs and views" [ "$(ls "$dir"/survey/nodes/*.json | wc -l)" -eq 4 ]
+  check "no node unlike n1" grep -q "nodes unlike n1: 0" "$dir/survey.out"
   ;;
 
 bad)
