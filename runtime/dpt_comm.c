@@ -359,7 +359,7 @@ int dpt_comm_create(struct dpt_comm **out, MPI_Comm world, const struct dpt_comm
     const char *v = getenv("DPT_COMM_CHUNK_BYTES");
     c->chunk_bytes = v && *v ? strtoull(v, NULL, 10) : 0;
     if (!c->chunk_bytes)
-      c->chunk_bytes = 256 * 1024;
+      c->chunk_bytes = 1024 * 1024;
   }
   if (c->chunk_bytes < 64)
     c->chunk_bytes = 64;
@@ -395,6 +395,8 @@ int dpt_comm_create(struct dpt_comm **out, MPI_Comm world, const struct dpt_comm
   c->what[0] = '\0';
 
   MPI_Query_thread(&provided);
+  if (getenv("DPT_COMM_ASYNC") && !strcmp(getenv("DPT_COMM_ASYNC"), "0"))
+    opts.async = 0;
   if (opts.async && provided == MPI_THREAD_MULTIPLE) {
     rc = pthread_create(&c->worker, NULL, worker, c);
     if (rc) {

@@ -47,7 +47,7 @@ struct dpt_comm_opts {
   const char *name;     /* "mpi", "ring", "hierarchical", "nccl" */
   int ring_pos;         /* this rank's position in the plan's ring; -1: world rank */
   int node;             /* this rank's node index (hierarchical); -1: group ranks by host name */
-  size_t chunk_bytes;   /* ring pipeline chunk; 0: DPT_COMM_CHUNK_BYTES or 256 KiB */
+  size_t chunk_bytes;   /* ring pipeline chunk; 0: DPT_COMM_CHUNK_BYTES or 1 MiB */
   int window;           /* ring: chunks in flight; 0: DPT_COMM_WINDOW or 4 */
   double watchdog_s;    /* 0: DPT_WATCHDOG_SECONDS or 300 s; < 0: no watchdog */
   int async;            /* 1 (default): worker thread when MPI_THREAD_MULTIPLE; 0: never */

@@ -60,3 +60,18 @@ foreach(how mpirun launch)
                          TIMEOUT 60 PROCESSORS 2)
   endforeach()
 endforeach()
+
+# dpt-bench: runs under dpt-launch, JSON document, exact results; bad usage.
+dpt_launch_expect(runtime.bench.json 0
+                  "\"schema\": \"dpt.bench.allreduce/1\".*\"comm\": \"hierarchical\".*\"max_error\": 0.0"
+                  ${_launch} -n 3 -- $<TARGET_FILE:dpt-bench> allreduce --max-bytes 64K --iters 2
+                  --warmup 1 --json)
+dpt_launch_expect(runtime.bench.fp16 0 "fp16 on the wire.*ring +65536 +16384 +float"
+                  ${_launch} -n 2 -- $<TARGET_FILE:dpt-bench> allreduce --comm ring --fp16
+                  --min-bytes 64K --max-bytes 64K --iters 2)
+dpt_launch_expect(runtime.bench.usage.comm 2 "unknown communicator \"bogus\""
+                  $<TARGET_FILE:dpt-bench> allreduce --comm bogus)
+dpt_launch_expect(runtime.bench.usage.size 2 "--max-bytes 12x: expected bytes"
+                  $<TARGET_FILE:dpt-bench> allreduce --max-bytes 12x)
+dpt_launch_expect(runtime.bench.usage.what 2 "unknown benchmark \"allgather\""
+                  $<TARGET_FILE:dpt-bench> allgather)
