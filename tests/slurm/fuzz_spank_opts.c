@@ -138,11 +138,17 @@ int main(int argc, char **argv)
     }
 
     /* DPT_SPANK_PLAN */
-    seed = plan_seeds[below(2)];
-    snprintf(buf, cap, "%s", seed);
-    mutate(buf, strlen(buf), cap);
+    int which = (int)below(2);
+    snprintf(buf, cap, "%s", plan_seeds[which]);
+    if (below(4) != 0) /* one time in four the seed itself: the success path stays exercised */
+      mutate(buf, strlen(buf), cap);
     struct dpt_spank_task t;
     int node = (int)below(4) - 1, local = (int)below(4) - 1, count = (int)below(4);
+    if (below(2)) { /* coordinates that fit the seed */
+      node = (int)below(which ? 3 : 2);
+      count = which ? 1 : 2;
+      local = (int)below((size_t)count);
+    }
     struct dpt_plan *pl = NULL;
     int want_plan = (int)below(2);
     rc = dpt_spank_plan_decode(buf, node, below(2) ? NULL : "n1", local, count, &t, want_plan ? &pl : NULL, &e);

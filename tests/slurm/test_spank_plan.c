@@ -7,7 +7,8 @@
  * threads, node-wide HCAs, digest.  Then the encoder's compression (identical
  * nodes share one profile) and the decoder's refusals (wrong host, task count,
  * node id, tampered fields, ranks missing or doubled).
- * usage: test_spank_plan NODE_XML */
+ * With an MN-1 topology.conf as a second argument, the same at 128 nodes x 8.
+ * usage: test_spank_plan NODE_XML [MN1_TOPOLOGY_CONF] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +60,8 @@ int main(int argc, char **argv)
   struct dpt_err e;
   char *enc = NULL;
 
-  if (argc != 2) {
-    fprintf(stderr, "usage: test_spank_plan NODE_XML\n");
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_spank_plan NODE_XML [MN1_TOPOLOGY_CONF]\n");
     return 2;
   }
   dpt_err_clear(&e);
@@ -158,6 +159,49 @@ int main(int argc, char **argv)
   free(enc);
   dpt_plan_destroy(plan);
   dpt_tree_destroy(tree);
+
+  /* MN-1 scale: 128 nodes in 8 groups of 16 (etc/mn1/topology.conf), 8 ranks each, in a
+   * shuffled Slurm order: the encoding stays small and every rank survives the trip */
+  if (argc > 2) {
+    char **mn = NULL;
+    int n = 0;
+    tree = NULL;
+    plan = NULL;
+    enc = NULL;
+    dpt_err_clear(&e);
+    if (dpt_tree_load_topology_conf(&tree, argv[2], &e) < 0 || dpt_tree_hostlist_expand("mn[001-128]", &mn, &n, &e) < 0) {
+      CHECK(0, "MN-1 inputs: %s", e.msg);
+    } else {
+      for (int i = n - 1; i > 0; i--) { /* deterministic shuffle */
+        int j = (int)((i * 2654435761u) % (unsigned)(i + 1));
+        char *x = mn[i];
+        mn[i] = mn[j];
+        mn[j] = x;
+      }
+      if (dpt_spank_local_compute(&o, tree, (const char *const *)mn, n, 8, &plan, &enc, &e) < 0) {
+        CHECK(0, "MN-1 plan: %s", e.msg);
+      } else {
+        printf("MN-1: %d ranks, DPT_SPANK_PLAN %zu bytes\n", plan->n_ranks, strlen(enc));
+        CHECK(plan->n_ranks == 1024 && strlen(enc) < 3072, "MN-1 encoding is %zu bytes", strlen(enc));
+        for (int sidx = 0; sidx < n; sidx++)
+          for (int l = 0; l < 8; l++) {
+            struct dpt_spank_task t;
+            if (dpt_spank_plan_decode(enc, sidx, mn[sidx], l, 8, &t, NULL, &e) < 0) {
+              CHECK(0, "MN-1 decode %s/%d: %s", mn[sidx], l, e.msg);
+              continue;
+            }
+            const struct dpt_plan_rank *want = &plan->ranks[t.rank.rank];
+            CHECK(!strcmp(plan->nodes[want->node].host, mn[sidx]) && want->local_rank == l &&
+                      want->gpu == t.rank.gpu && !strcmp(want->cpuset, t.rank.cpuset),
+                  "MN-1 %s/%d: rank %d", mn[sidx], l, t.rank.rank);
+          }
+      }
+    }
+    free(enc);
+    dpt_plan_destroy(plan);
+    dpt_tree_destroy(tree);
+    dpt_tree_hostlist_free(mn, n);
+  }
   if (failures) {
     fprintf(stderr, "test_spank_plan: %d failure(s)\n", failures);
     return 1;
