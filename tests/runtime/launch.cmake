@@ -56,7 +56,7 @@ foreach(how mpirun launch)
              COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/kill_test.sh ${_l} ${sig} 4 4
                      $<TARGET_FILE:test_hang>)
     set_tests_properties(runtime.watchdog.${how}.${sig} PROPERTIES
-                         ENVIRONMENT "LSAN_OPTIONS=suppressions=${DPT_LSAN_SUPP}:print_suppressions=0"
+                         ENVIRONMENT "${DPT_ASAN_ENV}"
                          TIMEOUT 60 PROCESSORS 2)
   endforeach()
 endforeach()
