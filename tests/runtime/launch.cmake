@@ -75,3 +75,9 @@ dpt_launch_expect(runtime.bench.usage.size 2 "--max-bytes 12x: expected bytes"
                   $<TARGET_FILE:dpt-bench> allreduce --max-bytes 12x)
 dpt_launch_expect(runtime.bench.usage.what 2 "unknown benchmark \"allgather\""
                   $<TARGET_FILE:dpt-bench> allgather)
+# nccl is compiled and linked in GPU builds; without a GPU it fails cleanly on every rank.
+if(TARGET dpt_nccl_kernels)
+  dpt_launch_expect(runtime.comm.nccl.nogpu 1
+                    "communicator nccl: no usable GPU on rank 0 .*cudaGetDeviceCount"
+                    ${_launch} -n 2 -- $<TARGET_FILE:dpt-bench> allreduce --comm nccl --max-bytes 1K)
+endif()
