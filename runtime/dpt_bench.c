@@ -2,6 +2,7 @@
  *
  *   dpt-bench allreduce [--comm NAME[,NAME...]] [--min-bytes N] [--max-bytes N]
  *                       [--iters N] [--warmup N] [--fp16] [--json] [--no-resnet]
+ *                       [--report PATH]
  *
  * Sizes double from --min-bytes (4) to --max-bytes (128 MiB), plus ResNet-50's
  * gradient (102,228,128 B) when it is in range.  Per size and communicator:
@@ -12,7 +13,11 @@
  * (fp32) or averages (--fp16, so values stay in fp16 range).  Several
  * communicators in one run (--comm ring,mpi) are measured on the same ranks,
  * interleaved per size.  Runs under dpt-launch (ring order from the plan),
- * mpirun or srun.  Exit: 0, 2 on bad usage, 1 on runtime failure. */
+ * mpirun or srun.  Every run writes a job report (dpt.report/1, runtime/dpt_report.h)
+ * holding this benchmark's dpt.bench.allreduce/1 document under results.bench,
+ * the per-iteration times of the largest size (ResNet-50's gradient when
+ * measured) as all-reduce "steps", and the plan's predicted time for that size.
+ * Exit: 0, 2 on bad usage, 1 on runtime failure. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -28,6 +33,7 @@
 #include "dpt_comm.h"
 #include "dpt_ctx.h"
 #include "dpt_plan.h"
+#include "dpt_report.h"
 
 #define MAX_COMMS 8
 
@@ -35,9 +41,12 @@ static void usage(FILE *f)
 {
   fprintf(f, "usage: dpt-bench allreduce [--comm NAME[,NAME...]] [--min-bytes N] [--max-bytes N]\n"
              "                           [--iters N] [--warmup N] [--fp16] [--json] [--no-resnet]\n"
+             "                           [--report PATH]\n"
              "  --comm   mpi, ring, hierarchical, nccl (default: DPT_COMM, else ring,hierarchical,mpi)\n"
              "  sizes double from --min-bytes (4) to --max-bytes (134217728), plus ResNet-50's\n"
-             "  gradient (102228128 bytes) unless --no-resnet\n");
+             "  gradient (102228128 bytes) unless --no-resnet\n"
+             "  --report PATH  job report (dpt.report/1; default DPT_REPORT, else\n"
+             "                 dpt-report-<jobid>.<stepid>.json or dpt-report-dpt-bench-<pid>.json)\n");
 }
 
 static int parse_size(const char *s, unsigned long long *out)
@@ -67,7 +76,7 @@ static float ival(int rank, size_t j)
 
 int main(int argc, char **argv)
 {
-  struct dpt_err err;
+  struct dpt_err err = {0};
   struct dpt_ctx ctx;
   const char *comm_list = getenv("DPT_COMM");
   char *names_buf = NULL, *names[MAX_COMMS];
@@ -80,6 +89,10 @@ int main(int argc, char **argv)
   float *buf = NULL;
   json_t *doc = NULL, *results = NULL;
   char host[256] = "?";
+  const char *report_path = NULL;
+  struct dpt_report *rep = NULL;
+  double *iter_t = NULL; /* [iters] per-iteration times of the reported size */
+  int rep_size = -1;     /* index of the size whose iterations are reported */
 
   if (argc < 2 || strcmp(argv[1], "allreduce")) {
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -94,13 +107,15 @@ int main(int argc, char **argv)
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     int need = !strcmp(a, "--comm") || !strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes") ||
-               !strcmp(a, "--iters") || !strcmp(a, "--warmup");
+               !strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--report");
     if (need && i + 1 >= argc) {
       fprintf(stderr, "dpt-bench: %s needs a value\n", a);
       return 2;
     }
     if (!strcmp(a, "--comm")) {
       comm_list = argv[++i];
+    } else if (!strcmp(a, "--report")) {
+      report_path = argv[++i];
     } else if (!strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes")) {
       unsigned long long v;
       if (parse_size(argv[++i], &v) < 0) {
@@ -180,6 +195,27 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
   MPI_Comm_size(MPI_COMM_WORLD, &p);
   gethostname(host, sizeof host - 1);
+  if (dpt_report_create(&rep, "dpt-bench", argc, argv, wrank, p, &err) < 0) {
+    fprintf(stderr, "dpt-bench: rank %d: %s\n", wrank, err.msg);
+    goto out;
+  }
+  dpt_report_set_mpi_version(rep);
+  dpt_report_set_software(rep, "comm", comm_list && *comm_list ? comm_list : "ring,hierarchical,mpi");
+  dpt_report_set_software(rep, "wire", fp16 ? "fp16" : "fp32");
+  dpt_report_set_config(rep, "iters", json_integer(iters));
+  dpt_report_set_config(rep, "warmup", json_integer(warmup));
+  dpt_report_set_config(rep, "min_bytes", json_integer((json_int_t)minb));
+  dpt_report_set_config(rep, "max_bytes", json_integer((json_int_t)maxb));
+  /* the reported size: ResNet-50's gradient when measured, else the largest */
+  rep_size = n_sizes - 1;
+  for (int s = 0; s < n_sizes; s++)
+    if (sizes[s] == DPT_RESNET50_GRAD_BYTES)
+      rep_size = s;
+  if (dpt_report_plan_from_launch(rep, sizes[rep_size], fp16, &err) < 0 && wrank == 0)
+    fprintf(stderr, "dpt-bench: warning: no plan in the report: %s\n", err.msg);
+  iter_t = calloc((size_t)iters, sizeof *iter_t);
+  if (!iter_t)
+    goto out;
   if (dpt_ctx_from_env(&ctx, &err) < 0) {
     fprintf(stderr, "dpt-bench: rank %d: %s\n", wrank, err.msg);
     usage_err = 1;
@@ -202,13 +238,14 @@ int main(int argc, char **argv)
     fprintf(stderr, "dpt-bench: out of memory for %llu bytes\n", sizes[n_sizes - 1]);
     goto out;
   }
-  if (json) {
+  {
     doc = json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:i}", "schema", "dpt.bench.allreduce/1",
                     "host", host, "ranks", p, "wire", fp16 ? "fp16" : "fp32", "launcher",
                     ctx.source, "iters", iters, "warmup", warmup);
     results = json_array();
     json_object_set_new(doc, "results", results);
-  } else if (wrank == 0) {
+  }
+  if (!json && wrank == 0) {
     printf("# dpt-bench allreduce: %d ranks (%s, via %s), %s on the wire, %d iters, %d warmup\n",
            p, host, ctx.source, fp16 ? "fp16" : "fp32", iters, warmup);
     printf("# %-13s %14s %12s %6s %12s %11s %11s %9s\n", "comm", "size(B)", "count", "type",
@@ -226,14 +263,27 @@ int main(int argc, char **argv)
           MPI_Barrier(MPI_COMM_WORLD);
           t0 = MPI_Wtime();
         }
+        double ti = MPI_Wtime();
         if (dpt_comm_allreduce(comms[c], buf, n, flags, &err) < 0) {
           fprintf(stderr, "dpt-bench: rank %d: %s\n", wrank, err.msg);
           goto out;
         }
+        if (it >= warmup)
+          iter_t[it - warmup] = MPI_Wtime() - ti;
       }
       t1 = MPI_Wtime();
       dt = (t1 - t0) / iters;
       MPI_Allreduce(&dt, &maxdt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (s == rep_size && c == 0) {
+        /* the first communicator at the reported size: its iterations are the report's steps */
+        for (int it = 0; it < iters; it++) {
+          struct dpt_report_step st = {0};
+          st.allreduce = st.allreduce_exposed = st.step = iter_t[it];
+          if (dpt_report_add_step(rep, &st, &err) < 0)
+            goto out;
+        }
+        dpt_report_set_allreduce(rep, sizes[s], maxdt);
+      }
       /* Correctness: one sum of integer-valued data against the exact sum. */
       for (size_t j = 0; j < n; j++)
         buf[j] = ival(wrank, j);
@@ -252,14 +302,13 @@ int main(int argc, char **argv)
       if (wrank == 0) {
         double algbw = maxdt > 0 ? (double)sizes[s] / maxdt / 1e9 : 0.0;
         double busbw = algbw * (p > 1 ? 2.0 * (p - 1) / p : 0.0);
-        if (json)
-          json_array_append_new(results,
+        json_array_append_new(results,
                                 json_pack("{s:s, s:I, s:I, s:s, s:f, s:f, s:f, s:f}", "comm",
                                           names[c], "bytes", (json_int_t)sizes[s], "count",
                                           (json_int_t)n, "type", "float", "time_us", maxdt * 1e6,
                                           "algbw_gbs", algbw, "busbw_gbs", busbw, "max_error",
                                           maxerr));
-        else
+        if (!json)
           printf("  %-13s %14llu %12zu %6s %12.1f %11.3f %11.3f %9.2g\n", names[c], sizes[s], n,
                  "float", maxdt * 1e6, algbw, busbw, maxerr);
         fflush(stdout);
@@ -274,6 +323,29 @@ int main(int argc, char **argv)
   }
   rc = 0;
 out:
+  if (rep) {
+    /* every rank reaches here together on success; after a failure ranks write their own parts */
+    struct dpt_report_gather g = {dpt_report_gather_mpi, &(MPI_Comm){MPI_COMM_WORLD}};
+    char path[4096];
+    if (doc)
+      dpt_report_set_result(rep, "bench", json_incref(doc));
+    if (rc) {
+      if (err.code)
+        dpt_report_set_error(rep, &err);
+      dpt_report_set_exit_status(rep, usage_err ? 2 : 1);
+    } else {
+      dpt_report_set_exit_status(rep, 0);
+    }
+    if (dpt_report_finish(rep, rc ? NULL : &g, report_path, path, &err) < 0) {
+      fprintf(stderr, "dpt-bench: rank %d: %s\n", wrank, err.msg);
+      if (!rc)
+        rc = 1;
+    } else if (wrank == 0 && !json) {
+      printf("# report: %s\n", path);
+    }
+    dpt_report_destroy(rep);
+  }
+  free(iter_t);
   for (int c = 0; c < n_comms; c++)
     dpt_comm_destroy(comms[c]);
   json_decref(doc);

@@ -1,0 +1,1165 @@
+/* dpt_report.c — the "dpt.report/1" job report: collect per rank, gather to
+ * rank 0, validate, write atomically.  Layout and definitions (percentiles,
+ * images/s, scaling efficiency): docs/schema-report.md. */
+#define _GNU_SOURCE
+#include "dpt_report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hwloc.h>
+
+#include "dpt_node.h"
+#include "dpt_plan.h"
+
+#ifndef DPT_VERSION
+#define DPT_VERSION "unknown"
+#endif
+
+static const char *const phase_names[DPT_REPORT_N_PHASES] = {
+  "data_wait", "forward", "backward", "allreduce", "allreduce_exposed", "update", "step"};
+
+const char *dpt_report_phase_name(int phase)
+{
+  return phase >= 0 && phase < DPT_REPORT_N_PHASES ? phase_names[phase] : "?";
+}
+
+struct dpt_report {
+  char program[64];
+  int rank, size;
+  json_t *command;      /* array of argv strings */
+  double start_unix;    /* CLOCK_REALTIME at create */
+  double start_mono;    /* CLOCK_MONOTONIC at create */
+  char host[256];
+  long pid;
+  json_t *software;     /* object; "libraries" inside */
+  json_t *config, *results;
+  json_t *plan;         /* dpt.plan/1 or NULL */
+  uint64_t plan_bytes;  /* plan->opts.size_bytes (fp32 bytes the costs are for) */
+  int plan_fp16;
+  json_t *node;         /* this rank's node summary or NULL */
+  char *binding;        /* free text or NULL */
+  uint64_t ar_bytes;    /* 0: not set */
+  double ar_measured;   /* < 0: from the steps */
+  double ar_predicted;  /* >= 0: the plan's cost model for ar_bytes (dpt_report_plan_from_launch) */
+  double *samples[DPT_REPORT_N_PHASES]; /* [cap] per phase, n_steps used */
+  size_t n_steps, cap;
+  long images;
+  json_t *curve;        /* array */
+  json_t *errors;       /* array */
+  int exit_status;      /* -1: not set */
+  char *baseline;
+};
+
+static double now_real(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double now_mono(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void iso_time(double t, char *buf, size_t len)
+{
+  time_t s = (time_t)t;
+  struct tm tm;
+  gmtime_r(&s, &tm);
+  int ms = (int)((t - (double)s) * 1000);
+  if (ms < 0 || ms > 999)
+    ms = 0;
+  char b[32];
+  strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf, len, "%s.%03dZ", b, ms);
+}
+
+static json_t *str_or_null(const char *s)
+{
+  return s ? json_string(s) : json_null();
+}
+
+/* A number that JSON can hold: NAN/inf become null. */
+static json_t *num_or_null(double v)
+{
+  return isfinite(v) ? json_real(v) : json_null();
+}
+
+static const char *env_nonempty(const char *name)
+{
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+void dpt_report_epoch_init(struct dpt_report_epoch *e)
+{
+  e->epoch = NAN;
+  e->step = -1;
+  e->train_loss = e->train_top1 = e->val_loss = e->val_top1 = e->val_top5 = NAN;
+  e->lr = NAN;
+  e->elapsed_s = NAN;
+}
+
+int dpt_report_create(struct dpt_report **out, const char *program, int argc, char *const *argv,
+                      int rank, int size, struct dpt_err *err)
+{
+  struct dpt_report *r = NULL;
+  char v[64];
+  unsigned hv = hwloc_get_api_version();
+
+  *out = NULL;
+  if (size < 1 || rank < 0 || rank >= size)
+    return dpt_err_set(err, DPT_E_INPUT, "report: rank %d of %d ranks: need 0 <= rank < size", rank, size);
+  if (!program || !*program)
+    return dpt_err_set(err, DPT_E_INPUT, "report: empty program name");
+  r = calloc(1, sizeof *r);
+  if (!r)
+    goto nomem;
+  snprintf(r->program, sizeof r->program, "%s", program);
+  r->rank = rank;
+  r->size = size;
+  r->start_unix = now_real();
+  r->start_mono = now_mono();
+  r->pid = (long)getpid();
+  r->exit_status = -1;
+  r->ar_measured = -1;
+  r->ar_predicted = -1;
+  if (gethostname(r->host, sizeof r->host - 1))
+    snprintf(r->host, sizeof r->host, "unknown");
+  r->command = json_array();
+  r->software = json_object();
+  r->config = json_object();
+  r->results = json_object();
+  r->curve = json_array();
+  r->errors = json_array();
+  if (!r->command || !r->software || !r->config || !r->results || !r->curve || !r->errors)
+    goto nomem;
+  for (int i = 0; i < argc && argv && argv[i]; i++)
+    if (json_array_append_new(r->command, json_string(argv[i])))
+      goto nomem;
+  json_t *libs = json_object();
+  if (!libs || json_object_set_new(r->software, "libraries", libs))
+    goto nomem;
+#ifdef HWLOC_VERSION
+  snprintf(v, sizeof v, "%s", HWLOC_VERSION); /* the library's version (the API version lags) */
+  (void)hv;
+#else
+  snprintf(v, sizeof v, "%u.%u.%u", hv >> 16, (hv >> 8) & 0xff, hv & 0xff);
+#endif
+  if (json_object_set_new(libs, "hwloc", json_string(v)) ||
+      json_object_set_new(libs, "jansson", json_string(jansson_version_str())) ||
+      json_object_set_new(r->software, "dpt", json_string(DPT_VERSION)))
+    goto nomem;
+  *out = r;
+  return 0;
+nomem:
+  dpt_report_destroy(r);
+  return dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
+}
+
+void dpt_report_destroy(struct dpt_report *r)
+{
+  if (!r)
+    return;
+  json_decref(r->command);
+  json_decref(r->software);
+  json_decref(r->config);
+  json_decref(r->results);
+  json_decref(r->plan);
+  json_decref(r->node);
+  json_decref(r->curve);
+  json_decref(r->errors);
+  for (int p = 0; p < DPT_REPORT_N_PHASES; p++)
+    free(r->samples[p]);
+  free(r->binding);
+  free(r->baseline);
+  free(r);
+}
+
+int dpt_report_rank(const struct dpt_report *r) { return r->rank; }
+int dpt_report_size(const struct dpt_report *r) { return r->size; }
+
+int dpt_report_set_software(struct dpt_report *r, const char *key, const char *value)
+{
+  if (!key || !strcmp(key, "libraries") || !strcmp(key, "dpt"))
+    return DPT_E_INPUT;
+  return json_object_set_new(r->software, key, str_or_null(value)) ? DPT_E_NOMEM : 0;
+}
+
+int dpt_report_set_library(struct dpt_report *r, const char *name, const char *version)
+{
+  if (!name)
+    return DPT_E_INPUT;
+  return json_object_set_new(json_object_get(r->software, "libraries"), name, str_or_null(version))
+             ? DPT_E_NOMEM : 0;
+}
+
+int dpt_report_set_config(struct dpt_report *r, const char *key, json_t *value)
+{
+  if (!key || !value) {
+    json_decref(value);
+    return DPT_E_INPUT;
+  }
+  return json_object_set_new(r->config, key, value) ? DPT_E_NOMEM : 0;
+}
+
+int dpt_report_set_result(struct dpt_report *r, const char *key, json_t *value)
+{
+  if (!key || !value) {
+    json_decref(value);
+    return DPT_E_INPUT;
+  }
+  return json_object_set_new(r->results, key, value) ? DPT_E_NOMEM : 0;
+}
+
+int dpt_report_set_plan(struct dpt_report *r, const struct dpt_plan *plan, struct dpt_err *err)
+{
+  json_t *j = dpt_plan_to_json(plan);
+  if (!j)
+    return dpt_err_set(err, DPT_E_NOMEM, "report: cannot render the plan as JSON");
+  json_decref(r->plan);
+  r->plan = j;
+  r->plan_bytes = plan->opts.size_bytes;
+  r->plan_fp16 = plan->opts.fp16;
+  return 0;
+}
+
+static json_t *node_summary(const struct dpt_node *n)
+{
+  uint64_t mem = 0;
+  json_t *gpus = json_array(), *hcas = json_array();
+  for (int i = 0; i < n->n_numa; i++)
+    mem += n->numa[i].memory;
+  for (int i = 0; i < n->n_gpus; i++)
+    json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:i}", "index", n->gpus[i].index, "model",
+                                          n->gpus[i].model, "busid", n->gpus[i].busid, "numa",
+                                          n->gpus[i].numa));
+  for (int i = 0; i < n->n_hcas; i++)
+    json_array_append_new(hcas, json_pack("{s:s,s:s,s:i}", "name", n->hcas[i].name, "kind",
+                                          n->hcas[i].kind, "numa", n->hcas[i].numa));
+  return json_pack("{s:s,s:i,s:i,s:i,s:i,s:I,s:o,s:o}", "source", n->source, "packages", n->n_packages,
+                   "cores", n->n_cores, "pus", n->n_pus, "numa_nodes", n->n_numa, "memory_bytes",
+                   (json_int_t)mem, "gpus", gpus, "hcas", hcas);
+}
+
+int dpt_report_set_node(struct dpt_report *r, const struct dpt_node *node, struct dpt_err *err)
+{
+  json_t *j = node_summary(node);
+  if (!j)
+    return dpt_err_set(err, DPT_E_NOMEM, "report: cannot summarise the node topology");
+  json_decref(r->node);
+  r->node = j;
+  return 0;
+}
+
+int dpt_report_set_binding(struct dpt_report *r, const char *applied)
+{
+  char *s = applied ? strdup(applied) : NULL;
+  if (applied && !s)
+    return DPT_E_NOMEM;
+  free(r->binding);
+  r->binding = s;
+  return 0;
+}
+
+int dpt_report_set_allreduce(struct dpt_report *r, uint64_t bytes, double measured_s)
+{
+  r->ar_bytes = bytes;
+  r->ar_measured = isfinite(measured_s) ? measured_s : -1;
+  return 0;
+}
+
+static int env_int(const char *name, int *out)
+{
+  const char *v = env_nonempty(name);
+  char *end;
+  long x;
+  if (!v)
+    return -1;
+  x = strtol(v, &end, 10);
+  if (*end || x < 0 || x > 1000000)
+    return -1;
+  *out = (int)x;
+  return 0;
+}
+
+int dpt_report_plan_from_launch(struct dpt_report *r, uint64_t bytes, int fp16, struct dpt_err *err)
+{
+  const char *digest = env_nonempty("DPT_PLAN_DIGEST"), *host = env_nonempty("DPT_NODE_NAME");
+  int n_nodes, local_size, threads = 0, rc = 0;
+  struct dpt_node *node = NULL;
+  struct dpt_tree *tree = NULL;
+  struct dpt_plan *plan = NULL, *sized = NULL;
+  struct dpt_plan_opts o;
+
+  if (!digest || !host || env_int("DPT_N_NODES", &n_nodes) || n_nodes != 1 ||
+      env_int("DPT_LOCAL_SIZE", &local_size) || local_size < 1)
+    return 0;
+  env_int("DPT_PLAN_THREADS", &threads);
+  const struct dpt_node *topos[1];
+  const char *hosts[1] = {host};
+  if ((rc = dpt_node_load(&node, NULL, err)) || (rc = dpt_tree_flat(&tree, hosts, 1, err)))
+    goto out;
+  topos[0] = node;
+  dpt_plan_opts_init(&o);
+  o.ranks_per_node = local_size;
+  o.allow_oversubscribe = 1;
+  o.threads_per_rank = threads;
+  if ((rc = dpt_plan_compute(&plan, tree, hosts, 1, topos, &o, err)))
+    goto out;
+  if (strcmp(plan->digest, digest)) {
+    rc = 0; /* not the plan dpt-launch computed (--input, another machine): embed nothing */
+    goto out;
+  }
+  if ((rc = dpt_report_set_plan(r, plan, err)))
+    goto out;
+  if (bytes) {
+    o.size_bytes = bytes;
+    o.fp16 = fp16;
+    if ((rc = dpt_plan_compute(&sized, tree, hosts, 1, topos, &o, err)))
+      goto out;
+    r->ar_predicted = sized->n_alts ? sized->alts[0].predicted_s : -1;
+  }
+  rc = 1;
+out:
+  dpt_plan_destroy(sized);
+  dpt_plan_destroy(plan);
+  if (tree)
+    dpt_tree_destroy(tree);
+  if (node)
+    dpt_node_destroy(node);
+  return rc;
+}
+
+int dpt_report_add_step(struct dpt_report *r, const struct dpt_report_step *s, struct dpt_err *err)
+{
+  double v[DPT_REPORT_N_PHASES] = {s->data_wait, s->forward, s->backward, s->allreduce,
+                                   s->allreduce_exposed, s->update, s->step};
+  if (v[DPT_REPORT_STEP] <= 0)
+    v[DPT_REPORT_STEP] = s->data_wait + s->forward + s->backward + s->allreduce_exposed + s->update;
+  for (int p = 0; p < DPT_REPORT_N_PHASES; p++)
+    if (!isfinite(v[p]) || v[p] < 0)
+      return dpt_err_set(err, DPT_E_INPUT, "report: step %zu: phase %s = %g s; phase times must be >= 0",
+                         r->n_steps, phase_names[p], v[p]);
+  if (s->images < 0)
+    return dpt_err_set(err, DPT_E_INPUT, "report: step %zu: %ld images", r->n_steps, s->images);
+  if (r->n_steps == r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 256;
+    for (int p = 0; p < DPT_REPORT_N_PHASES; p++) {
+      double *n = realloc(r->samples[p], cap * sizeof *n);
+      if (!n)
+        return dpt_err_set(err, DPT_E_NOMEM, "report: out of memory for %zu steps", cap);
+      r->samples[p] = n;
+    }
+    r->cap = cap;
+  }
+  for (int p = 0; p < DPT_REPORT_N_PHASES; p++)
+    r->samples[p][r->n_steps] = v[p];
+  r->n_steps++;
+  r->images += s->images;
+  return 0;
+}
+
+int dpt_report_add_epoch(struct dpt_report *r, const struct dpt_report_epoch *e, struct dpt_err *err)
+{
+  if (!isfinite(e->epoch) || e->epoch < 0)
+    return dpt_err_set(err, DPT_E_INPUT, "report: learning-curve point with epoch %g", e->epoch);
+  double el = isfinite(e->elapsed_s) ? e->elapsed_s : now_mono() - r->start_mono;
+  json_t *p = json_pack("{s:f,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:f}", "epoch", e->epoch, "step",
+                        e->step >= 0 ? json_integer(e->step) : json_null(), "train_loss",
+                        num_or_null(e->train_loss), "train_top1", num_or_null(e->train_top1), "val_loss",
+                        num_or_null(e->val_loss), "val_top1", num_or_null(e->val_top1), "val_top5",
+                        num_or_null(e->val_top5), "lr", num_or_null(e->lr), "elapsed_s", el);
+  if (!p || json_array_append_new(r->curve, p))
+    return dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
+  return 0;
+}
+
+int dpt_report_set_error(struct dpt_report *r, const struct dpt_err *e)
+{
+  char t[40];
+  double now = now_real();
+  iso_time(now, t, sizeof t);
+  json_t *j = json_pack("{s:i,s:s,s:s,s:s,s:s,s:f}", "rank", r->rank, "host", r->host, "code",
+                        dpt_err_code_name(e ? e->code : DPT_E_RUNTIME), "message",
+                        e && e->msg[0] ? e->msg : "(no message)", "time", t, "elapsed_s",
+                        now_mono() - r->start_mono);
+  return !j || json_array_append_new(r->errors, j) ? DPT_E_NOMEM : 0;
+}
+
+void dpt_report_set_exit_status(struct dpt_report *r, int status)
+{
+  r->exit_status = status;
+}
+
+int dpt_report_set_baseline(struct dpt_report *r, const char *path)
+{
+  char *s = path ? strdup(path) : NULL;
+  if (path && !s)
+    return DPT_E_NOMEM;
+  free(r->baseline);
+  r->baseline = s;
+  return 0;
+}
+
+/* ---- path ----------------------------------------------------------------- */
+
+static int append(char *buf, size_t len, size_t *at, const char *s, struct dpt_err *err)
+{
+  size_t n = strlen(s);
+  if (*at + n + 1 > len)
+    return dpt_err_set(err, DPT_E_INPUT, "report path longer than %zu bytes: shorten --report / DPT_REPORT",
+                       len - 1);
+  memcpy(buf + *at, s, n + 1);
+  *at += n;
+  return 0;
+}
+
+int dpt_report_path(const struct dpt_report *r, const char *explicit_path, char *buf, size_t len,
+                    struct dpt_err *err)
+{
+  const char *job = env_nonempty("SLURM_JOB_ID"), *step = env_nonempty("SLURM_STEP_ID");
+  const char *pat = explicit_path && *explicit_path ? explicit_path : env_nonempty("DPT_REPORT");
+  char tmp[64];
+  size_t at = 0;
+  int rc;
+
+  if (!len)
+    return dpt_err_set(err, DPT_E_INPUT, "report path: no buffer");
+  buf[0] = '\0';
+  if (!pat) {
+    /* rank 0's pid: the launchers start ranks at the same time; the pid that
+     * matters is the writer's, i.e. this process's when rank 0. */
+    if (job && step)
+      snprintf(tmp, sizeof tmp, "%s.%s", job, step);
+    else if (job)
+      snprintf(tmp, sizeof tmp, "%s", job);
+    if (job)
+      rc = append(buf, len, &at, "dpt-report-", err) || append(buf, len, &at, tmp, err) ||
+           append(buf, len, &at, ".json", err);
+    else {
+      char p[32];
+      snprintf(p, sizeof p, "-%ld.json", r->pid);
+      rc = append(buf, len, &at, "dpt-report-", err) || append(buf, len, &at, r->program, err) ||
+           append(buf, len, &at, p, err);
+    }
+    return rc ? err->code : (int)at;
+  }
+  for (const char *c = pat; *c; c++) {
+    char one[2] = {*c, 0};
+    const char *add = one;
+    if (*c == '%' && c[1]) {
+      c++;
+      if (*c == 'j')
+        add = job ? job : "nojob";
+      else if (*c == 's')
+        add = step ? step : "0";
+      else if (*c == 'p') {
+        snprintf(tmp, sizeof tmp, "%ld", r->pid);
+        add = tmp;
+      } else if (*c == '%')
+        add = "%";
+      else
+        return dpt_err_set(err, DPT_E_INPUT, "report path '%s': unknown %%%c (use %%j job, %%s step, %%p pid, %%%%)",
+                           pat, *c);
+    }
+    if (append(buf, len, &at, add, err))
+      return err->code;
+  }
+  return (int)at;
+}
+
+/* ---- atomic write ----------------------------------------------------------- */
+
+int dpt_report_write_atomic(const char *path, const char *text, size_t len, struct dpt_err *err)
+{
+  char tmp[PATH_MAX + 32], dir[PATH_MAX];
+  int fd = -1, rc = 0;
+  size_t done = 0;
+
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    return dpt_err_set(err, DPT_E_INPUT, "report path '%s' too long", path);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return dpt_err_set(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR ? DPT_E_INPUT : DPT_E_RUNTIME,
+                       "report: cannot create %s: %s (check the directory of --report / DPT_REPORT)", tmp,
+                       strerror(errno));
+  while (done < len) {
+    ssize_t w = write(fd, text + done, len - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "report: writing %s failed: %s", tmp, strerror(errno));
+      goto fail;
+    }
+    done += (size_t)w;
+  }
+  if (fsync(fd)) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "report: fsync of %s failed: %s", tmp, strerror(errno));
+    goto fail;
+  }
+  if (close(fd)) {
+    fd = -1;
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "report: closing %s failed: %s", tmp, strerror(errno));
+    goto fail;
+  }
+  fd = -1;
+  if (rename(tmp, path)) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "report: cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    goto fail;
+  }
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir)
+    dir[1] = '\0';
+  else if (slash)
+    *slash = '\0';
+  else
+    snprintf(dir, sizeof dir, ".");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd); /* best effort: some file systems refuse fsync on directories */
+    close(dfd);
+  }
+  return 0;
+fail:
+  if (fd >= 0)
+    close(fd);
+  unlink(tmp);
+  return rc;
+}
+
+/* ---- this rank's part ----------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted v[n]: v[ceil(q/100 * n) - 1]. */
+static double pct(const double *v, size_t n, double q)
+{
+  size_t k = (size_t)ceil(q / 100.0 * (double)n);
+  if (k < 1)
+    k = 1;
+  if (k > n)
+    k = n;
+  return v[k - 1];
+}
+
+static json_t *phase_stats(const double *s, size_t n)
+{
+  double *v = malloc((n ? n : 1) * sizeof *v), total = 0;
+  json_t *j;
+  if (!v)
+    return NULL;
+  for (size_t i = 0; i < n; i++)
+    total += s[i];
+  memcpy(v, s, n * sizeof *v);
+  qsort(v, n, sizeof *v, cmp_double);
+  j = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "total_s", total, "mean_s", total / (double)n, "p50_s",
+                pct(v, n, 50), "p90_s", pct(v, n, 90), "p99_s", pct(v, n, 99), "max_s", v[n - 1]);
+  free(v);
+  return j;
+}
+
+static void cpus_allowed(char *buf, size_t len)
+{
+  cpu_set_t set;
+  size_t at = 0;
+  buf[0] = '\0';
+  if (sched_getaffinity(0, sizeof set, &set))
+    return;
+  for (int c = 0; c < CPU_SETSIZE && at + 24 < len; c++) {
+    if (!CPU_ISSET(c, &set))
+      continue;
+    int e = c;
+    while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set))
+      e++;
+    at += (size_t)snprintf(buf + at, len - at, at ? ",%d" : "%d", c);
+    if (e > c)
+      at += (size_t)snprintf(buf + at, len - at, "-%d", e);
+    c = e;
+  }
+}
+
+static json_t *rank_part(struct dpt_report *r)
+{
+  char cpus[1024];
+  struct rusage ru;
+  json_t *phases = json_object(), *part;
+  double step_total = 0;
+
+  if (!phases)
+    return NULL;
+  cpus_allowed(cpus, sizeof cpus);
+  if (r->n_steps) {
+    for (int p = 0; p < DPT_REPORT_N_PHASES; p++)
+      json_object_set_new(phases, phase_names[p], phase_stats(r->samples[p], r->n_steps));
+    for (size_t i = 0; i < r->n_steps; i++)
+      step_total += r->samples[DPT_REPORT_STEP][i];
+  }
+  if (!r->node) {
+    struct dpt_node *n = NULL;
+    struct dpt_err e;
+    if (!dpt_node_load(&n, NULL, &e)) {
+      r->node = node_summary(n);
+      dpt_node_destroy(n);
+    }
+  }
+  getrusage(RUSAGE_SELF, &ru);
+  part = json_pack("{s:i,s:s,s:I,s:{s:s,s:o,s:o,s:o,s:o,s:o},s:o,s:I,s:I,s:f,s:f,s:I,s:o,s:O,s:f}",
+                   "rank", r->rank, "host", r->host, "pid", (json_int_t)r->pid, "binding", "cpus_allowed", cpus,
+                   "applied", str_or_null(r->binding), "cpuset", str_or_null(env_nonempty("DPT_CPUSET")),
+                   "numa", str_or_null(env_nonempty("DPT_NUMA")), "cuda_visible_devices",
+                   str_or_null(env_nonempty("CUDA_VISIBLE_DEVICES")), "omp_num_threads",
+                   str_or_null(env_nonempty("OMP_NUM_THREADS")), "node",
+                   r->node ? json_incref(r->node) : json_null(), "steps", (json_int_t)r->n_steps, "images",
+                   (json_int_t)r->images, "step_time_s", step_total, "images_per_s",
+                   step_total > 0 ? (double)r->images / step_total : 0.0, "peak_rss_bytes",
+                   (json_int_t)ru.ru_maxrss * 1024, "phases", phases, "errors", r->errors, "end_elapsed_s",
+                   now_mono() - r->start_mono);
+  return part;
+}
+
+/* ---- rank 0: the document ----------------------------------------------------- */
+
+static int load_json(const char *path, json_t **out, struct dpt_err *err)
+{
+  json_error_t je;
+  json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  *out = NULL;
+  if (!doc) {
+    if (je.line < 0 || je.position == 0)
+      return dpt_err_set(err, DPT_E_INPUT, "%s: cannot read: %s", path, je.text);
+    return dpt_err_set(err, DPT_E_INPUT, "%s:%d:%d: not JSON: %s", path, je.line, je.column, je.text);
+  }
+  *out = doc;
+  return 0;
+}
+
+/* Who started the ranks: DPT_LAUNCHER (the SPANK plugin sets it), else guessed
+ * from the variables each launcher sets. */
+static json_t *launcher(void)
+{
+  const char *l = env_nonempty("DPT_LAUNCHER");
+  if (!l)
+    l = env_nonempty("DPT_PLAN_DIGEST") && env_nonempty("DPT_RANK") ? "dpt-launch"
+        : env_nonempty("SLURM_PROCID")                            ? "srun"
+        : env_nonempty("OMPI_COMM_WORLD_RANK")                    ? "mpirun"
+        : env_nonempty("PMIX_RANK")                               ? "pmix"
+                                                                  : "single";
+  return json_string(l);
+}
+
+static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struct dpt_err *err)
+{
+  char t0[40], t1[40];
+  double end = now_real();
+  json_t *doc = NULL, *hosts = json_array(), *topo = json_array(), *ar = NULL, *scaling = NULL,
+         *errors = json_array(), *baseline = NULL;
+  double ips = 0, measured = -1;
+  json_int_t images = 0;
+  size_t i;
+  json_t *p;
+
+  if (!hosts || !topo || !errors)
+    goto nomem;
+  iso_time(r->start_unix, t0, sizeof t0);
+  iso_time(end, t1, sizeof t1);
+  json_array_foreach(parts, i, p) {
+    const char *h = json_string_value(json_object_get(p, "host"));
+    size_t k;
+    json_t *t, *found = NULL;
+    json_array_foreach(topo, k, t) if (!strcmp(json_string_value(json_object_get(t, "host")), h)) found = t;
+    if (!found) {
+      json_t *node = json_object_get(p, "node");
+      found = json_pack("{s:s,s:[]}", "host", h, "ranks");
+      if (!found || json_array_append_new(topo, found) || json_array_append_new(hosts, json_string(h)))
+        goto nomem;
+      if (json_is_object(node))
+        json_object_update(found, node);
+    }
+    json_array_append_new(json_object_get(found, "ranks"), json_integer(json_integer_value(json_object_get(p, "rank"))));
+    ips += json_real_value(json_object_get(p, "images_per_s"));
+    images += json_integer_value(json_object_get(p, "images"));
+    json_t *e;
+    size_t ei;
+    json_array_foreach(json_object_get(p, "errors"), ei, e) json_array_append(errors, e);
+    /* the collective takes as long as its slowest rank: max of the per-rank medians */
+    json_t *a = json_object_get(json_object_get(p, "phases"), "allreduce");
+    if (a && json_real_value(json_object_get(a, "p50_s")) > measured)
+      measured = json_real_value(json_object_get(a, "p50_s"));
+  }
+  if (r->ar_measured >= 0)
+    measured = r->ar_measured;
+  {
+    /* predicted: the plan's own cost when it is for the same message */
+    double pred = NAN;
+    json_t *alts = json_object_get(r->plan, "alternatives");
+    if (r->plan && r->ar_bytes && r->ar_bytes == r->plan_bytes && json_array_size(alts))
+      pred = json_real_value(json_object_get(json_array_get(alts, 0), "predicted_s"));
+    if (r->ar_predicted >= 0)
+      pred = r->ar_predicted;
+    ar = json_pack("{s:o,s:o,s:o,s:o,s:o}", "bytes", r->ar_bytes ? json_integer((json_int_t)r->ar_bytes) : json_null(),
+                   "wire", str_or_null(json_string_value(json_object_get(r->software, "wire"))), "measured_s",
+                   measured >= 0 ? json_real(measured) : json_null(), "predicted_s", num_or_null(pred),
+                   "plan_bytes", r->plan ? json_integer((json_int_t)r->plan_bytes) : json_null());
+    if (!ar)
+      goto nomem;
+  }
+  if (r->baseline) {
+    if (dpt_report_load(r->baseline, &baseline, err)) {
+      dpt_err_prefix(err, "--baseline");
+      goto fail;
+    }
+    double t0v = json_real_value(json_object_get(json_object_get(baseline, "throughput"), "images_per_s"));
+    json_int_t n0 = json_integer_value(json_object_get(json_object_get(baseline, "job"), "ranks"));
+    if (!(t0v > 0)) {
+      dpt_err_set(err, DPT_E_INPUT, "--baseline %s: throughput.images_per_s is %g; the baseline must be a "
+                  "run that processed images", r->baseline, t0v);
+      goto fail;
+    }
+    double n_rel = (double)r->size / (double)n0;
+    scaling = json_pack("{s:s,s:I,s:f,s:i,s:f,s:f,s:f,s:s}", "baseline", r->baseline, "baseline_ranks", n0,
+                        "baseline_images_per_s", t0v, "ranks", r->size, "images_per_s", ips, "speedup",
+                        ips / t0v, "efficiency", ips / (t0v * n_rel), "definition",
+                        "e = t / (t0 * n / n0); ChainerMN: e = t / (t0 * n) with a 1-rank baseline");
+    if (!scaling)
+      goto nomem;
+  }
+  const char *job = env_nonempty("SLURM_JOB_ID"), *step = env_nonempty("SLURM_STEP_ID");
+  doc = json_pack("{s:s,s:s,s:{s:O,s:o,s:o,s:o,s:o,s:i,s:i,s:i,s:s,s:s,s:f,s:o,s:b},"
+                  "s:O,s:O,s:o,s:o,s:O,s:{s:f,s:I},s:o,s:O,s:O,s:o}",
+                  "schema", DPT_REPORT_SCHEMA, "program", r->program, "job", "command", r->command,
+                  "slurm_job_id", str_or_null(job), "slurm_step_id", str_or_null(step), "launcher",
+                  launcher(), "hosts", hosts, "n_nodes", (int)json_array_size(hosts),
+                  "ranks", r->size, "ranks_reporting", (int)json_array_size(parts), "start", t0, "end", t1,
+                  "duration_s", now_mono() - r->start_mono, "exit_status",
+                  r->exit_status >= 0 ? json_integer(r->exit_status) : json_null(), "partial", partial,
+                  "software", r->software, "config", r->config, "topology", topo, "plan",
+                  r->plan ? json_incref(r->plan) : json_null(), "ranks", json_incref(parts), "throughput", "images_per_s",
+                  ips, "images", images, "allreduce", ar, "learning_curve", r->curve, "results", r->results,
+                  "errors", errors);
+  hosts = topo = ar = errors = NULL;
+  if (!doc)
+    goto nomem;
+  if (scaling && json_object_set_new(doc, "scaling", scaling))
+    goto nomem;
+  scaling = NULL;
+  json_decref(baseline);
+  return doc;
+nomem:
+  dpt_err_set(err, DPT_E_NOMEM, "report: out of memory building the document");
+fail:
+  json_decref(hosts);
+  json_decref(topo);
+  json_decref(ar);
+  json_decref(errors);
+  json_decref(scaling);
+  json_decref(baseline);
+  json_decref(doc);
+  return NULL;
+}
+
+json_t *dpt_report_to_json(struct dpt_report *r, struct dpt_err *err)
+{
+  json_t *parts = json_array(), *part = rank_part(r), *doc = NULL;
+  if (!parts || !part || json_array_append_new(parts, part)) {
+    json_decref(parts);
+    dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
+    return NULL;
+  }
+  doc = build_doc(r, parts, r->size > 1, err);
+  json_decref(parts);
+  return doc;
+}
+
+static int write_doc(json_t *doc, const char *path, struct dpt_err *err)
+{
+  char *text;
+  int rc;
+  if ((rc = dpt_report_validate(doc, path, err))) {
+    dpt_err_prefix(err, "report about to be written is invalid (a dpt bug)");
+    return rc;
+  }
+  text = json_dumps(doc, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
+  if (!text)
+    return dpt_err_set(err, DPT_E_NOMEM, "report: cannot render %s", path);
+  size_t len = strlen(text);
+  text[len] = '\n'; /* over the NUL: the file ends with a newline */
+  rc = dpt_report_write_atomic(path, text, len + 1, err);
+  free(text);
+  return rc;
+}
+
+/* path + ".rank<N>": where a rank writes its own part. */
+static int rank_path(char *path, size_t cap, int rank, struct dpt_err *err)
+{
+  size_t n = strlen(path);
+  int k = snprintf(path + n, cap - n, ".rank%d", rank);
+  if (k < 0 || (size_t)k >= cap - n)
+    return dpt_err_set(err, DPT_E_INPUT, "report path '%s' too long", path);
+  return 0;
+}
+
+int dpt_report_finish(struct dpt_report *r, const struct dpt_report_gather *g, const char *explicit_path,
+                      char *out_path, struct dpt_err *err)
+{
+  char path[4096];
+  char *mine = NULL, *all = NULL;
+  size_t *lens = NULL;
+  json_t *parts = NULL, *part = NULL, *doc = NULL;
+  int rc = 0, grc = 0, partial = 0;
+  struct dpt_err gerr;
+
+  dpt_err_clear(&gerr);
+  if ((rc = dpt_report_path(r, explicit_path, path, sizeof path, err)) < 0)
+    return rc;
+  rc = 0;
+  part = rank_part(r);
+  parts = json_array();
+  mine = part ? json_dumps(part, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  if (!part || !parts || !mine) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
+    goto out;
+  }
+  if (r->size > 1 && g && g->gather) {
+    grc = g->gather(g->arg, mine, strlen(mine), &all, &lens, &gerr);
+    if (grc < 0) {
+      dpt_err_prefix(&gerr, "report: gathering the ranks' parts failed");
+      dpt_report_set_error(r, &gerr);
+      json_decref(part);
+      part = rank_part(r); /* with the gather error in it */
+      partial = 1;
+      if (r->rank != 0 && (rc = rank_path(path, sizeof path, r->rank, err)))
+        goto out;
+    } else if (r->rank != 0) {
+      goto out; /* rank 0 writes */
+    }
+  } else if (r->size > 1) {
+    /* no gather: every rank writes its own part, rank 0 at the path */
+    partial = 1;
+    if (r->rank != 0 && (rc = rank_path(path, sizeof path, r->rank, err)))
+      goto out;
+  }
+  if (all && grc >= 0) {
+    size_t at = 0;
+    for (int i = 0; i < r->size; i++) {
+      json_error_t je;
+      json_t *pj = json_loadb(all + at, lens[i], 0, &je);
+      at += lens[i];
+      if (!pj || !json_is_object(pj)) {
+        json_decref(pj);
+        dpt_err_set(&gerr, DPT_E_RUNTIME, "report: rank %d's part is not a JSON object: %s", i, je.text);
+        dpt_report_set_error(r, &gerr);
+        partial = 1;
+        continue;
+      }
+      json_array_append_new(parts, pj);
+    }
+  } else {
+    json_array_append(parts, part);
+  }
+  doc = build_doc(r, parts, partial, err);
+  if (!doc) {
+    rc = err->code;
+    goto out;
+  }
+  if ((rc = write_doc(doc, path, err)))
+    goto out;
+  if (out_path)
+    snprintf(out_path, 4096, "%s", path);
+  if (grc < 0) {
+    *err = gerr;
+    rc = grc;
+  }
+out:
+  free(mine);
+  free(all);
+  free(lens);
+  json_decref(part);
+  json_decref(parts);
+  json_decref(doc);
+  return rc;
+}
+
+/* ---- validation ------------------------------------------------------------------ */
+
+enum vt { T_STR = 1, T_INT = 2, T_NUM = 4, T_BOOL = 8, T_OBJ = 16, T_ARR = 32, T_NULL = 64 };
+
+struct vctx {
+  const char *file;
+  struct dpt_err *err;
+  char path[512];
+};
+
+static const char *type_name(const json_t *j)
+{
+  switch (json_typeof(j)) {
+  case JSON_OBJECT: return "an object";
+  case JSON_ARRAY: return "an array";
+  case JSON_STRING: return "a string";
+  case JSON_INTEGER: return "an integer";
+  case JSON_REAL: return "a number";
+  case JSON_TRUE:
+  case JSON_FALSE: return "a boolean";
+  default: return "null";
+  }
+}
+
+static const char *want_name(unsigned t)
+{
+  static char b[128];
+  b[0] = '\0';
+  const char *names[] = {"string", "integer", "number", "boolean", "object", "array", "null"};
+  for (int i = 0; i < 7; i++)
+    if (t & (1u << i)) {
+      if (b[0])
+        strcat(b, " or ");
+      strcat(b, names[i]);
+    }
+  return b;
+}
+
+static int type_ok(const json_t *j, unsigned t)
+{
+  return ((t & T_STR) && json_is_string(j)) || ((t & T_INT) && json_is_integer(j)) ||
+         ((t & T_NUM) && json_is_number(j)) || ((t & T_BOOL) && json_is_boolean(j)) ||
+         ((t & T_OBJ) && json_is_object(j)) || ((t & T_ARR) && json_is_array(j)) ||
+         ((t & T_NULL) && json_is_null(j));
+}
+
+/* The field `key` of object o (at v->path) must exist with type t. */
+static const json_t *need(struct vctx *v, const json_t *o, const char *key, unsigned t)
+{
+  const json_t *j = json_object_get(o, key);
+  if (v->err->code)
+    return NULL;
+  if (!j) {
+    dpt_err_set(v->err, DPT_E_INPUT, "%s: missing field %s%s%s (a dpt.report/1 has it; was the file written "
+                "by dpt?)", v->file, v->path, v->path[0] ? "." : "", key);
+    return NULL;
+  }
+  if (!type_ok(j, t)) {
+    dpt_err_set(v->err, DPT_E_INPUT, "%s: field %s%s%s is %s, expected %s", v->file, v->path,
+                v->path[0] ? "." : "", key, type_name(j), want_name(t));
+    return NULL;
+  }
+  return j;
+}
+
+static void push(struct vctx *v, size_t *mark, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void push(struct vctx *v, size_t *mark, const char *fmt, ...)
+{
+  va_list ap;
+  *mark = strlen(v->path);
+  va_start(ap, fmt);
+  vsnprintf(v->path + *mark, sizeof v->path - *mark, fmt, ap);
+  va_end(ap);
+}
+
+static void pop(struct vctx *v, size_t mark) { v->path[mark] = '\0'; }
+
+static void check_stats(struct vctx *v, const json_t *phases)
+{
+  const char *k;
+  const json_t *s;
+  size_t m;
+  json_object_foreach((json_t *)phases, k, s) {
+    push(v, &m, ".%s", k);
+    if (!json_is_object(s)) {
+      dpt_err_set(v->err, DPT_E_INPUT, "%s: field %s is %s, expected object", v->file, v->path, type_name(s));
+      return;
+    }
+    const char *f[] = {"total_s", "mean_s", "p50_s", "p90_s", "p99_s", "max_s"};
+    for (int i = 0; i < 6; i++)
+      need(v, s, f[i], T_NUM);
+    pop(v, m);
+  }
+}
+
+int dpt_report_validate(const json_t *doc, const char *file, struct dpt_err *err)
+{
+  struct vctx v = {file ? file : "(report)", err, ""};
+  const json_t *j, *a, *e;
+  size_t i, m;
+  const char *s;
+
+  dpt_err_clear(err);
+  if (!json_is_object(doc))
+    return dpt_err_set(err, DPT_E_INPUT, "%s: not a JSON object (a dpt.report/1 document is one)", v.file);
+  if (!(j = need(&v, doc, "schema", T_STR)))
+    return err->code;
+  s = json_string_value(j);
+  if (strncmp(s, "dpt.report/", 11))
+    return dpt_err_set(err, DPT_E_INPUT, "%s: field schema is \"%s\", not a job report (expected \"%s\")", v.file,
+                       s, DPT_REPORT_SCHEMA);
+  if (strcmp(s + 11, "1"))
+    return dpt_err_set(err, DPT_E_INPUT, "%s: field schema is \"%s\": unsupported version (this dpt reads %s)",
+                       v.file, s, DPT_REPORT_SCHEMA);
+  need(&v, doc, "program", T_STR);
+  if ((j = need(&v, doc, "job", T_OBJ))) {
+    push(&v, &m, "job");
+    if ((a = need(&v, j, "command", T_ARR)))
+      json_array_foreach(a, i, e) if (!json_is_string(e) && !err->code)
+        dpt_err_set(err, DPT_E_INPUT, "%s: field job.command[%zu] is %s, expected string", v.file, i, type_name(e));
+    need(&v, j, "slurm_job_id", T_STR | T_NULL);
+    need(&v, j, "slurm_step_id", T_STR | T_NULL);
+    need(&v, j, "launcher", T_STR | T_NULL);
+    need(&v, j, "hosts", T_ARR);
+    need(&v, j, "n_nodes", T_INT);
+    const json_t *rk = need(&v, j, "ranks", T_INT);
+    if (rk && json_integer_value(rk) < 1 && !err->code)
+      dpt_err_set(err, DPT_E_INPUT, "%s: field job.ranks is %lld, expected >= 1", v.file,
+                  (long long)json_integer_value(rk));
+    need(&v, j, "ranks_reporting", T_INT);
+    need(&v, j, "start", T_STR);
+    need(&v, j, "end", T_STR);
+    need(&v, j, "duration_s", T_NUM);
+    need(&v, j, "exit_status", T_INT | T_NULL);
+    need(&v, j, "partial", T_BOOL);
+    pop(&v, m);
+  }
+  if ((j = need(&v, doc, "software", T_OBJ))) {
+    push(&v, &m, "software");
+    need(&v, j, "dpt", T_STR);
+    need(&v, j, "libraries", T_OBJ);
+    pop(&v, m);
+  }
+  need(&v, doc, "config", T_OBJ);
+  if ((a = need(&v, doc, "topology", T_ARR)))
+    json_array_foreach(a, i, e) {
+      push(&v, &m, "topology[%zu]", i);
+      if (json_is_object(e)) {
+        need(&v, e, "host", T_STR);
+        need(&v, e, "ranks", T_ARR);
+      } else if (!err->code)
+        dpt_err_set(err, DPT_E_INPUT, "%s: field %s is %s, expected object", v.file, v.path, type_name(e));
+      pop(&v, m);
+    }
+  if ((j = need(&v, doc, "plan", T_OBJ | T_NULL)) && json_is_object(j)) {
+    push(&v, &m, "plan");
+    const json_t *ps = need(&v, j, "schema", T_STR);
+    if (ps && strcmp(json_string_value(ps), "dpt.plan/1") && !err->code)
+      dpt_err_set(err, DPT_E_INPUT, "%s: field plan.schema is \"%s\", expected \"dpt.plan/1\"", v.file,
+                  json_string_value(ps));
+    need(&v, j, "digest", T_STR);
+    need(&v, j, "nodes", T_ARR);
+    need(&v, j, "ranks", T_ARR);
+    need(&v, j, "alternatives", T_ARR);
+    pop(&v, m);
+  }
+  if ((a = need(&v, doc, "ranks", T_ARR)))
+    json_array_foreach(a, i, e) {
+      push(&v, &m, "ranks[%zu]", i);
+      if (!json_is_object(e)) {
+        if (!err->code)
+          dpt_err_set(err, DPT_E_INPUT, "%s: field %s is %s, expected object", v.file, v.path, type_name(e));
+      } else {
+        need(&v, e, "rank", T_INT);
+        need(&v, e, "host", T_STR);
+        need(&v, e, "binding", T_OBJ);
+        need(&v, e, "node", T_OBJ | T_NULL);
+        need(&v, e, "steps", T_INT);
+        need(&v, e, "images", T_INT);
+        need(&v, e, "step_time_s", T_NUM);
+        need(&v, e, "images_per_s", T_NUM);
+        need(&v, e, "peak_rss_bytes", T_INT);
+        need(&v, e, "errors", T_ARR);
+        const json_t *ph = need(&v, e, "phases", T_OBJ);
+        if (ph) {
+          size_t m2;
+          push(&v, &m2, ".phases");
+          check_stats(&v, ph);
+          pop(&v, m2);
+        }
+      }
+      pop(&v, m);
+    }
+  if ((j = need(&v, doc, "throughput", T_OBJ))) {
+    push(&v, &m, "throughput");
+    need(&v, j, "images_per_s", T_NUM);
+    need(&v, j, "images", T_INT);
+    pop(&v, m);
+  }
+  if ((j = need(&v, doc, "allreduce", T_OBJ))) {
+    push(&v, &m, "allreduce");
+    need(&v, j, "bytes", T_INT | T_NULL);
+    need(&v, j, "measured_s", T_NUM | T_NULL);
+    need(&v, j, "predicted_s", T_NUM | T_NULL);
+    pop(&v, m);
+  }
+  if ((a = need(&v, doc, "learning_curve", T_ARR)))
+    json_array_foreach(a, i, e) {
+      push(&v, &m, "learning_curve[%zu]", i);
+      if (!json_is_object(e)) {
+        if (!err->code)
+          dpt_err_set(err, DPT_E_INPUT, "%s: field %s is %s, expected object", v.file, v.path, type_name(e));
+      } else {
+        need(&v, e, "epoch", T_NUM);
+        const char *f[] = {"train_loss", "train_top1", "val_loss", "val_top1", "val_top5"};
+        for (int k = 0; k < 5; k++)
+          need(&v, e, f[k], T_NUM | T_NULL);
+      }
+      pop(&v, m);
+    }
+  need(&v, doc, "results", T_OBJ);
+  if ((a = need(&v, doc, "errors", T_ARR)))
+    json_array_foreach(a, i, e) {
+      push(&v, &m, "errors[%zu]", i);
+      if (!json_is_object(e)) {
+        if (!err->code)
+          dpt_err_set(err, DPT_E_INPUT, "%s: field %s is %s, expected object", v.file, v.path, type_name(e));
+      } else {
+        need(&v, e, "rank", T_INT);
+        need(&v, e, "code", T_STR);
+        need(&v, e, "message", T_STR);
+        need(&v, e, "time", T_STR);
+      }
+      pop(&v, m);
+    }
+  if ((j = json_object_get(doc, "scaling"))) {
+    push(&v, &m, "scaling");
+    if (!json_is_object(j) && !err->code)
+      dpt_err_set(err, DPT_E_INPUT, "%s: field scaling is %s, expected object", v.file, type_name(j));
+    else {
+      need(&v, j, "baseline_ranks", T_INT);
+      need(&v, j, "baseline_images_per_s", T_NUM);
+      need(&v, j, "speedup", T_NUM);
+      need(&v, j, "efficiency", T_NUM);
+    }
+    pop(&v, m);
+  }
+  return err->code;
+}
+
+int dpt_report_load(const char *path, json_t **out, struct dpt_err *err)
+{
+  json_t *doc;
+  int rc = load_json(path, &doc, err);
+  *out = NULL;
+  if (rc)
+    return rc;
+  if ((rc = dpt_report_validate(doc, path, err))) {
+    json_decref(doc);
+    return rc;
+  }
+  *out = doc;
+  return 0;
+}

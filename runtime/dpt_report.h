@@ -1,0 +1,187 @@
+/* dpt_report.h — the job report: one JSON document "dpt.report/1" per run.
+ *
+ * The one writer of job reports (docs/schema-report.md describes every field).
+ * Every rank keeps its own struct dpt_report (phase samples per step, epoch
+ * metrics, binding, errors); dpt_report_finish() gathers the ranks' parts to
+ * rank 0 through a gather hook (communicator-agnostic: MPI, PMIx or a test's
+ * in-memory gather) and rank 0 writes the document atomically (temporary file
+ * in the same directory, fsync, rename, fsync of the directory).
+ *
+ * The library is dpt_report (runtime/CMakeLists.txt): it depends on dpt_base,
+ * dpt_topology (to embed the plan), hwloc and jansson, NOT on MPI, so that
+ * `dpt-topo plan` (topology/) can write reports without a cycle
+ * (dpt_runtime -> dpt_topology).  The MPI gather hook lives in dpt_runtime
+ * (dpt_report_gather_mpi(), declared at the end, defined in dpt_report_mpi.c).
+ *
+ * Typical use (dpt-train):
+ *   dpt_report_create(&rep, "dpt-train", argc, argv, rank, size, &err);
+ *   dpt_report_set_software(rep, "backend", "cpu");  dpt_report_set_library(rep, "onednn", "2.6.3");
+ *   dpt_report_set_config(rep, "batch_per_rank", json_integer(32));
+ *   dpt_report_set_plan(rep, plan);               (when the rank has it)
+ *   dpt_report_set_binding(rep, "cpus 0-1, mem numa 0");
+ *   per step:  struct dpt_report_step s = {.data_wait = .., .forward = .., ..., .images = 32};
+ *              dpt_report_add_step(rep, &s, &err);
+ *   per epoch: struct dpt_report_epoch e; dpt_report_epoch_init(&e); e.epoch = 1; e.val_top1 = 0.9;
+ *              dpt_report_add_epoch(rep, &e, &err);
+ *   on error:  dpt_report_set_error(rep, &err);
+ *   end:       dpt_report_set_exit_status(rep, status);
+ *              dpt_report_finish(rep, &gather, NULL, &err);   (collective)
+ *              dpt_report_destroy(rep);
+ */
+#ifndef DPT_REPORT_H
+#define DPT_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "dpt_err.h"
+
+struct dpt_plan;
+struct dpt_node;
+
+#define DPT_REPORT_SCHEMA "dpt.report/1"
+
+/* Phases of one training step, in seconds.  A phase the program does not have
+ * is 0.  allreduce is the all-reduce's wall time from start to completion;
+ * allreduce_exposed the part of it the step waited for (equal to allreduce
+ * without double buffering).  step is the step's wall time; 0 means "the sum
+ * of data_wait, forward, backward, allreduce_exposed and update". */
+struct dpt_report_step {
+  double data_wait, forward, backward, allreduce, allreduce_exposed, update;
+  double step;
+  long images;  /* images this rank processed in the step */
+};
+
+enum dpt_report_phase {
+  DPT_REPORT_DATA_WAIT, DPT_REPORT_FORWARD, DPT_REPORT_BACKWARD, DPT_REPORT_ALLREDUCE,
+  DPT_REPORT_ALLREDUCE_EXPOSED, DPT_REPORT_UPDATE, DPT_REPORT_STEP, DPT_REPORT_N_PHASES
+};
+/* "data_wait", "forward", "backward", "allreduce", "allreduce_exposed", "update", "step" */
+const char *dpt_report_phase_name(int phase);
+
+/* One point of the learning curve.  Unknown values are NAN (written as null). */
+struct dpt_report_epoch {
+  double epoch;       /* epochs done (fractional when iterations end mid-epoch) */
+  long step;          /* global step, -1 unknown */
+  double train_loss, train_top1, val_loss, val_top1, val_top5;  /* top-1/5 as fractions 0..1 */
+  double lr;          /* learning rate at the end of the epoch */
+  double elapsed_s;   /* since the start of the run; NAN: dpt_report fills it */
+};
+void dpt_report_epoch_init(struct dpt_report_epoch *e); /* all NAN, step -1 */
+
+/* Gather hook: collective over all ranks.  Every rank passes its part (len
+ * bytes); on rank 0 *all receives one malloc'ed buffer with the size parts
+ * concatenated in rank order and lens[size] (malloc'ed) their lengths; other
+ * ranks get *all = NULL, *lens = NULL.  Returns 0 or a negative DPT_E_*. */
+struct dpt_report_gather {
+  int (*gather)(void *arg, const char *mine, size_t len, char **all, size_t **lens,
+                struct dpt_err *err);
+  void *arg;
+};
+
+struct dpt_report;
+
+/* rank/size: this process in the job (0/1 for a single process).  Records the
+ * command line, start time, host, pid, Slurm ids (SLURM_JOB_ID, SLURM_STEP_ID),
+ * launcher (DPT_LAUNCHER), hwloc's and jansson's versions.  Errors: bad rank/size
+ * (DPT_E_INPUT), out of memory. */
+int dpt_report_create(struct dpt_report **out, const char *program, int argc, char *const *argv,
+                      int rank, int size, struct dpt_err *err);
+void dpt_report_destroy(struct dpt_report *rep);
+
+int dpt_report_rank(const struct dpt_report *rep);
+int dpt_report_size(const struct dpt_report *rep);
+
+/* software.<key> ("backend", "comm", "wire", ...) = value (NULL: null). */
+int dpt_report_set_software(struct dpt_report *rep, const char *key, const char *value);
+/* software.libraries.<name> = version ("mpi", "onednn", "cudnn", "nccl", ...). */
+int dpt_report_set_library(struct dpt_report *rep, const char *name, const char *version);
+/* config.<key> = value (the run's settings; steals the reference; value NULL is an error). */
+int dpt_report_set_config(struct dpt_report *rep, const char *key, json_t *value);
+/* results.<key> = value (program-specific results, e.g. "bench": dpt.bench.allreduce/1;
+ * steals the reference). */
+int dpt_report_set_result(struct dpt_report *rep, const char *key, json_t *value);
+
+/* The plan (embedded as dpt_plan_to_json) and the per-node topology summary
+ * derived from it.  Any rank may call it; rank 0's copy is written. */
+int dpt_report_set_plan(struct dpt_report *rep, const struct dpt_plan *plan, struct dpt_err *err);
+/* Until the bootstrap hands the plan to every rank: under `dpt-launch -n N`
+ * (one node), recompute the plan dpt-launch used (flat tree over DPT_NODE_NAME,
+ * this node's topology, DPT_LOCAL_SIZE ranks, DPT_PLAN_THREADS threads) and
+ * embed it when its digest equals DPT_PLAN_DIGEST; the all-reduce prediction
+ * is the same plan's cost for `bytes` (fp16: on the wire).  Returns 1 when
+ * embedded, 0 when not applicable (no dpt-launch variables, several nodes,
+ * digest differs), or a negative DPT_E_*. */
+int dpt_report_plan_from_launch(struct dpt_report *rep, uint64_t bytes, int fp16, struct dpt_err *err);
+/* This rank's node topology summary (packages, cores, NUMA, GPUs, HCAs); when
+ * never called, dpt_report_finish loads the live machine's with hwloc. */
+int dpt_report_set_node(struct dpt_report *rep, const struct dpt_node *node, struct dpt_err *err);
+/* What binding was applied to this rank (free text, e.g. dpt_bind's report).
+ * The CPUs actually allowed (sched_getaffinity) and the binding variables
+ * (DPT_CPUSET, DPT_NUMA, CUDA_VISIBLE_DEVICES, DPT_CUDA_DEVICE, OMP_NUM_THREADS)
+ * are recorded at finish whether or not this is called. */
+int dpt_report_set_binding(struct dpt_report *rep, const char *applied);
+
+/* The all-reduce the plan predicts: bytes per all-reduce (the gradient) and the
+ * communicator's measured time for it when the program measured it directly
+ * (dpt-bench); measured_s < 0: use the median of the steps' allreduce phase. */
+int dpt_report_set_allreduce(struct dpt_report *rep, uint64_t bytes, double measured_s);
+
+int dpt_report_add_step(struct dpt_report *rep, const struct dpt_report_step *s, struct dpt_err *err);
+int dpt_report_add_epoch(struct dpt_report *rep, const struct dpt_report_epoch *e, struct dpt_err *err);
+
+/* Records an error of this rank (code name, message, time).  Several may be recorded. */
+int dpt_report_set_error(struct dpt_report *rep, const struct dpt_err *e);
+void dpt_report_set_exit_status(struct dpt_report *rep, int status);
+
+/* Scaling efficiency against a baseline report (e.g. a 1-rank run), written
+ * as "scaling": e = t / (t0 * n / n0), t and t0 total images/s of this run and
+ * of the baseline, n and n0 their ranks (ChainerMN: e = t / (t0 * n), n0 = 1).
+ * Read at finish on rank 0; errors there (unreadable, not a dpt.report/1) are
+ * DPT_E_INPUT. */
+int dpt_report_set_baseline(struct dpt_report *rep, const char *path);
+
+/* The report path: explicit (flag) if not NULL/"", else $DPT_REPORT, else
+ * dpt-report-<jobid>.<stepid>.json (Slurm; <jobid> alone without a step) or
+ * dpt-report-<program>-<pid of rank 0>.json in the working directory.
+ * "%j" expands to the job id (or "nojob"), "%s" to the step id (or "0"), "%p" to
+ * the pid, "%%" to "%".  Returns the length or a negative DPT_E_*. */
+int dpt_report_path(const struct dpt_report *rep, const char *explicit_path, char *buf, size_t len,
+                    struct dpt_err *err);
+
+/* Collective: gathers every rank's part to rank 0 (gather NULL or size 1: no
+ * gather) and rank 0 builds, validates and writes the report to
+ * dpt_report_path(explicit_path).  When the gather fails (a peer died), rank 0
+ * writes what it has (job.partial = true, the failure in errors) and every
+ * other rank writes its own part to <path>.rank<N>; the gather's error is
+ * returned.  out_path (may be NULL, cap 4096) receives the written path on rank 0. */
+int dpt_report_finish(struct dpt_report *rep, const struct dpt_report_gather *gather,
+                      const char *explicit_path, char *out_path, struct dpt_err *err);
+
+/* The document rank 0 would write, without gathering (new reference); for
+ * single-process programs and tests. */
+json_t *dpt_report_to_json(struct dpt_report *rep, struct dpt_err *err);
+
+/* ---- reading -------------------------------------------------------------- */
+
+/* Checks a document against dpt.report/1: schema string and major version,
+ * every required field and its type.  The message names `file` and the field
+ * path ("ranks[1].phases.forward.p50_s"). DPT_E_INPUT on failure. */
+int dpt_report_validate(const json_t *doc, const char *file, struct dpt_err *err);
+/* Reads and validates a report file (new reference in *out). */
+int dpt_report_load(const char *path, json_t **out, struct dpt_err *err);
+
+/* Writes text to path atomically: path.tmp.<pid> in the same directory, fsync,
+ * rename, fsync of the directory. */
+int dpt_report_write_atomic(const char *path, const char *text, size_t len, struct dpt_err *err);
+
+/* ---- MPI (defined in dpt_report_mpi.c, part of dpt_runtime) ------------------ */
+/* A gather hook over an MPI communicator (pass a pointer to an MPI_Comm as arg;
+ * rank 0 of that communicator writes), and MPI's library version in software. */
+int dpt_report_gather_mpi(void *mpi_comm, const char *mine, size_t len, char **all, size_t **lens,
+                          struct dpt_err *err);
+int dpt_report_set_mpi_version(struct dpt_report *rep);
+
+#endif /* DPT_REPORT_H */
