@@ -5,12 +5,15 @@
  *                 [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]
  *                 [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]
  *                 [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]
+ *                 [--report PATH | --no-report]
  *
  * Without a tree source every host hangs off one switch (dpt_tree_flat).  The
  * plan is computed completely before anything is written: invalid input
  * gives exit 2 and a message naming the node, file or line, never a partial
  * document.  Text goes to stdout (JSON instead with --json); --output writes
- * the JSON document to a file as well (through a temporary file + rename). */
+ * the JSON document to a file as well (through a temporary file + rename).
+ * Every run also writes a job report (dpt.report/1 with the plan embedded and
+ * its predicted all-reduce time; runtime/dpt_report.h) unless --no-report. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -21,6 +24,7 @@
 
 #include "dpt_node.h"
 #include "dpt_plan.h"
+#include "dpt_report.h"
 #include "dpt_topo_cli.h"
 #include "dpt_tree.h"
 
@@ -32,6 +36,7 @@ static void usage(FILE *f)
           "                     [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]\n"
           "                     [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]\n"
           "                     [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]\n"
+          "                     [--report PATH | --no-report]\n"
           "\n"
           "The topology-aware ring for a job on these nodes: ring order, rank -> node/GPU/cpuset/HCAs,\n"
           "and the predicted all-reduce cost of the plan next to Slurm's order, a random order,\n"
@@ -56,13 +61,16 @@ static void usage(FILE *f)
           "  --intra-gbps X         GPU to GPU inside a node, Gbit/s (128)\n"
           "  --alpha-us X           latency per ring step, microseconds (5)\n"
           "  --json                 print the JSON document (dpt.plan/1) instead of text\n"
-          "  --output FILE.json     also write the JSON document to FILE.json\n");
+          "  --output FILE.json     also write the JSON document to FILE.json\n"
+          "  --report PATH          job report (dpt.report/1); default DPT_REPORT, else\n"
+          "                         dpt-report-<jobid>.<stepid>.json or dpt-report-dpt-topo-<pid>.json\n"
+          "  --no-report            write no job report\n");
 }
 
 enum {
   OPT_CONF = 256, OPT_IB, OPT_ADDR, OPT_NODES, OPT_GPUS, OPT_XML, OPT_RPN, OPT_OVER, OPT_TPR,
   OPT_SIZE, OPT_FP16, OPT_SEED, OPT_HOST, OPT_UP, OPT_INTRA, OPT_ALPHA, OPT_JSON, OPT_OUTPUT,
-  OPT_HELP
+  OPT_HELP, OPT_REPORT, OPT_NO_REPORT
 };
 
 static int parse_u64(const char *opt, const char *s, int suffixes, uint64_t *out, struct dpt_err *err)
@@ -163,10 +171,14 @@ int dpt_topo_plan_main(int argc, char **argv)
     {"json", no_argument, NULL, OPT_JSON},
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"help", no_argument, NULL, OPT_HELP},
+    {"report", required_argument, NULL, OPT_REPORT},
+    {"no-report", no_argument, NULL, OPT_NO_REPORT},
     {NULL, 0, NULL, 0},
   };
   const char *tree_opt = NULL, *tree_file = NULL, *nodes = NULL, *xml = NULL, *output = NULL;
-  int gpus = -1, json = 0, c, status = 0;
+  const char *report_path = NULL;
+  int gpus = -1, json = 0, c, status = 0, no_report = 0;
+  struct dpt_report *rep = NULL;
   struct dpt_plan_opts o;
   struct dpt_err err;
   struct dpt_tree *tree = NULL;
@@ -246,6 +258,8 @@ int dpt_topo_plan_main(int argc, char **argv)
       break;
     case OPT_JSON: json = 1; break;
     case OPT_OUTPUT: output = optarg; break;
+    case OPT_REPORT: report_path = optarg; break;
+    case OPT_NO_REPORT: no_report = 1; break;
     case 'h':
     case OPT_HELP:
       usage(stdout);
@@ -272,6 +286,10 @@ int dpt_topo_plan_main(int argc, char **argv)
   }
   if (!xml && gpus < 0) {
     dpt_err_set(&err, DPT_E_INPUT, "say what a node holds: --gpus-per-node N or --node-xml FILE");
+    goto fail;
+  }
+  if (report_path && no_report) {
+    dpt_err_set(&err, DPT_E_INPUT, "--report and --no-report: give one of them");
     goto fail;
   }
   if (o.allow_oversubscribe && !o.ranks_per_node) {
@@ -340,6 +358,18 @@ int dpt_topo_plan_main(int argc, char **argv)
   }
   if (output && write_file(output, doc, &err))
     goto fail;
+  if (!no_report) {
+    if (dpt_report_create(&rep, "dpt-topo", argc, argv, 0, 1, &err) ||
+        dpt_report_set_plan(rep, plan, &err))
+      goto fail;
+    dpt_report_set_software(rep, "wire", o.fp16 ? "fp16" : "fp32");
+    dpt_report_set_allreduce(rep, plan->opts.size_bytes, -1);
+    dpt_report_set_config(rep, "nodes", json_string(nodes));
+    dpt_report_set_config(rep, "tree", json_string(tree_opt ? tree_file : "flat"));
+    dpt_report_set_exit_status(rep, 0);
+    if (dpt_report_finish(rep, NULL, report_path, NULL, &err))
+      goto fail;
+  }
   if (json ? (fputs(doc, stdout) < 0 || fputc('\n', stdout) < 0)
            : fwrite(text, 1, text_len, stdout) != text_len) {
     dpt_err_set(&err, DPT_E_RUNTIME, "cannot write to stdout: %s", strerror(errno));
@@ -356,6 +386,7 @@ fail:
   if (!status)
     status = 1;
 out:
+  dpt_report_destroy(rep);
   free(text);
   free(doc);
   json_decref(j);
