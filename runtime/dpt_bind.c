@@ -22,14 +22,54 @@ static int put(dpt_bind_setenv_fn set, void *arg, const char *name, const char *
   return set(arg, name, v);
 }
 
-int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, void *get_arg,
-                 dpt_bind_setenv_fn set, void *set_arg, struct dpt_err *err)
+/* Position of GPU `gpu` in a comma-separated list of integers, -1 if absent,
+ * -2 on allocation failure. */
+static int gpu_position(const char *list, int gpu)
+{
+  char *copy = strdup(list), *save = NULL, *tok;
+  int idx = 0, found = -1;
+  if (!copy)
+    return -2;
+  for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save), idx++) {
+    char *end;
+    long g = strtol(tok, &end, 10);
+    if (end != tok && !*end && g == gpu && found < 0)
+      found = idx;
+  }
+  free(copy);
+  return found;
+}
+
+static void note(char *report, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(char *report, size_t len, const char *fmt, ...)
+{
+  size_t o;
+  va_list ap;
+  if (!report || !len)
+    return;
+  o = strlen(report);
+  if (o && o + 2 < len) {
+    snprintf(report + o, len - o, "; ");
+    o += 2;
+  }
+  if (o + 1 >= len)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(report + o, len - o, fmt, ap);
+  va_end(ap);
+}
+
+int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get,
+                        void *get_arg, dpt_bind_setenv_fn set, void *set_arg, char *report,
+                        size_t report_len, struct dpt_err *err)
 {
   const struct dpt_plan_rank *rk;
   const struct dpt_plan_node *nd;
-  const char *cvd;
+  const char *cvd, *user_hca;
   int rc = 0;
 
+  if (report && report_len)
+    report[0] = '\0';
   if (rank < 0 || rank >= plan->n_ranks)
     return dpt_err_set(err, DPT_E_INPUT, "rank %d is not in the plan (%d ranks)", rank,
                        plan->n_ranks);
@@ -51,34 +91,72 @@ int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, 
   P("DPT_NODE_ID", "%d", rk->node);
   P("DPT_N_NODES", "%d", plan->n_nodes);
   P("DPT_NODE_NAME", "%s", nd->host);
+  P("DPT_HOST_INDEX", "%d", nd->host_index);
   P("DPT_PLAN_DIGEST", "%s", plan->digest);
+  P("DPT_PLAN_THREADS", "%d", plan->opts.threads_per_rank);
   P("DPT_CPUSET", "%s", rk->cpuset);
   P("DPT_NUMA", "%d", rk->numa);
   P("OMP_NUM_THREADS", "%d", rk->threads > 0 ? rk->threads : 1);
-  if (nd->hcas[0])
-    P("NCCL_IB_HCA", "%s", nd->hcas);
+  if (nd->hcas[0]) {
+    user_hca = get ? get(get_arg, "NCCL_IB_HCA") : NULL;
+    P("DPT_PLAN_IB_HCA", "%s", nd->hcas);
+    if (user_hca && *user_hca) {
+      /* The user knows their fabric (rails, a port to avoid): keep it, say so. */
+      if (strcmp(user_hca, nd->hcas))
+        note(report, report_len, "NCCL_IB_HCA=%.128s kept (set by the user; the plan says %s)",
+             user_hca, nd->hcas);
+    } else {
+      P("NCCL_IB_HCA", "%s", nd->hcas);
+    }
+  }
   if (rk->gpu >= 0) {
     P("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     cvd = get ? get(get_arg, "CUDA_VISIBLE_DEVICES") : NULL;
     if (cvd && *cvd) {
-      /* Already narrowed (e.g. Slurm gres): pick our GPU's index in the list. */
-      char *copy = strdup(cvd), *save = NULL, *tok;
-      int idx = 0, found = -1;
-      if (!copy)
+      /* Already narrowed (e.g. Slurm gres): our GPU's position in the list.  Slurm
+       * names the node's GPU indices in SLURM_STEP_GPUS (same order); under
+       * ConstrainDevices CUDA_VISIBLE_DEVICES is renumbered from 0. */
+      const char *sg = get(get_arg, "SLURM_STEP_GPUS");
+      char *step = sg && *sg ? strdup(sg) : NULL, *list;
+      int found;
+      if (sg && *sg && !step)
         return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
-      for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save), idx++) {
-        char *end;
-        long g = strtol(tok, &end, 10);
-        if (end != tok && !*end && g == rk->gpu)
-          found = idx;
+      list = step ? step : (char *)cvd;
+      found = gpu_position(list, rk->gpu);
+      if (found == -2) {
+        free(step);
+        return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
       }
-      free(copy);
-      if (found < 0)
-        return dpt_err_set(err, DPT_E_INPUT,
-                           "rank %d: the plan puts it on GPU %d of %s, but CUDA_VISIBLE_DEVICES="
-                           "\"%s\" (set by the resource manager) does not contain it: request "
-                           "the node's GPUs (--gres=gpu:N / --exclusive) or unset it",
-                           rank, rk->gpu, nd->host, cvd);
+      if (found < 0) {
+        char cvd_copy[256];
+        snprintf(cvd_copy, sizeof cvd_copy, "%s", cvd);
+        rc = dpt_err_set(err, DPT_E_INPUT,
+                         "rank %d: the plan puts it on GPU %d of %s, but %s=\"%.200s\" (set by "
+                         "the resource manager%s%s) does not contain it: request the node's GPUs "
+                         "(--gres=gpu:N / --exclusive) or unset it",
+                         rank, rk->gpu, nd->host, step ? "SLURM_STEP_GPUS" : "CUDA_VISIBLE_DEVICES",
+                         list, step ? "; CUDA_VISIBLE_DEVICES=" : "", step ? cvd_copy : "");
+        free(step);
+        return rc;
+      }
+      if (step) {
+        /* the two lists must be the same length for the position to mean the same GPU */
+        int n_step = 1, n_cvd = 1;
+        for (const char *c = step; *c; c++)
+          n_step += *c == ',';
+        for (const char *c = cvd; *c; c++)
+          n_cvd += *c == ',';
+        if (n_step != n_cvd) {
+          rc = dpt_err_set(err, DPT_E_INPUT,
+                           "rank %d: SLURM_STEP_GPUS=\"%.100s\" and CUDA_VISIBLE_DEVICES=\"%.100s\" "
+                           "list different numbers of GPUs: cannot tell which device is GPU %d "
+                           "(unset SLURM_STEP_GPUS if CUDA_VISIBLE_DEVICES was changed by hand)",
+                           rank, step, cvd, rk->gpu);
+          free(step);
+          return rc;
+        }
+      }
+      free(step);
       P("DPT_CUDA_DEVICE", "%d", found);
     } else {
       P("CUDA_VISIBLE_DEVICES", "%d", rk->gpu);
@@ -87,6 +165,12 @@ int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, 
   }
 #undef P
   return 0;
+}
+
+int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, void *get_arg,
+                 dpt_bind_setenv_fn set, void *set_arg, struct dpt_err *err)
+{
+  return dpt_bind_env_report(plan, rank, get, get_arg, set, set_arg, NULL, 0, err);
 }
 
 static int real_set(void *arg, const char *name, const char *value)
@@ -108,16 +192,18 @@ int dpt_bind_env_self(const struct dpt_plan *plan, int rank, struct dpt_err *err
   return dpt_bind_env(plan, rank, real_get, NULL, real_set, NULL, err);
 }
 
-int dpt_bind_apply_cpu(const char *cpuset, int numa, char *report, size_t report_len,
-                       struct dpt_err *err)
+int dpt_bind_apply_cpu_ex(const char *cpuset, int numa, unsigned flags, char *bound,
+                          size_t bound_len, char *report, size_t report_len, struct dpt_err *err)
 {
   hwloc_topology_t topo = NULL;
-  hwloc_bitmap_t set = NULL, allowed = NULL;
-  char buf[256] = "", mem[64] = "memory not bound";
-  int rc = 0;
+  hwloc_bitmap_t set = NULL, allowed = NULL, cur = NULL;
+  char buf[256] = "", mem[160] = "memory not bound", kept[320] = "";
+  int rc = 0, within = (flags & DPT_BIND_WITHIN) != 0;
 
   if (report && report_len)
     report[0] = '\0';
+  if (bound && bound_len)
+    bound[0] = '\0';
   if ((!cpuset || !*cpuset) && numa < 0) {
     if (report)
       snprintf(report, report_len, "no binding in the plan (cpuset unknown)");
@@ -129,35 +215,66 @@ int dpt_bind_apply_cpu(const char *cpuset, int numa, char *report, size_t report
     goto out;
   }
   set = hwloc_bitmap_alloc();
-  if (!set) {
+  cur = hwloc_bitmap_alloc();
+  if (!set || !cur) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory");
     goto out;
   }
+  if (within && hwloc_get_cpubind(topo, cur, HWLOC_CPUBIND_PROCESS) < 0 &&
+      hwloc_get_cpubind(topo, cur, HWLOC_CPUBIND_THREAD) < 0) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "hwloc_get_cpubind failed: %s (cannot read the CPUs "
+                     "this process may use)", strerror(errno));
+    goto out;
+  }
   if (cpuset && *cpuset) {
-    allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(topo));
-    if (hwloc_bitmap_list_sscanf(set, cpuset) < 0 || hwloc_bitmap_iszero(set)) {
+    char have[128] = "?";
+    if (hwloc_bitmap_list_sscanf(set, cpuset) < 0 || hwloc_bitmap_iszero(set) ||
+        hwloc_bitmap_last(set) > 65535) {
       rc = dpt_err_set(err, DPT_E_INPUT,
-                       "cpuset \"%s\" is not an hwloc list (\"0-3,8\"): check DPT_CPUSET",
+                       "cpuset \"%.64s\" is not an hwloc list (\"0-3,8\"): check DPT_CPUSET",
                        cpuset);
       goto out;
     }
-    if (!allowed || !hwloc_bitmap_isincluded(set, allowed)) {
-      char have[128] = "?";
+    if (within) {
+      hwloc_bitmap_list_snprintf(have, sizeof have, cur);
+      hwloc_bitmap_and(set, set, cur);
+      if (hwloc_bitmap_iszero(set)) {
+        if (!(flags & DPT_BIND_KEEP_IF_EMPTY)) {
+          rc = dpt_err_set(err, DPT_E_INPUT,
+                           "the plan binds to CPUs %.64s, outside the CPUs this process was "
+                           "given (%s, by the resource manager or its parent): allocate whole "
+                           "nodes, or keep the current binding (bind=auto)", cpuset, have);
+          goto out;
+        }
+        snprintf(kept, sizeof kept, "the plan's CPUs %.64s are outside the current %s: kept the "
+                 "current binding", cpuset, have);
+        if (bound)
+          snprintf(bound, bound_len, "%s", have);
+        if (report)
+          snprintf(report, report_len, "cpus %s (%s), memory not bound", have, kept);
+        goto out;
+      }
+    } else {
+      allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(topo));
       if (allowed)
         hwloc_bitmap_list_snprintf(have, sizeof have, allowed);
-      rc = dpt_err_set(err, DPT_E_INPUT,
-                       "the plan binds to CPUs %s but this machine (or cgroup) allows only %s: "
-                       "was the plan computed from another machine's topology (--input)? use "
-                       "--dry-run to only print it, or run it on that machine",
-                       cpuset, have);
-      goto out;
+      if (!allowed || !hwloc_bitmap_isincluded(set, allowed)) {
+        rc = dpt_err_set(err, DPT_E_INPUT,
+                         "the plan binds to CPUs %.64s but this machine (or cgroup) allows only "
+                         "%s: was the plan computed from another machine's topology (--input)? "
+                         "use --dry-run to only print it, or run it on that machine",
+                         cpuset, have);
+        goto out;
+      }
     }
     if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) < 0) {
-      rc = dpt_err_set(err, DPT_E_RUNTIME, "hwloc_set_cpubind(%s) failed: %s", cpuset,
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "hwloc_set_cpubind(%.64s) failed: %s", cpuset,
                        strerror(errno));
       goto out;
     }
     hwloc_bitmap_list_snprintf(buf, sizeof buf, set);
+  } else if (within) {
+    hwloc_bitmap_copy(set, cur); /* memory only: judged against the current CPUs */
   }
   if (numa >= 0) {
     hwloc_obj_t nn = NULL;
@@ -165,28 +282,42 @@ int dpt_bind_apply_cpu(const char *cpuset, int numa, char *report, size_t report
          o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, o))
       if ((int)o->os_index == numa)
         nn = o;
-    if (!nn) {
+    if (!nn && !within) {
       rc = dpt_err_set(err, DPT_E_INPUT,
                        "the plan binds memory to NUMA node %d, which this machine does not have",
                        numa);
       goto out;
     }
-    if (hwloc_set_membind(topo, nn->nodeset, HWLOC_MEMBIND_BIND,
-                          HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) < 0) {
+    if (!nn) {
+      snprintf(mem, sizeof mem, "memory left to first touch (no NUMA node %d here)", numa);
+    } else if (within && !hwloc_bitmap_iszero(set) && !hwloc_bitmap_isincluded(set, nn->cpuset)) {
+      snprintf(mem, sizeof mem, "memory left to first touch (the CPUs bound are not all in NUMA "
+               "node %d)", numa);
+    } else if (hwloc_set_membind(topo, nn->nodeset, HWLOC_MEMBIND_BIND,
+                                 HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) < 0) {
       /* Single-node machines or restricted containers may refuse: say so, do not fail. */
       snprintf(mem, sizeof mem, "membind to NUMA %d refused (%s)", numa, strerror(errno));
     } else {
       snprintf(mem, sizeof mem, "memory bound to NUMA %d", numa);
     }
   }
+  if (bound && buf[0])
+    snprintf(bound, bound_len, "%s", buf);
   if (report)
     snprintf(report, report_len, "cpus %s, %s", buf[0] ? buf : "unchanged", mem);
 out:
   hwloc_bitmap_free(set);
+  hwloc_bitmap_free(cur);
   hwloc_bitmap_free(allowed);
   if (topo)
     hwloc_topology_destroy(topo);
   return rc;
+}
+
+int dpt_bind_apply_cpu(const char *cpuset, int numa, char *report, size_t report_len,
+                       struct dpt_err *err)
+{
+  return dpt_bind_apply_cpu_ex(cpuset, numa, 0, NULL, 0, report, report_len, err);
 }
 
 int dpt_bind_apply_from_env(char *report, size_t report_len, struct dpt_err *err)

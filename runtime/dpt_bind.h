@@ -23,11 +23,27 @@ typedef int (*dpt_bind_setenv_fn)(void *arg, const char *name, const char *value
 /* Reads a variable (NULL when unset). */
 typedef const char *(*dpt_bind_getenv_fn)(void *arg, const char *name);
 
-/* The environment of plan rank `rank`.  get reads the current environment
- * (CUDA_VISIBLE_DEVICES); set receives every variable.  Errors: rank out of
- * range, plan GPU not in an already narrowed CUDA_VISIBLE_DEVICES. */
+/* The environment of plan rank `rank`.  get reads the current environment;
+ * set receives every variable.  Besides the list above: DPT_HOST_INDEX (the
+ * node's index in the launcher's host list, for dpt_boot) and
+ * DPT_PLAN_THREADS (the plan's threads_per_rank option).
+ * GPU: when CUDA_VISIBLE_DEVICES is already set, DPT_CUDA_DEVICE is the
+ * position of the plan's GPU (a node GPU index) in SLURM_STEP_GPUS when that
+ * is set (Slurm lists the node's GPU indices there, in CUDA_VISIBLE_DEVICES'
+ * order, while CUDA_VISIBLE_DEVICES itself may be renumbered from 0 under
+ * ConstrainDevices), else in CUDA_VISIBLE_DEVICES.
+ * NCCL_IB_HCA: a value the user set is kept, never overridden (the plan's
+ * list goes to DPT_PLAN_IB_HCA either way).
+ * Errors: rank out of range, plan GPU not in an already narrowed list. */
 int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, void *get_arg,
                  dpt_bind_setenv_fn set, void *set_arg, struct dpt_err *err);
+
+/* dpt_bind_env, and report (may be NULL) receives what was not applied as the
+ * plan says ("NCCL_IB_HCA=mlx5_1 kept (set by the user; the plan says
+ * mlx5_0,mlx5_1)"), "" when everything was. */
+int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get,
+                        void *get_arg, dpt_bind_setenv_fn set, void *set_arg, char *report,
+                        size_t report_len, struct dpt_err *err);
 
 /* dpt_bind_env on the process environment (getenv/setenv). */
 int dpt_bind_env_self(const struct dpt_plan *plan, int rank, struct dpt_err *err);
@@ -39,6 +55,21 @@ int dpt_bind_env_self(const struct dpt_plan *plan, int rank, struct dpt_err *err
  * DPT_E_RUNTIME: hwloc refused. */
 int dpt_bind_apply_cpu(const char *cpuset, int numa, char *report, size_t report_len,
                        struct dpt_err *err);
+
+/* Flags of dpt_bind_apply_cpu_ex(). */
+#define DPT_BIND_WITHIN 0x1u        /* bind to the plan's cpuset AND the current binding
+                                       (hwloc_get_cpubind: Slurm's task/affinity or cgroup);
+                                       never widens it.  Memory is bound only when the
+                                       result lies inside the plan's NUMA node and that
+                                       node exists here; otherwise left to first touch. */
+#define DPT_BIND_KEEP_IF_EMPTY 0x2u /* WITHIN and the two do not meet: keep the current
+                                       binding (said in report) instead of DPT_E_INPUT */
+
+/* dpt_bind_apply_cpu with flags.  bound (may be NULL) receives the CPUs the
+ * process is bound to afterwards (hwloc list), "" when nothing changed
+ * because the plan has no cpuset. */
+int dpt_bind_apply_cpu_ex(const char *cpuset, int numa, unsigned flags, char *bound,
+                          size_t bound_len, char *report, size_t report_len, struct dpt_err *err);
 
 /* dpt_bind_apply_cpu from DPT_CPUSET / DPT_NUMA (what dpt_bind_env set). */
 int dpt_bind_apply_from_env(char *report, size_t report_len, struct dpt_err *err);

@@ -1,0 +1,175 @@
+/* test_boot.c — the bootstrap on every rank (run under mpirun, srun --mpi=pmix
+ * or dpt-launch).
+ *
+ *   test_boot [--transport auto|pmix|mpi] [--expect-transport T] [--nodes N]
+ *             [--ring n1,n3,...] [--digest HEX] [--comm NAME]
+ *
+ * Checks on every rank: dpt_boot_create succeeds with the expected transport;
+ * the plan has --nodes nodes, in the --ring order when given, and digest HEX
+ * when given; plan ranks are a permutation (each rank's plan rank comes back
+ * through dpt_boot_allgather and every value 0..p-1 appears once; a rank's
+ * plan rank lies on its own host); dpt_boot_bcast_blob from plan rank 0 and
+ * from the last plan rank delivers the root's 128-byte "NCCL id" and a 1000
+ * byte blob to every rank.  With --comm, dpt_boot_init then gives a
+ * communicator in the plan's ring order and an all-reduce of the ranks'
+ * (plan rank + 1) sums to p(p+1)/2.  Rank 0 prints "test_boot: P ranks on N
+ * nodes via T: ok (plan DIGEST, ring ...)"; errors print "test_boot: rank R:
+ * MESSAGE" and exit with dpt_err_exit_status. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpt_boot.h"
+
+static int failures;
+static int lrank = -1;
+
+#define CHECK(cond, ...)                                                                       \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      failures++;                                                                              \
+      fprintf(stderr, "FAIL rank %d %s:%d: ", lrank, __FILE__, __LINE__);                      \
+      fprintf(stderr, __VA_ARGS__);                                                            \
+      fputc('\n', stderr);                                                                     \
+    }                                                                                          \
+  } while (0)
+
+static void fill(unsigned char *b, size_t n, int root)
+{
+  for (size_t i = 0; i < n; i++)
+    b[i] = (unsigned char)((i * 131u + (unsigned)root * 17u + 7u) & 0xff);
+}
+
+static int die(struct dpt_err *err)
+{
+  const char *r = getenv("PMIX_RANK") ? getenv("PMIX_RANK") : "?";
+  if (lrank >= 0)
+    fprintf(stderr, "test_boot: rank %d: %s\n", lrank, err->msg);
+  else
+    fprintf(stderr, "test_boot: rank %s: %s\n", r, err->msg);
+  return dpt_err_exit_status(err);
+}
+
+int main(int argc, char **argv)
+{
+  const char *transport = NULL, *expect_tr = NULL, *ring = NULL, *digest = NULL, *comm = NULL;
+  int nodes = -1;
+  struct dpt_boot_opts o;
+  struct dpt_boot *b = NULL;
+  struct dpt_comm *c = NULL;
+  struct dpt_err err;
+  const struct dpt_plan *plan;
+  int p, me;
+
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) {
+      fprintf(stderr, "test_boot: %s needs a value\n", a);
+      return 2;
+    }
+    if (!strcmp(a, "--transport"))
+      transport = v;
+    else if (!strcmp(a, "--expect-transport"))
+      expect_tr = v;
+    else if (!strcmp(a, "--nodes"))
+      nodes = atoi(v);
+    else if (!strcmp(a, "--ring"))
+      ring = v;
+    else if (!strcmp(a, "--digest"))
+      digest = v;
+    else if (!strcmp(a, "--comm"))
+      comm = v;
+    else {
+      fprintf(stderr, "test_boot: unknown option %s\n", a);
+      return 2;
+    }
+    i++;
+  }
+  dpt_err_clear(&err);
+  dpt_boot_opts_init(&o);
+  o.transport = transport;
+  o.comm = comm;
+  o.bind = 0;
+  if (comm) {
+    if (dpt_boot_init(&argc, &argv, &o, &b, &c, &err) < 0)
+      return die(&err);
+  } else if (dpt_boot_create(&b, &o, &err) < 0) {
+    return die(&err);
+  }
+  lrank = dpt_boot_launcher_rank(b);
+  plan = dpt_boot_plan(b);
+  p = dpt_boot_size(b);
+  me = dpt_boot_rank(b);
+  CHECK(plan->n_ranks == p, "plan has %d ranks, job %d", plan->n_ranks, p);
+  CHECK(me >= 0 && me < p, "plan rank %d", me);
+  CHECK(!strcmp(plan->nodes[plan->ranks[me].node].host, dpt_boot_ctx(b)->node_name),
+        "plan rank %d is on %s, this rank on %s", me, plan->nodes[plan->ranks[me].node].host,
+        dpt_boot_ctx(b)->node_name);
+  CHECK(dpt_boot_launcher_rank_of(b, me) == lrank, "launcher_rank_of(%d) = %d, not %d", me,
+        dpt_boot_launcher_rank_of(b, me), lrank);
+  if (expect_tr)
+    CHECK(!strcmp(dpt_boot_transport(b), expect_tr), "transport %s, expected %s",
+          dpt_boot_transport(b), expect_tr);
+  if (nodes >= 0)
+    CHECK(plan->n_nodes == nodes, "%d nodes, expected %d", plan->n_nodes, nodes);
+  if (digest)
+    CHECK(!strcmp(plan->digest, digest), "plan digest %s, expected %s", plan->digest, digest);
+  {
+    char order[512] = "";
+    size_t off = 0;
+    for (int i = 0; i < plan->n_nodes; i++)
+      off += (size_t)snprintf(order + off, sizeof order - off, "%s%s", i ? "," : "",
+                              plan->nodes[i].host);
+    if (ring)
+      CHECK(!strcmp(order, ring), "ring of nodes %s, expected %s", order, ring);
+    /* every plan rank exactly once */
+    {
+      char mine[32], **all = NULL;
+      int *seen = calloc((size_t)p, sizeof *seen);
+      snprintf(mine, sizeof mine, "%d", me);
+      if (!seen || dpt_boot_allgather(b, mine, &all, &err) < 0)
+        return die(&err);
+      for (int r = 0; r < p; r++) {
+        int x = atoi(all[r]);
+        CHECK(x >= 0 && x < p && !seen[x]++, "plan rank %d of launcher rank %d repeated", x, r);
+        CHECK(dpt_boot_launcher_rank_of(b, x) == r, "launcher_rank_of(%d) != %d", x, r);
+      }
+      dpt_boot_strings_free(all, p);
+      free(seen);
+    }
+    /* blobs from the first and the last plan rank */
+    for (int k = 0; k < 2; k++) {
+      int root = k ? p - 1 : 0;
+      unsigned char id[DPT_BOOT_NCCL_ID_BYTES], big[1000], want[1000];
+      memset(id, 0, sizeof id);
+      memset(big, 0, sizeof big);
+      if (me == root) {
+        fill(id, sizeof id, root);
+        fill(big, sizeof big, root + 100);
+      }
+      if (dpt_boot_bcast_blob(b, root, id, sizeof id, &err) < 0 ||
+          dpt_boot_bcast_blob(b, root, big, sizeof big, &err) < 0)
+        return die(&err);
+      fill(want, sizeof id, root);
+      CHECK(!memcmp(id, want, sizeof id), "128-byte blob from plan rank %d differs", root);
+      fill(want, sizeof big, root + 100);
+      CHECK(!memcmp(big, want, sizeof big), "1000-byte blob from plan rank %d differs", root);
+    }
+    if (c) {
+      float x = (float)(me + 1);
+      CHECK(dpt_comm_rank(c) == me, "communicator rank %d, plan rank %d", dpt_comm_rank(c), me);
+      if (dpt_comm_allreduce(c, &x, 1, 0, &err) < 0)
+        return die(&err);
+      CHECK(x == (float)p * (float)(p + 1) / 2.0f, "all-reduce gave %g", (double)x);
+    }
+    if (!failures && lrank == 0)
+      printf("test_boot: %d ranks on %d nodes via %s: ok (plan %s, ring %s%s%s)\n", p,
+             plan->n_nodes, dpt_boot_transport(b), plan->digest, order, c ? ", comm " : "",
+             c ? dpt_comm_name(c) : "");
+  }
+  if (c)
+    dpt_boot_fini(b, c);
+  else
+    dpt_boot_destroy(b);
+  return failures ? 1 : 0;
+}
