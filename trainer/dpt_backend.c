@@ -3,6 +3,10 @@
 
 #include <string.h>
 
+#ifdef DPT_HAVE_CUDA_BACKEND
+#include "dpt_backend_cuda.h"
+#endif
+
 void dpt_backend_opts_default(struct dpt_backend_opts *o)
 {
   o->batch = 32;
@@ -14,7 +18,11 @@ void dpt_backend_opts_default(struct dpt_backend_opts *o)
 
 const char *dpt_backend_available(void)
 {
-  return "cpu"; /* the cuda backend (issue 7) adds itself here when built */
+#ifdef DPT_HAVE_CUDA_BACKEND
+  return "cpu,cuda";
+#else
+  return "cpu";
+#endif
 }
 
 int dpt_backend_create(const char *name, const struct dpt_model *model,
@@ -22,12 +30,24 @@ int dpt_backend_create(const char *name, const struct dpt_model *model,
                        struct dpt_err *err)
 {
   *out = NULL;
-  if (!name || !strcmp(name, "cpu") || !strcmp(name, "auto"))
+  if (!name || !strcmp(name, "cpu"))
     return dpt_backend_cpu_create(model, opts, out, err);
-  if (!strcmp(name, "cuda"))
+  if (!strcmp(name, "auto")) {
+#ifdef DPT_HAVE_CUDA_BACKEND
+    if (dpt_cuda_device_usable(NULL, 0)) /* cuda only when a device works */
+      return dpt_backend_cuda_create(model, opts, out, err);
+#endif
+    return dpt_backend_cpu_create(model, opts, out, err);
+  }
+  if (!strcmp(name, "cuda")) {
+#ifdef DPT_HAVE_CUDA_BACKEND
+    return dpt_backend_cuda_create(model, opts, out, err);
+#else
     return dpt_err_set(err, DPT_E_UNSUPPORTED,
                        "backend 'cuda': this dpt-train was built without the GPU backend "
-                       "(cuDNN, issue 7 is not implemented yet); use --backend cpu or auto");
+                       "(no CUDA toolkit / cuDNN, or -DDPT_CUDA=OFF); use --backend cpu or auto");
+#endif
+  }
   return dpt_err_set(err, DPT_E_INPUT, "unknown backend '%s': expected cpu, cuda or auto", name);
 }
 

@@ -1,0 +1,96 @@
+/* test_cuda_nodevice: backend selection when no CUDA device is usable.
+ *
+ * ctest runs it twice: as it comes (on this GPU-less machine: no driver), and
+ * with CUDA_VISIBLE_DEVICES=-1 (no visible device even on a GPU machine), so
+ * the no-device path is exercised everywhere.  When a device IS usable (a GPU
+ * machine, first run) it checks the other side: "auto" picks cuda.
+ *
+ *  - dpt_backend_create("cuda") fails at once: DPT_E_UNSUPPORTED (exit status
+ *    1), *out NULL, the message says "no usable CUDA device" and quotes
+ *    cudaGetDeviceCount's answer, and says what to do (--backend cpu/auto);
+ *  - "auto" falls back to the CPU backend, which then works (one forward);
+ *  - the build advertises "cpu,cuda";
+ *  - a bad DPT_CUDA_PRECISION is refused as bad input. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpt_backend.h"
+#include "dpt_backend_cuda.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                          \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      failures++;                                                                                 \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                        \
+      fprintf(stderr, __VA_ARGS__);                                                               \
+      fputc('\n', stderr);                                                                        \
+    }                                                                                             \
+  } while (0)
+
+int main(void)
+{
+  struct dpt_model m;
+  struct dpt_model_cfg cfg;
+  struct dpt_err err = {0};
+  struct dpt_backend_opts o;
+  struct dpt_backend *be = (struct dpt_backend *)&m; /* must be reset to NULL on failure */
+  char why[256];
+  dpt_model_cfg_default(&cfg);
+  cfg.width = 1.0 / 16;
+  cfg.image_size = 16;
+  cfg.small_stem = 1;
+  cfg.num_classes = 10;
+  if (dpt_model_resnet50(&m, &cfg, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
+    return 1;
+  }
+  dpt_backend_opts_default(&o);
+  o.batch = 2;
+  CHECK(!strcmp(dpt_backend_available(), "cpu,cuda"), "available: %s", dpt_backend_available());
+
+  int usable = dpt_cuda_device_usable(why, sizeof why);
+  printf("CUDA_VISIBLE_DEVICES=%s usable=%d %s\n", getenv("CUDA_VISIBLE_DEVICES") ?
+         getenv("CUDA_VISIBLE_DEVICES") : "(unset)", usable, why);
+  if (usable) {
+    CHECK(dpt_backend_create("auto", &m, &o, &be, &err) == 0, "auto: %s", err.msg);
+    CHECK(be && !strcmp(be->ops->name, "cuda"), "auto picked %s with a usable device",
+          be ? be->ops->name : "nothing");
+    dpt_backend_destroy(be);
+  } else {
+    CHECK(strstr(why, "cudaGetDeviceCount"), "reason names cudaGetDeviceCount: %s", why);
+    int rc = dpt_backend_create("cuda", &m, &o, &be, &err);
+    printf("cuda: rc %d: %s\n", rc, err.msg);
+    CHECK(rc == DPT_E_UNSUPPORTED && dpt_err_exit_status(&err) == 1, "rc %d", rc);
+    CHECK(be == NULL, "no backend on failure");
+    CHECK(strstr(err.msg, "no usable CUDA device") && strstr(err.msg, "cudaGetDeviceCount") &&
+              strstr(err.msg, why + strlen("cudaGetDeviceCount failed: ")) &&
+              strstr(err.msg, "--backend cpu"), "message: %s", err.msg);
+    /* same through the explicit constructor, and with an empty model / no options
+     * (dpt-train asks before it has built anything) */
+    struct dpt_model empty = {0};
+    rc = dpt_backend_cuda_create(&empty, NULL, &be, &err);
+    CHECK(rc == DPT_E_UNSUPPORTED && be == NULL && strstr(err.msg, "no usable CUDA device"),
+          "empty model: %d %s", rc, err.msg);
+    be = (struct dpt_backend *)&m;
+    rc = dpt_backend_create("auto", &m, &o, &be, &err);
+    CHECK(rc == 0 && be && !strcmp(be->ops->name, "cpu"), "auto without a device: %d %s", rc, err.msg);
+    if (be && rc == 0) {
+      size_t nx = (size_t)o.batch * cfg.in_channels * cfg.image_size * cfg.image_size;
+      float *x = calloc(nx, sizeof *x), logits[20];
+      CHECK(dpt_backend_forward(be, x, 1, logits, &err) == 0, "cpu forward after auto: %s", err.msg);
+      free(x);
+      dpt_backend_destroy(be);
+    }
+  }
+  setenv("DPT_CUDA_PRECISION", "fp64", 1);
+  be = (struct dpt_backend *)&m;
+  int rc = dpt_backend_create("cuda", &m, &o, &be, &err);
+  CHECK(rc == DPT_E_INPUT && be == NULL && strstr(err.msg, "DPT_CUDA_PRECISION='fp64'"),
+        "bad precision: %d %s", rc, err.msg);
+  unsetenv("DPT_CUDA_PRECISION");
+  dpt_model_free(&m);
+  if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+  return failures ? 1 : 0;
+}

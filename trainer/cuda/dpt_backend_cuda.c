@@ -1,0 +1,1253 @@
+/* dpt_backend_cuda.c — the CUDA backend (see dpt_backend_cuda.h).
+ *
+ * cuDNN 9 still ships the legacy convolution / batch-norm / activation /
+ * pooling API used here (libcudnn_cnn / libcudnn_ops) and tags it deprecated
+ * in favour of the graph API; the tags only become compiler attributes when
+ * CUDNN_WARN_DEPRECATED is defined, which we do not, so this file builds with
+ * the project's full -Wall -Wextra -Werror and no warning is silenced.
+ *
+ * Plan first (dpt_cuda_plan.c, host-only and tested without a GPU): tensor
+ * layouts, convolution shapes and the distinct-shape table, memory.  Then one
+ * allocation per concept: parameter slab, gradient slab, state slab,
+ * activation arena, activation-gradient arena, scratch (2 x largest tensor),
+ * fp16 weight arena (mixed), BN saved statistics, host<->device staging, and
+ * the shared convolution workspace sized by the algorithms chosen once per
+ * distinct shape under dpt_cuda_workspace_limit().
+ *
+ * Gradients of activations are delivered with cuDNN's beta blending: a layer
+ * writes its input's gradient with beta = 0 the first time and beta = 1 when
+ * another consumer already wrote it (residual forks), so no extra
+ * accumulation pass is needed. */
+#include "dpt_backend_cuda.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "dpt_cuda_kernels.h"
+
+#define MAX_ALLOCS 24
+
+struct cu_tensor {
+  cudnnTensorDescriptor_t desc; /* [N, c_stored, h, w], NCHW fp32 or NHWC fp16 */
+  void *buf;                    /* activation */
+  void *diff;                   /* its gradient (NULL when not needed) */
+  int written;                  /* gradient delivered during this backward */
+};
+
+struct cu_algo {
+  int fwd, bwd_data, bwd_filter;   /* cudnnConvolution*Algo_t */
+  size_t ws_fwd, ws_data, ws_filter;
+};
+
+struct cu_backend;
+
+struct cu_layer {
+  struct cu_backend *cb;
+  int idx;
+  int conv;                         /* index in plan.conv, -1 */
+  cudnnFilterDescriptor_t fdesc;    /* conv filter [K, C_stored, R, S] */
+  cudnnConvolutionDescriptor_t cdesc;
+  cudnnTensorDescriptor_t pdesc;    /* BN scale/bias/mean/var [1, C, 1, 1] fp32; FC bias [1, K, 1, 1] */
+  cudnnPoolingDescriptor_t pool;
+  float *save_mean, *save_istd;     /* BN [C] each, from forward training */
+  void *w16, *dw16;                 /* mixed: fp16 conv [K, R, S, C_stored] / FC [K, C] weights, grads */
+};
+
+struct cu_backend {
+  struct dpt_backend pub;
+  struct dpt_cuda_opts copts;
+  struct dpt_cuda_plan plan;
+  int dev;
+  int sync_debug;
+  cudaStream_t stream;
+  cudnnHandle_t dnn;
+  cublasHandle_t blas;
+  cudnnActivationDescriptor_t relu;
+  cudnnOpTensorDescriptor_t add;
+  struct cu_tensor *t;              /* [n_tensors] */
+  struct cu_layer *l;               /* [n_layers] */
+  struct cu_algo *algo;             /* [plan.n_shapes] */
+  void *scratch, *scratch2;         /* [plan.scratch_bytes] each */
+  void *ws;                         /* shared convolution workspace [ws_bytes] */
+  size_t ws_bytes;
+  float *in32, *out32, *dout32, *dx32; /* fp32 staging: input, logits, dlogits, dinput */
+  void *dy16;                       /* mixed: FC output gradient in fp16 [N, K] (in scratch2) */
+  float *velocity;                  /* [n_params] SGD momentum (lazy) */
+  unsigned char *mask;              /* [n_params] weight-decay mask (lazy) */
+  int *labels, *rank, *flag;        /* [N], [N], [1] */
+  float *loss_rows;                 /* [N] */
+  struct dpt_cuda_bucket *bucket;   /* [n_buckets] */
+  int n_buckets;
+  int *bucket_at;                   /* [n_layers] bucket whose lowest layer this is, else -1 */
+  cudaEvent_t *bucket_ev;           /* [n_buckets] */
+  float loss_scale;
+  void *allocs[MAX_ALLOCS];
+  size_t alloc_bytes[MAX_ALLOCS];
+  int n_allocs;
+  size_t bytes, peak;
+  cudnnDataType_t act_type;         /* CUDNN_DATA_FLOAT or CUDNN_DATA_HALF */
+};
+
+#define CB(be) ((struct cu_backend *)(be))
+
+static const float one = 1.0f, zero = 0.0f;
+
+/* ---- error reporting: call, layer, shape ---------------------------------- */
+
+static void layer_shape(const struct cu_backend *cb, int li, char *buf, size_t len)
+{
+  const struct dpt_model *m = cb->pub.model;
+  if (li < 0 || li >= m->n_layers) {
+    snprintf(buf, len, "batch %d", cb->pub.opts.batch);
+    return;
+  }
+  const struct dpt_layer_desc *d = &m->layers[li];
+  const struct dpt_cuda_tensor_plan *x = &cb->plan.t[d->in[0]], *y = &cb->plan.t[d->out];
+  int o = snprintf(buf, len, "%s [%d,%d,%d,%d] -> [%d,%d,%d,%d] %s %s", dpt_layer_type_name(d->type),
+                   x->n, x->c_stored, x->h, x->w, y->n, y->c_stored, y->h, y->w,
+                   y->nhwc ? "NHWC" : "NCHW", y->elem_bytes == 2 ? "fp16" : "fp32");
+  if (d->type == DPT_LAYER_CONV && o > 0 && (size_t)o < len)
+    snprintf(buf + o, len - (size_t)o, ", filter %dx%d stride %d pad %d", d->kernel, d->kernel,
+             d->stride, d->pad);
+}
+
+static int call_fail(struct cu_backend *cb, int li, const char *what, const char *call,
+                     const char *why, struct dpt_err *err)
+{
+  char shape[192];
+  layer_shape(cb, li, shape, sizeof shape);
+  const char *name = li >= 0 && li < cb->pub.model->n_layers ? cb->pub.model->layers[li].name : what;
+  return dpt_err_set(err, DPT_E_RUNTIME, "cuda backend: %s failed in layer '%s' (%s) on device %d: %s",
+                     call, name, shape, cb->dev, why);
+}
+
+/* Every CUDA / cuDNN / cuBLAS call and kernel launch goes through one of these;
+ * li is the layer index (or -1 with `what` naming the non-layer context). */
+#define CUDA_CK(fn, args, li, what)                                                               \
+  do {                                                                                            \
+    cudaError_t e_ = fn args;                                                                     \
+    if (e_ != cudaSuccess) {                                                                      \
+      rc = call_fail(cb, (li), (what), #fn, cudaGetErrorString(e_), err);                         \
+      goto fail;                                                                                  \
+    }                                                                                             \
+  } while (0)
+#define KERN_CK(fn, args, li, what)                                                               \
+  do {                                                                                            \
+    int e_ = fn args;                                                                             \
+    if (e_ != 0) {                                                                                \
+      rc = call_fail(cb, (li), (what), #fn " (kernel launch)",                                    \
+                     cudaGetErrorString((cudaError_t)e_), err);                                   \
+      goto fail;                                                                                  \
+    }                                                                                             \
+  } while (0)
+#define DNN_CK(fn, args, li, what)                                                                \
+  do {                                                                                            \
+    cudnnStatus_t s_ = fn args;                                                                   \
+    if (s_ != CUDNN_STATUS_SUCCESS) {                                                             \
+      rc = call_fail(cb, (li), (what), #fn, cudnnGetErrorString(s_), err);                        \
+      goto fail;                                                                                  \
+    }                                                                                             \
+  } while (0)
+#define BLAS_CK(fn, args, li, what)                                                               \
+  do {                                                                                            \
+    cublasStatus_t s_ = fn args;                                                                  \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                            \
+      rc = call_fail(cb, (li), (what), #fn, cublasGetStatusString(s_), err);                      \
+      goto fail;                                                                                  \
+    }                                                                                             \
+  } while (0)
+
+static int dalloc(struct cu_backend *cb, void **p, size_t bytes, const char *what, struct dpt_err *err)
+{
+  int rc = 0;
+  *p = NULL;
+  if (!bytes) bytes = 256;
+  if (cb->n_allocs == MAX_ALLOCS)
+    return dpt_err_set(err, DPT_E_RUNTIME, "cuda backend: too many allocations (%s)", what);
+  cudaError_t e = cudaMalloc(p, bytes);
+  if (e != cudaSuccess) {
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    return dpt_err_set(err, e == cudaErrorMemoryAllocation ? DPT_E_NOMEM : DPT_E_RUNTIME,
+                       "cuda backend: cudaMalloc of %zu bytes for %s failed on device %d (%zu of "
+                       "%zu bytes free, %zu already ours): %s; use a smaller --batch-size",
+                       bytes, what, cb->dev, fr, tot, cb->bytes, cudaGetErrorString(e));
+  }
+  CUDA_CK(cudaMemsetAsync, (*p, 0, bytes, cb->stream), -1, what);
+  cb->allocs[cb->n_allocs] = *p;
+  cb->alloc_bytes[cb->n_allocs++] = bytes;
+  cb->bytes += bytes;
+  if (cb->bytes > cb->peak) cb->peak = cb->bytes;
+  return 0;
+fail:
+  cudaFree(*p);
+  *p = NULL;
+  return rc;
+}
+
+static void dfree(struct cu_backend *cb, void *p)
+{
+  for (int i = 0; i < cb->n_allocs; i++)
+    if (cb->allocs[i] == p) {
+      cudaFree(p);
+      cb->bytes -= cb->alloc_bytes[i];
+      cb->allocs[i] = cb->allocs[--cb->n_allocs];
+      cb->alloc_bytes[i] = cb->alloc_bytes[cb->n_allocs];
+      return;
+    }
+}
+
+static int layer_sync(struct cu_backend *cb, int li, struct dpt_err *err)
+{
+  int rc = 0;
+  if (cb->sync_debug) CUDA_CK(cudaStreamSynchronize, (cb->stream), li, "sync");
+  return 0;
+fail:
+  return rc;
+}
+
+/* Input gradient target of a layer: beta 0 first, 1 when accumulating. */
+static void *diff_target(struct cu_backend *cb, int tid, float *beta)
+{
+  struct cu_tensor *t = &cb->t[tid];
+  *beta = t->written ? 1.0f : 0.0f;
+  t->written = 1;
+  return t->diff;
+}
+
+static cudnnDataType_t tensor_type(const struct dpt_cuda_tensor_plan *p)
+{
+  return p->elem_bytes == 2 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+/* ---- convolution ---------------------------------------------------------- */
+
+static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
+  const struct cu_algo *a = &cb->algo[cp->shape_id];
+  int rc = 0, li = L->idx;
+  const void *w = l->params;
+  if (L->w16) {
+    KERN_CK(dpt_cuda_nchw32_to_nhwc16, (l->params, L->w16, cp->k, cp->c_logical,
+                                        (size_t)cp->r * cp->s, cp->c, 1.0f, cb->stream), li, "");
+    w = L->w16;
+  }
+  DNN_CK(cudnnConvolutionForward, (cb->dnn, &one, cb->t[d->in[0]].desc, cb->t[d->in[0]].buf,
+                                   L->fdesc, w, L->cdesc, (cudnnConvolutionFwdAlgo_t)a->fwd, cb->ws,
+                                   a->ws_fwd, &zero, cb->t[d->out].desc, cb->t[d->out].buf), li, "");
+  return layer_sync(cb, li, err);
+fail:
+  return rc;
+}
+
+static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
+  const struct cu_algo *a = &cb->algo[cp->shape_id];
+  struct cu_tensor *in = &cb->t[d->in[0]], *out = &cb->t[d->out];
+  int rc = 0, li = L->idx;
+  DNN_CK(cudnnConvolutionBackwardFilter, (cb->dnn, &one, in->desc, in->buf, out->desc, out->diff,
+                                          L->cdesc, (cudnnConvolutionBwdFilterAlgo_t)a->bwd_filter,
+                                          cb->ws, a->ws_filter, &zero, L->fdesc,
+                                          L->dw16 ? L->dw16 : (void *)l->grads), li, "");
+  if (L->dw16) /* gradient packing: fp16 KRSC (scaled) -> fp32 KCRS slab, unscaled */
+    KERN_CK(dpt_cuda_nhwc16_to_nchw32, (L->dw16, l->grads, cp->k, cp->c_logical,
+                                        (size_t)cp->r * cp->s, cp->c, 1.0f / cb->loss_scale,
+                                        cb->stream), li, "");
+  if (in->diff) {
+    float beta;
+    void *dx = diff_target(cb, d->in[0], &beta);
+    DNN_CK(cudnnConvolutionBackwardData, (cb->dnn, &one, L->fdesc, L->w16 ? L->w16 : (void *)l->params,
+                                          out->desc, out->diff, L->cdesc,
+                                          (cudnnConvolutionBwdDataAlgo_t)a->bwd_data, cb->ws,
+                                          a->ws_data, &beta, in->desc, dx), li, "");
+  }
+  return layer_sync(cb, li, err);
+fail:
+  return rc;
+}
+
+/* ---- batch normalisation (+ ReLU) ------------------------------------------ */
+
+static cudnnBatchNormMode_t bn_train_mode(const struct cu_backend *cb)
+{
+  return cb->plan.bn_persistent_train ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
+}
+
+static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  int rc = 0, li = L->idx, C = d->c_out;
+  double eps = cb->pub.opts.bn_eps;
+  if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
+  if (training)
+    DNN_CK(cudnnBatchNormalizationForwardTraining,
+           (cb->dnn, bn_train_mode(cb), &one, &zero, x->desc, x->buf, y->desc, y->buf, L->pdesc,
+            l->params, l->params + C, (double)cb->pub.opts.bn_momentum, l->state, l->state + C, eps,
+            L->save_mean, L->save_istd), li, "");
+  else
+    DNN_CK(cudnnBatchNormalizationForwardInference,
+           (cb->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x->desc, x->buf, y->desc, y->buf,
+            L->pdesc, l->params, l->params + C, l->state, l->state + C, eps), li, "");
+  if (d->relu)
+    DNN_CK(cudnnActivationForward, (cb->dnn, cb->relu, &one, y->desc, y->buf, &zero, y->desc, y->buf),
+           li, "");
+  return layer_sync(cb, li, err);
+fail:
+  return rc;
+}
+
+static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  int rc = 0, li = L->idx, C = d->c_out;
+  double eps = cb->pub.opts.bn_eps;
+  if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
+  const void *dz = y->diff;
+  if (d->relu) { /* dz = relu'(y) * dy; y > 0 exactly where the BN output was > 0 */
+    DNN_CK(cudnnActivationBackward, (cb->dnn, cb->relu, &one, y->desc, y->buf, y->desc, y->diff,
+                                     y->desc, y->buf, &zero, y->desc, cb->scratch), li, "");
+    dz = cb->scratch;
+  }
+  float beta = 0.0f;
+  void *dx = x->diff ? diff_target(cb, d->in[0], &beta) : cb->scratch2;
+  /* Parameter gradients are fp32: unscale them here (fp16 gradients carry the loss scale). */
+  float pscale = cb->plan.t[d->out].elem_bytes == 2 ? 1.0f / cb->loss_scale : 1.0f;
+  DNN_CK(cudnnBatchNormalizationBackward,
+         (cb->dnn, bn_train_mode(cb), &one, &beta, &pscale, &zero, x->desc, x->buf, y->desc, dz,
+          x->desc, dx, L->pdesc, l->params, l->grads, l->grads + C, eps, L->save_mean, L->save_istd),
+         li, "");
+  return layer_sync(cb, li, err);
+fail:
+  return rc;
+}
+
+/* ---- ReLU ------------------------------------------------------------------ */
+
+static int relu_forward(struct dpt_layer *l, int training, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  int rc = 0;
+  DNN_CK(cudnnActivationForward, (cb->dnn, cb->relu, &one, x->desc, x->buf, &zero, y->desc, y->buf),
+         L->idx, "");
+  return layer_sync(cb, L->idx, err);
+fail:
+  return rc;
+}
+
+static int relu_backward(struct dpt_layer *l, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  int rc = 0;
+  if (!x->diff) return 0;
+  float beta;
+  void *dx = diff_target(cb, d->in[0], &beta);
+  DNN_CK(cudnnActivationBackward, (cb->dnn, cb->relu, &one, y->desc, y->buf, y->desc, y->diff,
+                                   x->desc, x->buf, &beta, x->desc, dx), L->idx, "");
+  return layer_sync(cb, L->idx, err);
+fail:
+  return rc;
+}
+
+/* ---- pooling (max, global average) ----------------------------------------- */
+
+static int pool_forward(struct dpt_layer *l, int training, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  int rc = 0;
+  DNN_CK(cudnnPoolingForward, (cb->dnn, L->pool, &one, x->desc, x->buf, &zero, y->desc, y->buf),
+         L->idx, "");
+  return layer_sync(cb, L->idx, err);
+fail:
+  return rc;
+}
+
+static int pool_backward(struct dpt_layer *l, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  int rc = 0;
+  if (!x->diff) return 0;
+  float beta;
+  void *dx = diff_target(cb, d->in[0], &beta);
+  DNN_CK(cudnnPoolingBackward, (cb->dnn, L->pool, &one, y->desc, y->buf, y->desc, y->diff, x->desc,
+                                x->buf, &beta, x->desc, dx), L->idx, "");
+  return layer_sync(cb, L->idx, err);
+fail:
+  return rc;
+}
+
+/* ---- fully connected (cuBLAS) ---------------------------------------------- *
+ * Row-major x [N, D], W [K, D], y [N, K] are column-major x^T, W^T, y^T:
+ *   y^T  = W  x^T      gemm(T, N, K, N, D)
+ *   dW^T = x^T dy      gemm(N, T, D, K, N)     (dW row-major [K, D])
+ *   dx^T = W^T dy^T    gemm(N, N, D, N, K)                                    */
+
+static cublasComputeType_t fc_compute(const struct cu_backend *cb)
+{
+  return cb->plan.precision == DPT_CUDA_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+static int fc_forward(struct dpt_layer *l, int training, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  int rc = 0, li = L->idx, N = cb->pub.opts.batch, K = d->c_out, D = (int)(d->w_len / (size_t)K);
+  cudaDataType_t xt = L->w16 ? CUDA_R_16F : CUDA_R_32F;
+  const void *w = l->params;
+  if (L->w16) {
+    KERN_CK(dpt_cuda_f32_to_f16, (l->params, L->w16, 1.0f, d->w_len, cb->stream), li, "");
+    w = L->w16;
+  }
+  BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, N, D, &one, w, xt, D, x->buf, xt, D,
+                         &zero, y->buf, CUDA_R_32F, K, fc_compute(cb), CUBLAS_GEMM_DEFAULT), li, "");
+  DNN_CK(cudnnAddTensor, (cb->dnn, &one, L->pdesc, l->params + d->w_len, &one, y->desc, y->buf), li, "");
+  return layer_sync(cb, li, err);
+fail:
+  return rc;
+}
+
+static int fc_backward(struct dpt_layer *l, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  int rc = 0, li = L->idx, N = cb->pub.opts.batch, K = d->c_out, D = (int)(d->w_len / (size_t)K);
+  cudaDataType_t xt = L->w16 ? CUDA_R_16F : CUDA_R_32F;
+  const void *dy = y->diff;
+  float unscale = 1.0f;
+  if (L->w16) { /* the fp32 output gradient enters the fp16 graph with the loss scale */
+    KERN_CK(dpt_cuda_f32_to_f16, (y->diff, cb->dy16, cb->loss_scale, (size_t)N * K, cb->stream), li, "");
+    dy = cb->dy16;
+    unscale = 1.0f / cb->loss_scale;
+  }
+  BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, D, K, N, &unscale, x->buf, xt, D, dy, xt,
+                         K, &zero, l->grads, CUDA_R_32F, D, fc_compute(cb), CUBLAS_GEMM_DEFAULT), li, "");
+  DNN_CK(cudnnConvolutionBackwardBias, (cb->dnn, &one, y->desc, y->diff, &zero, L->pdesc,
+                                        l->grads + d->w_len), li, "");
+  if (x->diff) {
+    float beta;
+    void *dx = diff_target(cb, d->in[0], &beta);
+    BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_N, CUBLAS_OP_N, D, N, K, &one,
+                           L->w16 ? L->w16 : (const void *)l->params, xt, D, dy, xt, K, &beta, dx, xt,
+                           D, fc_compute(cb), CUBLAS_GEMM_DEFAULT), li, "");
+  }
+  return layer_sync(cb, li, err);
+fail:
+  return rc;
+}
+
+/* ---- residual add (+ ReLU) ------------------------------------------------- */
+
+static int add_forward(struct dpt_layer *l, int training, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *a = &cb->t[d->in[0]], *b = &cb->t[d->in[1]], *y = &cb->t[d->out];
+  int rc = 0;
+  DNN_CK(cudnnOpTensor, (cb->dnn, cb->add, &one, a->desc, a->buf, &one, b->desc, b->buf, &zero,
+                         y->desc, y->buf), L->idx, "");
+  if (d->relu)
+    DNN_CK(cudnnActivationForward, (cb->dnn, cb->relu, &one, y->desc, y->buf, &zero, y->desc, y->buf),
+           L->idx, "");
+  return layer_sync(cb, L->idx, err);
+fail:
+  return rc;
+}
+
+static int add_backward(struct dpt_layer *l, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_layer_desc *d = l->desc;
+  struct cu_tensor *y = &cb->t[d->out];
+  int rc = 0;
+  const void *g = y->diff;
+  if (d->relu) {
+    DNN_CK(cudnnActivationBackward, (cb->dnn, cb->relu, &one, y->desc, y->buf, y->desc, y->diff,
+                                     y->desc, y->buf, &zero, y->desc, cb->scratch), L->idx, "");
+    g = cb->scratch;
+  }
+  for (int k = 0; k < 2; k++) {
+    struct cu_tensor *x = &cb->t[d->in[k]];
+    if (!x->diff) continue;
+    float beta;
+    void *dx = diff_target(cb, d->in[k], &beta);
+    if (beta == 0.0f)
+      CUDA_CK(cudaMemcpyAsync, (dx, g, cb->plan.t[d->in[k]].bytes, cudaMemcpyDeviceToDevice,
+                                cb->stream), L->idx, "");
+    else
+      DNN_CK(cudnnAddTensor, (cb->dnn, &one, y->desc, g, &one, x->desc, dx), L->idx, "");
+  }
+  return layer_sync(cb, L->idx, err);
+fail:
+  return rc;
+}
+
+static void layer_destroy(struct dpt_layer *l)
+{
+  struct cu_layer *L = l->impl;
+  if (!L) return;
+  if (L->fdesc) cudnnDestroyFilterDescriptor(L->fdesc);
+  if (L->cdesc) cudnnDestroyConvolutionDescriptor(L->cdesc);
+  if (L->pdesc) cudnnDestroyTensorDescriptor(L->pdesc);
+  if (L->pool) cudnnDestroyPoolingDescriptor(L->pool);
+  l->impl = NULL;
+}
+
+static const struct dpt_layer_ops conv_ops = {conv_forward, conv_backward, layer_destroy};
+static const struct dpt_layer_ops bn_ops = {bn_forward, bn_backward, layer_destroy};
+static const struct dpt_layer_ops relu_ops = {relu_forward, relu_backward, layer_destroy};
+static const struct dpt_layer_ops pool_ops = {pool_forward, pool_backward, layer_destroy};
+static const struct dpt_layer_ops fc_ops = {fc_forward, fc_backward, layer_destroy};
+static const struct dpt_layer_ops add_ops = {add_forward, add_backward, layer_destroy};
+
+/* ---- algorithm choice, once per distinct convolution shape ------------------ */
+
+static int choose_algos(struct cu_backend *cb, int shape, size_t limit, struct dpt_err *err)
+{
+  const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[cb->plan.shape_rep[shape]];
+  int li = cp->layer, rc = 0, n = 0, pick;
+  const struct dpt_layer_desc *d = &cb->pub.model->layers[li];
+  struct cu_layer *L = &cb->l[li];
+  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+  const void *w = L->w16 ? L->w16 : (const void *)cb->pub.layers[li].params;
+  void *dw = L->dw16 ? L->dw16 : (void *)cb->pub.layers[li].grads;
+  void *dx = x->diff ? x->diff : cb->scratch2;
+  struct cu_algo *a = &cb->algo[shape];
+  struct dpt_cuda_algo_cand c[16];
+  int det = cb->copts.deterministic;
+  enum { REQ = 16 };
+  {
+    cudnnConvolutionFwdAlgoPerf_t p[REQ];
+    if (cb->copts.algo_search)
+      DNN_CK(cudnnFindConvolutionForwardAlgorithmEx, (cb->dnn, x->desc, x->buf, L->fdesc, w, L->cdesc,
+                                                      y->desc, y->buf, REQ, &n, p, cb->ws, limit), li,
+             "");
+    else
+      DNN_CK(cudnnGetConvolutionForwardAlgorithm_v7, (cb->dnn, x->desc, L->fdesc, L->cdesc, y->desc,
+                                                      REQ, &n, p), li, "");
+    for (int i = 0; i < n; i++)
+      c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
+                                         cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
+                                         p[i].determinism == CUDNN_DETERMINISTIC};
+    if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
+    a->fwd = c[pick].algo;
+    a->ws_fwd = c[pick].memory;
+  }
+  {
+    cudnnConvolutionBwdFilterAlgoPerf_t p[REQ];
+    if (cb->copts.algo_search)
+      DNN_CK(cudnnFindConvolutionBackwardFilterAlgorithmEx, (cb->dnn, x->desc, x->buf, y->desc, y->diff,
+                                                             L->cdesc, L->fdesc, dw, REQ, &n, p,
+                                                             cb->ws, limit), li, "");
+    else
+      DNN_CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7, (cb->dnn, x->desc, y->desc, L->cdesc,
+                                                             L->fdesc, REQ, &n, p), li, "");
+    for (int i = 0; i < n; i++)
+      c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
+                                         cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
+                                         p[i].determinism == CUDNN_DETERMINISTIC};
+    if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
+    a->bwd_filter = c[pick].algo;
+    a->ws_filter = c[pick].memory;
+  }
+  a->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  a->ws_data = 0;
+  if (x->diff) {
+    cudnnConvolutionBwdDataAlgoPerf_t p[REQ];
+    if (cb->copts.algo_search)
+      DNN_CK(cudnnFindConvolutionBackwardDataAlgorithmEx, (cb->dnn, L->fdesc, w, y->desc, y->diff,
+                                                           L->cdesc, x->desc, dx, REQ, &n, p, cb->ws,
+                                                           limit), li, "");
+    else
+      DNN_CK(cudnnGetConvolutionBackwardDataAlgorithm_v7, (cb->dnn, L->fdesc, y->desc, L->cdesc,
+                                                           x->desc, REQ, &n, p), li, "");
+    for (int i = 0; i < n; i++)
+      c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
+                                         cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
+                                         p[i].determinism == CUDNN_DETERMINISTIC};
+    if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
+    a->bwd_data = c[pick].algo;
+    a->ws_data = c[pick].memory;
+  }
+  return 0;
+none:
+  return call_fail(cb, li, "", "convolution algorithm choice",
+                   "no algorithm fits the workspace limit (raise workspace_cap, lower the batch, "
+                   "or allow non-deterministic algorithms)", err) ;
+fail:
+  return rc;
+}
+
+/* ---- backend ops ------------------------------------------------------------ */
+
+static int out_tid(const struct cu_backend *cb)
+{
+  return cb->pub.model->layers[cb->pub.model->n_layers - 1].out;
+}
+
+static size_t n_elems(const struct dpt_cuda_tensor_plan *p)
+{
+  return (size_t)p->n * p->c * p->h * p->w;
+}
+
+static int cu_forward(struct dpt_backend *be, const float *x, int training, float *out,
+                      struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  const struct dpt_model *m = be->model;
+  const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
+  int rc = 0, o = out_tid(cb);
+  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "forward");
+  if (ip->elem_bytes == 4) {
+    CUDA_CK(cudaMemcpyAsync, (cb->t[0].buf, x, ip->bytes, cudaMemcpyHostToDevice, cb->stream), -1, "input");
+  } else {
+    CUDA_CK(cudaMemcpyAsync, (cb->in32, x, n_elems(ip) * 4, cudaMemcpyHostToDevice, cb->stream), -1, "input");
+    KERN_CK(dpt_cuda_nchw32_to_nhwc16, (cb->in32, cb->t[0].buf, ip->n, ip->c, (size_t)ip->h * ip->w,
+                                        ip->c_stored, 1.0f, cb->stream), -1, "input");
+  }
+  for (int i = 0; i < m->n_layers; i++) {
+    struct dpt_layer *l = &be->layers[i];
+    if ((rc = l->ops->forward(l, training, err))) goto fail;
+  }
+  /* logits in fp32 on the device (out32) for the device loss, and on the host */
+  if (op->elem_bytes == 4)
+    CUDA_CK(cudaMemcpyAsync, (cb->out32, cb->t[o].buf, op->bytes, cudaMemcpyDeviceToDevice, cb->stream),
+            -1, "output");
+  else
+    KERN_CK(dpt_cuda_nhwc16_to_nchw32, (cb->t[o].buf, cb->out32, op->n, op->c, (size_t)op->h * op->w,
+                                        op->c_stored, 1.0f, cb->stream), -1, "output");
+  if (out)
+    CUDA_CK(cudaMemcpyAsync, (out, cb->out32, n_elems(op) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
+            "output");
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "end of forward (an asynchronous fault in any "
+          "layer; DPT_CUDA_SYNC_DEBUG=1 names it)");
+  return 0;
+fail:
+  return rc;
+}
+
+static int cu_backward(struct dpt_backend *be, const float *dout, float *dx, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  const struct dpt_model *m = be->model;
+  int rc = 0, o = out_tid(cb);
+  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o], *ip = &cb->plan.t[0];
+  if (dx && !be->opts.need_input_grad)
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: input gradient asked for but the backend "
+                       "was created without need_input_grad");
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "backward");
+  if (dout)
+    CUDA_CK(cudaMemcpyAsync, (cb->dout32, dout, n_elems(op) * 4, cudaMemcpyHostToDevice, cb->stream),
+            -1, "output gradient");
+  /* else: dpt_backend_cuda_loss left it in dout32 */
+  for (int i = 0; i < cb->plan.n_tensors; i++) cb->t[i].written = 0;
+  if (op->elem_bytes == 4)
+    CUDA_CK(cudaMemcpyAsync, (cb->t[o].diff, cb->dout32, op->bytes, cudaMemcpyDeviceToDevice, cb->stream),
+            -1, "output gradient");
+  else /* fp16 gradients carry the loss scale */
+    KERN_CK(dpt_cuda_nchw32_to_nhwc16, (cb->dout32, cb->t[o].diff, op->n, op->c, (size_t)op->h * op->w,
+                                        op->c_stored, cb->loss_scale, cb->stream), -1, "output gradient");
+  cb->t[o].written = 1;
+  for (int i = m->n_layers - 1; i >= 0; i--) {
+    struct dpt_layer *l = &be->layers[i];
+    if (!cb->t[l->desc->out].written) {
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "cuda backend: layer '%s' has no gradient flowing into "
+                       "its output (a dead branch in the model)", l->desc->name);
+      goto fail;
+    }
+    if ((rc = l->ops->backward(l, err))) goto fail;
+    if (cb->bucket_at[i] >= 0)
+      CUDA_CK(cudaEventRecord, (cb->bucket_ev[cb->bucket_at[i]], cb->stream), i, "");
+  }
+  if (dx) {
+    if (ip->elem_bytes == 4) {
+      CUDA_CK(cudaMemcpyAsync, (dx, cb->t[0].diff, ip->bytes, cudaMemcpyDeviceToHost, cb->stream), -1,
+              "input gradient");
+    } else {
+      KERN_CK(dpt_cuda_nhwc16_to_nchw32, (cb->t[0].diff, cb->dx32, ip->n, ip->c, (size_t)ip->h * ip->w,
+                                          ip->c_stored, 1.0f / cb->loss_scale, cb->stream), -1,
+              "input gradient");
+      CUDA_CK(cudaMemcpyAsync, (dx, cb->dx32, n_elems(ip) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
+              "input gradient");
+    }
+    CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "end of backward");
+  }
+  return 0;
+fail:
+  return rc;
+}
+
+static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host, int to_backend,
+                        struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  float *s = which == DPT_SLAB_PARAMS ? be->params : which == DPT_SLAB_GRADS ? be->grads : be->state;
+  size_t n = (which == DPT_SLAB_STATE ? be->model->n_state : be->model->n_params) * sizeof(float);
+  const char *what = which == DPT_SLAB_PARAMS ? "parameter slab" : which == DPT_SLAB_GRADS
+                     ? "gradient slab" : "state slab";
+  int rc = 0;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, what);
+  CUDA_CK(cudaMemcpyAsync, (to_backend ? (void *)s : (void *)host, to_backend ? (void *)host : (void *)s,
+                            n, to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
+          -1, what);
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, what);
+  return 0;
+fail:
+  return rc;
+}
+
+static size_t cu_memory_bytes(const struct dpt_backend *be)
+{
+  return CB(be)->bytes;
+}
+
+static void cu_destroy(struct dpt_backend *be)
+{
+  struct cu_backend *cb = CB(be);
+  if (!cb) return;
+  if (cb->stream) cudaStreamSynchronize(cb->stream);
+  if (be->layers)
+    for (int i = 0; i < be->model->n_layers; i++)
+      if (be->layers[i].impl) layer_destroy(&be->layers[i]);
+  if (cb->t)
+    for (int i = 0; i < cb->plan.n_tensors; i++)
+      if (cb->t[i].desc) cudnnDestroyTensorDescriptor(cb->t[i].desc);
+  if (cb->bucket_ev)
+    for (int i = 0; i < cb->n_buckets; i++)
+      if (cb->bucket_ev[i]) cudaEventDestroy(cb->bucket_ev[i]);
+  while (cb->n_allocs) dfree(cb, cb->allocs[0]);
+  if (cb->relu) cudnnDestroyActivationDescriptor(cb->relu);
+  if (cb->add) cudnnDestroyOpTensorDescriptor(cb->add);
+  if (cb->blas) cublasDestroy(cb->blas);
+  if (cb->dnn) cudnnDestroy(cb->dnn);
+  if (cb->stream) cudaStreamDestroy(cb->stream);
+  dpt_cuda_plan_free(&cb->plan);
+  free(cb->t);
+  free(cb->l);
+  free(cb->algo);
+  free(cb->bucket);
+  free(cb->bucket_at);
+  free(cb->bucket_ev);
+  free(be->layers);
+  free(cb);
+}
+
+static const struct dpt_backend_ops cuda_ops = {"cuda", cu_forward, cu_backward, cu_copy_slab,
+                                                cu_memory_bytes, cu_destroy};
+
+/* ---- creation --------------------------------------------------------------- */
+
+void dpt_cuda_opts_default(struct dpt_cuda_opts *o)
+{
+  const char *p = getenv("DPT_CUDA_PRECISION");
+  int prec = dpt_cuda_precision_parse(p);
+  o->precision = prec >= 0 ? (enum dpt_cuda_precision)prec : DPT_CUDA_FP32;
+  o->device = -1;
+  o->workspace_cap = (size_t)512 << 20;
+  o->algo_search = 1;
+  o->deterministic = 0;
+  o->bucket_bytes = (size_t)25 << 20;
+  o->loss_scale = 65536.0f;
+}
+
+int dpt_cuda_device_usable(char *why, size_t why_len)
+{
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) snprintf(why, why_len, "cudaGetDeviceCount failed: %s (%s)", cudaGetErrorString(e),
+                      cudaGetErrorName(e));
+    return 0;
+  }
+  if (n < 1) {
+    if (why) snprintf(why, why_len, "cudaGetDeviceCount found 0 devices");
+    return 0;
+  }
+  if (why && why_len) why[0] = 0;
+  return 1;
+}
+
+int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_backend_opts *opts,
+                            struct dpt_backend **out, struct dpt_err *err)
+{
+  struct dpt_cuda_opts co;
+  dpt_cuda_opts_default(&co);
+  if (getenv("DPT_CUDA_PRECISION") && dpt_cuda_precision_parse(getenv("DPT_CUDA_PRECISION")) < 0) {
+    *out = NULL;
+    return dpt_err_set(err, DPT_E_INPUT, "DPT_CUDA_PRECISION='%s': expected fp32, tf32 or mixed",
+                       getenv("DPT_CUDA_PRECISION"));
+  }
+  return dpt_backend_cuda_create_ex(model, opts, &co, out, err);
+}
+
+static int set_tensor_desc(struct cu_backend *cb, cudnnTensorDescriptor_t d,
+                           const struct dpt_cuda_tensor_plan *p, int li, struct dpt_err *err)
+{
+  int rc = 0;
+  DNN_CK(cudnnSetTensor4dDescriptor, (d, p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                      tensor_type(p), p->n, p->c_stored, p->h, p->w), li, "tensor");
+  return 0;
+fail:
+  return rc;
+}
+
+static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
+{
+  const struct dpt_model *m = cb->pub.model;
+  const struct dpt_layer_desc *d = &m->layers[li];
+  struct dpt_layer *l = &cb->pub.layers[li];
+  struct cu_layer *L = &cb->l[li];
+  const struct dpt_cuda_tensor_plan *x = &cb->plan.t[d->in[0]];
+  int rc = 0, mixed = cb->plan.precision == DPT_CUDA_MIXED;
+  L->cb = cb;
+  L->idx = li;
+  L->conv = -1;
+  l->desc = d;
+  l->impl = L;
+  l->params = cb->pub.params + d->w_off;
+  l->grads = cb->pub.grads + d->w_off;
+  l->state = d->type == DPT_LAYER_BN ? cb->pub.state + d->s_off : NULL;
+  switch (d->type) {
+  case DPT_LAYER_CONV: {
+    l->ops = &conv_ops;
+    for (int c = 0; c < cb->plan.n_conv; c++)
+      if (cb->plan.conv[c].layer == li) L->conv = c;
+    const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
+    DNN_CK(cudnnCreateFilterDescriptor, (&L->fdesc), li, "");
+    DNN_CK(cudnnSetFilter4dDescriptor, (L->fdesc, mixed ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT,
+                                        mixed ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, cp->k, cp->c,
+                                        cp->r, cp->s), li, "");
+    DNN_CK(cudnnCreateConvolutionDescriptor, (&L->cdesc), li, "");
+    DNN_CK(cudnnSetConvolution2dDescriptor, (L->cdesc, cp->pad, cp->pad, cp->stride, cp->stride, 1, 1,
+                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), li, "");
+    /* fp32: FMA only (TF32 off, the oracle); tf32: default math (TF32 allowed);
+     * mixed: tensor ops. */
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, cb->plan.precision == DPT_CUDA_FP32 ? CUDNN_FMA_MATH
+                                         : cb->plan.precision == DPT_CUDA_TF32 ? CUDNN_DEFAULT_MATH
+                                         : CUDNN_TENSOR_OP_MATH), li, "");
+    int dims[4];
+    DNN_CK(cudnnGetConvolution2dForwardOutputDim, (L->cdesc, cb->t[d->in[0]].desc, L->fdesc, &dims[0],
+                                                   &dims[1], &dims[2], &dims[3]), li, "");
+    if (dims[0] != cp->n || dims[1] != cp->k || dims[2] != cp->p || dims[3] != cp->q) {
+      char shape[192];
+      layer_shape(cb, li, shape, sizeof shape);
+      return dpt_err_set(err, DPT_E_RUNTIME, "cuda backend: cuDNN says convolution '%s' (%s) outputs "
+                         "[%d,%d,%d,%d], the plan says [%d,%d,%d,%d]", d->name, shape, dims[0],
+                         dims[1], dims[2], dims[3], cp->n, cp->k, cp->p, cp->q);
+    }
+    if (mixed) {
+      size_t wl = (size_t)cp->k * cp->c * cp->r * cp->s * 2;
+      if ((rc = dalloc(cb, &L->w16, 2 * wl, "fp16 convolution weights", err))) return rc;
+      L->dw16 = (char *)L->w16 + wl;
+    }
+    break;
+  }
+  case DPT_LAYER_BN:
+    l->ops = &bn_ops;
+    DNN_CK(cudnnCreateTensorDescriptor, (&L->pdesc), li, "");
+    DNN_CK(cudnnDeriveBNTensorDescriptor, (L->pdesc, cb->t[d->in[0]].desc, CUDNN_BATCHNORM_SPATIAL), li, "");
+    break;
+  case DPT_LAYER_RELU: l->ops = &relu_ops; break;
+  case DPT_LAYER_MAXPOOL:
+  case DPT_LAYER_GAP: {
+    l->ops = &pool_ops;
+    int maxp = d->type == DPT_LAYER_MAXPOOL;
+    DNN_CK(cudnnCreatePoolingDescriptor, (&L->pool), li, "");
+    DNN_CK(cudnnSetPooling2dDescriptor, (L->pool, maxp ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                         : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
+                                         CUDNN_PROPAGATE_NAN, maxp ? d->kernel : x->h,
+                                         maxp ? d->kernel : x->w, maxp ? d->pad : 0, maxp ? d->pad : 0,
+                                         maxp ? d->stride : 1, maxp ? d->stride : 1), li, "");
+    break;
+  }
+  case DPT_LAYER_FC:
+    l->ops = &fc_ops;
+    if (mixed && (x->h * x->w != 1 || x->c_stored != x->c || x->elem_bytes != 2)) {
+      char shape[192];
+      layer_shape(cb, li, shape, sizeof shape);
+      return dpt_err_set(err, DPT_E_UNSUPPORTED, "cuda backend: FC layer '%s' (%s) in mixed precision "
+                         "needs an fp16 [N, C, 1, 1] input (global average pool before it); use "
+                         "precision fp32", d->name, shape);
+    }
+    DNN_CK(cudnnCreateTensorDescriptor, (&L->pdesc), li, "");
+    DNN_CK(cudnnSetTensor4dDescriptor, (L->pdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, d->c_out, 1, 1),
+           li, "");
+    if (mixed) {
+      if ((rc = dalloc(cb, &L->w16, d->w_len * 2, "fp16 FC weights", err))) return rc;
+    }
+    break;
+  case DPT_LAYER_ADD: l->ops = &add_ops; break;
+  default:
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: layer %d '%s' has unknown type %d", li, d->name,
+                       d->type);
+  }
+  return 0;
+fail:
+  return rc;
+}
+
+int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backend_opts *opts,
+                               const struct dpt_cuda_opts *copts, struct dpt_backend **out,
+                               struct dpt_err *err)
+{
+  int rc = 0, ndev = 0;
+  char why[256];
+  *out = NULL;
+  /* First: is there a device at all?  Nothing else is touched without one. */
+  if (!dpt_cuda_device_usable(why, sizeof why))
+    return dpt_err_set(err, DPT_E_UNSUPPORTED, "backend cuda: no usable CUDA device (%s); use "
+                       "--backend cpu, or --backend auto to pick the GPU only when one works", why);
+  if (!m || !opts || m->n_layers < 1)
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: no model or options given (the model has no layers)");
+  if (opts->batch < 1) return dpt_err_set(err, DPT_E_INPUT, "cuda backend: batch size %d < 1", opts->batch);
+  struct cu_backend *cb = calloc(1, sizeof *cb);
+  if (!cb) return dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory");
+  struct dpt_backend *be = &cb->pub;
+  be->ops = &cuda_ops;
+  be->model = m;
+  be->opts = *opts;
+  be->host_slabs = 0;
+  cb->copts = *copts;
+  cb->loss_scale = copts->precision == DPT_CUDA_MIXED ? copts->loss_scale : 1.0f;
+  cb->sync_debug = getenv("DPT_CUDA_SYNC_DEBUG") && atoi(getenv("DPT_CUDA_SYNC_DEBUG")) > 0;
+  cb->dev = copts->device;
+  if (cb->dev < 0) cb->dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
+  if ((rc = dpt_cuda_plan_build(m, opts->batch, copts->precision, opts->need_input_grad, &cb->plan, err)))
+    goto fail;
+  cudaGetDeviceCount(&ndev);
+  if (cb->dev < 0 || cb->dev >= ndev) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: device %d requested (DPT_CUDA_DEVICE or "
+                     "option) but only %d visible (CUDA_VISIBLE_DEVICES)", cb->dev, ndev);
+    goto fail;
+  }
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "device");
+  CUDA_CK(cudaStreamCreateWithFlags, (&cb->stream, cudaStreamNonBlocking), -1, "stream");
+  DNN_CK(cudnnCreate, (&cb->dnn), -1, "cuDNN handle");
+  DNN_CK(cudnnSetStream, (cb->dnn, cb->stream), -1, "cuDNN handle");
+  BLAS_CK(cublasCreate, (&cb->blas), -1, "cuBLAS handle");
+  BLAS_CK(cublasSetStream, (cb->blas, cb->stream), -1, "cuBLAS handle");
+  BLAS_CK(cublasSetMathMode, (cb->blas, cb->plan.precision == DPT_CUDA_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                              : CUBLAS_DEFAULT_MATH), -1, "cuBLAS handle");
+  DNN_CK(cudnnCreateActivationDescriptor, (&cb->relu), -1, "relu");
+  DNN_CK(cudnnSetActivationDescriptor, (cb->relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), -1,
+         "relu");
+  DNN_CK(cudnnCreateOpTensorDescriptor, (&cb->add), -1, "add");
+  DNN_CK(cudnnSetOpTensorDescriptor, (cb->add, CUDNN_OP_TENSOR_ADD, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN),
+         -1, "add");
+
+  size_t np = m->n_params ? m->n_params : 1, ns = m->n_state ? m->n_state : 1;
+  int N = opts->batch, o = m->layers[m->n_layers - 1].out;
+  void *p;
+  if ((rc = dalloc(cb, &p, np * 4, "parameter slab", err))) goto fail;
+  be->params = p;
+  if ((rc = dalloc(cb, &p, np * 4, "gradient slab", err))) goto fail;
+  be->grads = p;
+  if ((rc = dalloc(cb, &p, ns * 4, "state slab", err))) goto fail;
+  be->state = p;
+  cb->t = calloc((size_t)cb->plan.n_tensors, sizeof *cb->t);
+  cb->l = calloc((size_t)m->n_layers, sizeof *cb->l);
+  be->layers = calloc((size_t)m->n_layers, sizeof *be->layers);
+  cb->algo = calloc((size_t)(cb->plan.n_shapes ? cb->plan.n_shapes : 1), sizeof *cb->algo);
+  cb->bucket_at = malloc((size_t)m->n_layers * sizeof *cb->bucket_at);
+  if (!cb->t || !cb->l || !be->layers || !cb->algo || !cb->bucket_at) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory for %d layers", m->n_layers);
+    goto fail;
+  }
+  /* activations and their gradients: one arena each */
+  char *act, *dif;
+  if ((rc = dalloc(cb, &p, cb->plan.act_bytes, "activations", err))) goto fail;
+  act = p;
+  if ((rc = dalloc(cb, &p, cb->plan.diff_bytes, "activation gradients", err))) goto fail;
+  dif = p;
+  for (int i = 0; i < cb->plan.n_tensors; i++) {
+    const struct dpt_cuda_tensor_plan *tp = &cb->plan.t[i];
+    DNN_CK(cudnnCreateTensorDescriptor, (&cb->t[i].desc), -1, "tensor");
+    if ((rc = set_tensor_desc(cb, cb->t[i].desc, tp, -1, err))) goto fail;
+    cb->t[i].buf = act;
+    act += tp->bytes;
+    if (i > 0 || opts->need_input_grad) {
+      cb->t[i].diff = dif;
+      dif += tp->bytes;
+    }
+  }
+  if ((rc = dalloc(cb, &cb->scratch, 2 * cb->plan.scratch_bytes, "scratch", err))) goto fail;
+  cb->scratch2 = (char *)cb->scratch + cb->plan.scratch_bytes;
+  cb->dy16 = cb->scratch2;
+  {
+    size_t nin = n_elems(&cb->plan.t[0]), nout = n_elems(&cb->plan.t[o]);
+    if ((rc = dalloc(cb, &p, cb->plan.io_bytes, "input/output staging", err))) goto fail;
+    cb->in32 = p;
+    cb->out32 = cb->in32 + nin;
+    cb->dout32 = cb->out32 + nout;
+    cb->dx32 = opts->need_input_grad ? cb->dout32 + nout : NULL;
+  }
+  {
+    float *bn;
+    if ((rc = dalloc(cb, &p, cb->plan.bn_saved_bytes, "batch-norm saved statistics", err))) goto fail;
+    bn = p;
+    for (int i = 0; i < m->n_layers; i++)
+      if (m->layers[i].type == DPT_LAYER_BN) {
+        cb->l[i].save_mean = bn;
+        cb->l[i].save_istd = bn + m->layers[i].c_out;
+        bn += 2 * m->layers[i].c_out;
+      }
+  }
+  if ((rc = dalloc(cb, &p, (size_t)N * 12 + 16, "loss buffers", err))) goto fail;
+  cb->labels = p;
+  cb->rank = cb->labels + N;
+  cb->loss_rows = (float *)(cb->rank + N);
+  cb->flag = (int *)(cb->loss_rows + N);
+  for (int i = 0; i < m->n_layers; i++) {
+    if ((rc = layer_create(cb, i, err))) {
+      dpt_err_prefix(err, "creating layer %d '%s' (%s) at batch %d", i, m->layers[i].name,
+                     dpt_layer_type_name(m->layers[i].type), N);
+      goto fail;
+    }
+  }
+  /* initial parameters: the same bytes as every other backend */
+  {
+    float *hp = malloc(np * 4), *hs = malloc(ns * 4);
+    if (!hp || !hs) {
+      free(hp);
+      free(hs);
+      rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of host memory for %zu parameters", np);
+      goto fail;
+    }
+    dpt_model_init_params(m, m->cfg.seed, hp, hs);
+    rc = cu_copy_slab(be, DPT_SLAB_PARAMS, hp, 1, err);
+    if (!rc) rc = cu_copy_slab(be, DPT_SLAB_STATE, hs, 1, err);
+    free(hp);
+    free(hs);
+    if (rc) goto fail;
+  }
+  /* algorithms: once per distinct shape, under the workspace limit */
+  {
+    size_t fr = 0, tot = 0;
+    CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "workspace sizing");
+    size_t limit = dpt_cuda_workspace_limit(fr, 0, copts->workspace_cap);
+    if (copts->algo_search && limit) {
+      if ((rc = dalloc(cb, &cb->ws, limit, "algorithm search workspace", err))) goto fail;
+    }
+    for (int s = 0; s < cb->plan.n_shapes; s++)
+      if ((rc = choose_algos(cb, s, limit, err))) goto fail;
+    if (cb->ws) dfree(cb, cb->ws);
+    cb->ws = NULL;
+    for (int s = 0; s < cb->plan.n_shapes; s++) {
+      const struct cu_algo *a = &cb->algo[s];
+      if (a->ws_fwd > cb->ws_bytes) cb->ws_bytes = a->ws_fwd;
+      if (a->ws_data > cb->ws_bytes) cb->ws_bytes = a->ws_data;
+      if (a->ws_filter > cb->ws_bytes) cb->ws_bytes = a->ws_filter;
+    }
+    if (cb->ws_bytes && (rc = dalloc(cb, &cb->ws, cb->ws_bytes, "convolution workspace", err))) goto fail;
+  }
+  /* gradient buckets and their events */
+  if ((rc = dpt_cuda_buckets(m, copts->bucket_bytes ? copts->bucket_bytes : ((size_t)25 << 20),
+                             &cb->bucket, &cb->n_buckets, err)))
+    goto fail;
+  for (int i = 0; i < m->n_layers; i++) cb->bucket_at[i] = -1;
+  cb->bucket_ev = calloc((size_t)(cb->n_buckets ? cb->n_buckets : 1), sizeof *cb->bucket_ev);
+  if (!cb->bucket_ev) { rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory"); goto fail; }
+  for (int b = 0; b < cb->n_buckets; b++) {
+    cb->bucket_at[cb->bucket[b].first_layer] = b;
+    CUDA_CK(cudaEventCreateWithFlags, (&cb->bucket_ev[b], cudaEventDisableTiming), -1, "bucket event");
+  }
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "creation");
+  *out = be;
+  return 0;
+fail:
+  cu_destroy(be);
+  return rc;
+}
+
+/* ---- extras ------------------------------------------------------------------ */
+
+const struct dpt_cuda_plan *dpt_backend_cuda_plan(const struct dpt_backend *be)
+{
+  return &CB(be)->plan;
+}
+
+int dpt_backend_cuda_algos(const struct dpt_backend *be, int shape, int algo[3], size_t ws[3])
+{
+  const struct cu_backend *cb = CB(be);
+  if (shape < 0 || shape >= cb->plan.n_shapes) return DPT_E_INPUT;
+  const struct cu_algo *a = &cb->algo[shape];
+  algo[0] = a->fwd, algo[1] = a->bwd_data, algo[2] = a->bwd_filter;
+  ws[0] = a->ws_fwd, ws[1] = a->ws_data, ws[2] = a->ws_filter;
+  return 0;
+}
+
+size_t dpt_backend_cuda_peak_bytes(const struct dpt_backend *be)
+{
+  return CB(be)->peak;
+}
+
+size_t dpt_backend_cuda_workspace_bytes(const struct dpt_backend *be)
+{
+  return CB(be)->ws_bytes;
+}
+
+int dpt_backend_cuda_loss(struct dpt_backend *be, const int *labels, float smoothing,
+                          float grad_scale, double *loss_sum, int *top1, int *top5,
+                          struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0, N = be->opts.batch, o = out_tid(cb);
+  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
+  int K = op->c * op->h * op->w;
+  float *loss = malloc((size_t)N * sizeof *loss);
+  int *rank = malloc((size_t)N * sizeof *rank);
+  if (!loss || !rank) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory");
+    goto fail;
+  }
+  CUDA_CK(cudaMemcpyAsync, (cb->labels, labels, (size_t)N * sizeof(int), cudaMemcpyHostToDevice,
+                            cb->stream), -1, "loss");
+  KERN_CK(dpt_cuda_softmax_xent, (cb->out32, cb->labels, N, K, smoothing, grad_scale, cb->dout32,
+                                  cb->loss_rows, cb->rank, cb->stream), -1, "loss");
+  CUDA_CK(cudaMemcpyAsync, (loss, cb->loss_rows, (size_t)N * 4, cudaMemcpyDeviceToHost, cb->stream), -1, "loss");
+  CUDA_CK(cudaMemcpyAsync, (rank, cb->rank, (size_t)N * 4, cudaMemcpyDeviceToHost, cb->stream), -1, "loss");
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "loss");
+  double s = 0;
+  int t1 = 0, t5 = 0;
+  for (int i = 0; i < N; i++) {
+    s += loss[i];
+    t1 += rank[i] == 0;
+    t5 += rank[i] >= 0 && rank[i] < 5;
+  }
+  *loss_sum = s;
+  if (top1) *top1 = t1;
+  if (top5) *top5 = t5;
+fail:
+  free(loss);
+  free(rank);
+  return rc;
+}
+
+int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum, float weight_decay,
+                              int nesterov, const unsigned char *mask, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  size_t n = be->model->n_params;
+  int rc = 0;
+  void *p;
+  if (!cb->velocity) {
+    if ((rc = dalloc(cb, &p, n * 4, "SGD momentum buffer", err))) return rc;
+    cb->velocity = p;
+  }
+  if (mask && !cb->mask) {
+    if ((rc = dalloc(cb, &p, n, "weight-decay mask", err))) return rc;
+    cb->mask = p;
+    CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1, "SGD");
+  }
+  KERN_CK(dpt_cuda_sgd, (be->params, cb->velocity, be->grads, mask ? cb->mask : NULL, lr, momentum,
+                         weight_decay, nesterov, n, cb->stream), -1, "SGD");
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD");
+  return 0;
+fail:
+  return rc;
+}
+
+int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host, int to_backend,
+                                   struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  size_t n = be->model->n_params * 4;
+  int rc = 0;
+  void *p;
+  if (!cb->velocity) {
+    if (!to_backend) {
+      memset(host, 0, n);
+      return 0;
+    }
+    if ((rc = dalloc(cb, &p, n, "SGD momentum buffer", err))) return rc;
+    cb->velocity = p;
+  }
+  CUDA_CK(cudaMemcpyAsync, (to_backend ? (void *)cb->velocity : (void *)host,
+                            to_backend ? (void *)host : (void *)cb->velocity, n,
+                            to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
+          -1, "SGD momentum buffer");
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD momentum buffer");
+  return 0;
+fail:
+  return rc;
+}
+
+int dpt_backend_cuda_buckets(const struct dpt_backend *be, const struct dpt_cuda_bucket **b)
+{
+  *b = CB(be)->bucket;
+  return CB(be)->n_buckets;
+}
+
+int dpt_backend_cuda_bucket_wait(struct dpt_backend *be, int bucket, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  if (bucket < 0 || bucket >= cb->n_buckets)
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: bucket %d of %d", bucket, cb->n_buckets);
+  CUDA_CK(cudaEventSynchronize, (cb->bucket_ev[bucket]), cb->bucket[bucket].first_layer, "");
+  return 0;
+fail:
+  return rc;
+}
+
+void dpt_backend_cuda_set_loss_scale(struct dpt_backend *be, float scale)
+{
+  if (CB(be)->plan.precision == DPT_CUDA_MIXED && scale > 0) CB(be)->loss_scale = scale;
+}
+
+float dpt_backend_cuda_loss_scale(const struct dpt_backend *be)
+{
+  return CB(be)->loss_scale;
+}
+
+int dpt_backend_cuda_grads_finite(struct dpt_backend *be, int *finite, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0, flag = 0;
+  CUDA_CK(cudaMemsetAsync, (cb->flag, 0, sizeof(int), cb->stream), -1, "gradient check");
+  KERN_CK(dpt_cuda_nonfinite, (be->grads, be->model->n_params, cb->flag, cb->stream), -1, "gradient check");
+  CUDA_CK(cudaMemcpyAsync, (&flag, cb->flag, sizeof flag, cudaMemcpyDeviceToHost, cb->stream), -1,
+          "gradient check");
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "gradient check");
+  *finite = !flag;
+  return 0;
+fail:
+  return rc;
+}

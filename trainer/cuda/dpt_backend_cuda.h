@@ -1,0 +1,97 @@
+/* dpt_backend_cuda.h — the CUDA backend: cuDNN 9 (legacy convolution / batch
+ * norm / activation / pooling API), cuBLAS for the FC layer, our kernels for
+ * loss, SGD, casts and gradient packing.  Implements struct dpt_backend_ops
+ * (dpt_backend.h) with host_slabs = 0: params / grads / state are DEVICE
+ * pointers (one cudaMalloc each: the all-reduce moves one buffer), reached
+ * from the host with copy_slab().
+ *
+ * One rank drives one GPU: the device is opts.device, else DPT_CUDA_DEVICE
+ * (set by dpt_bind next to CUDA_VISIBLE_DEVICES), else 0.  Without a usable
+ * device, creation fails at once with DPT_E_UNSUPPORTED and a message naming
+ * cudaGetDeviceCount's error.
+ *
+ * Streams and synchronisation: all work runs on the backend's stream.
+ * forward() returns after the output is on the host (it syncs); backward()
+ * only ENQUEUES (unless dx is asked for) so the caller can all-reduce gradient
+ * buckets while the GPU is still computing: dpt_backend_cuda_bucket_wait(i)
+ * blocks until bucket i's gradients are complete (an event recorded right
+ * after the bucket's lowest layer), in bucket order 0, 1, ...  copy_slab()
+ * and the helpers below sync the stream.  With DPT_CUDA_SYNC_DEBUG=1 every
+ * layer is synchronised so an asynchronous fault names its layer.
+ *
+ * Mixed precision: activations and conv/FC weights in fp16 NHWC (weights cast
+ * from the fp32 master slab each forward), tensor-core math, the FC output
+ * (logits) and every parameter gradient in fp32; fp16 activation gradients
+ * carry the loss scale, parameter gradients are unscaled when they are packed
+ * into the fp32 slab.  The caller checks dpt_backend_cuda_grads_finite()
+ * AFTER the all-reduce (so every rank sees the same answer) and feeds it to a
+ * struct dpt_loss_scaler (dpt_cuda_plan.h). */
+#ifndef DPT_BACKEND_CUDA_H
+#define DPT_BACKEND_CUDA_H
+
+#include <stddef.h>
+
+#include "dpt_backend.h"
+#include "dpt_cuda_plan.h"
+
+struct dpt_cuda_opts {
+  enum dpt_cuda_precision precision; /* default fp32 (DPT_CUDA_PRECISION=fp32|tf32|mixed) */
+  int device;            /* -1: DPT_CUDA_DEVICE or 0 */
+  size_t workspace_cap;  /* bytes, cap on the shared conv workspace (default 512 MiB; 0 = none) */
+  int algo_search;       /* 1: cudnnFind*AlgorithmEx (measured, default); 0: Get*_v7 heuristics */
+  int deterministic;     /* 1: deterministic algorithms only (oracle tests) */
+  size_t bucket_bytes;   /* all-reduce bucket target (default 25 MiB) */
+  float loss_scale;      /* mixed: initial loss scale (default 65536) */
+};
+void dpt_cuda_opts_default(struct dpt_cuda_opts *o);
+
+/* 1 when cudaGetDeviceCount succeeds with at least one device; otherwise 0 and
+ * why[] says what CUDA answered. */
+int dpt_cuda_device_usable(char *why, size_t why_len);
+
+/* dpt_backend_create("cuda") calls this with dpt_cuda_opts_default(). */
+int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_backend_opts *opts,
+                            struct dpt_backend **out, struct dpt_err *err);
+int dpt_backend_cuda_create_ex(const struct dpt_model *model, const struct dpt_backend_opts *opts,
+                               const struct dpt_cuda_opts *copts, struct dpt_backend **out,
+                               struct dpt_err *err);
+
+/* The plan the backend runs (shapes, layouts, memory). */
+const struct dpt_cuda_plan *dpt_backend_cuda_plan(const struct dpt_backend *be);
+/* Chosen algorithms of convolution shape s (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t)
+ * and their workspace bytes. */
+int dpt_backend_cuda_algos(const struct dpt_backend *be, int shape, int algo[3], size_t ws[3]);
+/* Peak of the bytes this backend had allocated (including the algorithm
+ * search's temporary workspace) and the shared workspace size. */
+size_t dpt_backend_cuda_peak_bytes(const struct dpt_backend *be);
+size_t dpt_backend_cuda_workspace_bytes(const struct dpt_backend *be);
+
+/* Softmax cross-entropy on the device over the last forward's logits
+ * (dpt_softmax_xent semantics; labels host [batch]).  Writes the output
+ * gradient on the device: then call dpt_backend_backward(be, NULL, ...).
+ * Returns the SUM of the per-image losses in *loss_sum; top1/top5 optional. */
+int dpt_backend_cuda_loss(struct dpt_backend *be, const int *labels, float smoothing,
+                          float grad_scale, double *loss_sum, int *top1, int *top5,
+                          struct dpt_err *err);
+
+/* Momentum SGD on the device slabs (dpt_sgd_step semantics).  mask: host
+ * [n_params] weight-decay mask or NULL (uploaded on the first call).  The
+ * velocity lives on the device, zero at first; copy it with
+ * dpt_backend_cuda_copy_velocity (checkpoints). */
+int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum,
+                              float weight_decay, int nesterov, const unsigned char *mask,
+                              struct dpt_err *err);
+int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host /* [n_params] */,
+                                   int to_backend, struct dpt_err *err);
+
+/* Gradient buckets (reverse layer order, contiguous slab ranges). */
+int dpt_backend_cuda_buckets(const struct dpt_backend *be, const struct dpt_cuda_bucket **b);
+int dpt_backend_cuda_bucket_wait(struct dpt_backend *be, int bucket, struct dpt_err *err);
+
+/* Mixed precision. */
+void dpt_backend_cuda_set_loss_scale(struct dpt_backend *be, float scale);
+float dpt_backend_cuda_loss_scale(const struct dpt_backend *be);
+/* *finite = 1 when every element of the gradient slab is finite. */
+int dpt_backend_cuda_grads_finite(struct dpt_backend *be, int *finite, struct dpt_err *err);
+
+#endif /* DPT_BACKEND_CUDA_H */

@@ -1,0 +1,44 @@
+/* dpt_cuda_kernels.h — launchers of the backend's own CUDA kernels
+ * (dpt_cuda_kernels.cu).  Every launcher returns a cudaError_t value (0 on
+ * success) so the caller can name the layer and shape in its message.
+ * fp16 buffers are passed as void * (__half on the device). */
+#ifndef DPT_CUDA_KERNELS_H
+#define DPT_CUDA_KERNELS_H
+
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* y: fp16 [n, hw, c_stored] = scale * x: fp32 [n, c, hw]; channels >= c are 0.
+ * Also KCRS fp32 weights -> KRSC fp16 (n = K, c = C, hw = R*S). */
+int dpt_cuda_nchw32_to_nhwc16(const float *x, void *y, int n, int c, size_t hw, int c_stored,
+                              float scale, cudaStream_t s);
+/* y: fp32 [n, c, hw] = scale * x: fp16 [n, hw, c_stored] (padding dropped).
+ * Also the gradient packing KRSC fp16 -> KCRS fp32 slab with scale = 1/loss_scale. */
+int dpt_cuda_nhwc16_to_nchw32(const void *x, float *y, int n, int c, size_t hw, int c_stored,
+                              float scale, cudaStream_t s);
+int dpt_cuda_f32_to_f16(const float *x /* [n] */, void *y /* [n] */, float scale, size_t n,
+                        cudaStream_t s);
+int dpt_cuda_f16_to_f32(const void *x /* [n] */, float *y /* [n] */, float scale, size_t n,
+                        cudaStream_t s);
+/* *flag = 1 when any of x[n] is inf or NaN (flag is device memory, not cleared). */
+int dpt_cuda_nonfinite(const float *x, size_t n, int *flag, cudaStream_t s);
+/* Softmax cross-entropy, dpt_softmax_xent semantics: logits [n, k], labels [n]
+ * (outside [0, k): ignored), dlogits [n, k] or NULL, loss [n] per row,
+ * rank [n] = logits above the label's (-1 ignored): top-1 is rank 0, top-5 rank < 5. */
+int dpt_cuda_softmax_xent(const float *logits, const int *labels, int n, int k, float smoothing,
+                          float grad_scale, float *dlogits, float *loss, int *rank, cudaStream_t s);
+/* torch.optim.SGD: g = grad + wd * w (mask[i] or no mask), v = m v + g,
+ * w -= lr * (nesterov ? g + m v : v).  w, v, g [n], mask [n] or NULL. */
+int dpt_cuda_sgd(float *w, float *v, const float *g, const unsigned char *mask, float lr,
+                 float momentum, float weight_decay, int nesterov, size_t n, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DPT_CUDA_KERNELS_H */

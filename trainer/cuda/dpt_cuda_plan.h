@@ -1,0 +1,151 @@
+/* dpt_cuda_plan.h — host-side planning for the CUDA backend (no device needed).
+ *
+ * Everything the GPU backend decides before it touches a device lives here so
+ * it can be tested on machines without a GPU:
+ *   - precision policy: fp32 (TF32 off, the oracle), tf32, mixed (fp16
+ *     activations/weights in NHWC, fp32 master weights in the slab);
+ *   - per-tensor storage: layout (NCHW fp32 / NHWC fp16), stored channel count
+ *     after the channel-multiple rule, bytes;
+ *   - per-convolution shapes (what cuDNN's descriptors get), tensor-core
+ *     eligibility, and the table of distinct convolution shapes so an
+ *     algorithm is searched once per shape and cached;
+ *   - algorithm choice from measured / heuristic candidates under a workspace
+ *     limit, and the workspace limit itself from free device memory;
+ *   - memory plan (slabs, activations, gradients, scratch) = the peak the
+ *     backend will allocate before the workspace;
+ *   - gradient buckets for all-reduce during backward;
+ *   - dynamic loss scaling.
+ *
+ * Channel-multiple rule (NVIDIA's cuDNN developer guide, "Tensor Core
+ * requirements" for packed NHWC fp16 convolutions: C and K multiples of 8; the
+ * DeepLearningExamples ResNet-50 pads the RGB image the same way): in mixed
+ * precision the network input is stored with its channels padded to a
+ * multiple of DPT_CUDA_CHANNEL_MULTIPLE (zeros, and the first convolution's
+ * fp16 weight copy gets zero input channels to match), so the stem runs on
+ * tensor cores.  Inner tensors keep their channel count: ResNet-50's are all
+ * multiples of 8; a narrow variant (width multiplier) whose channels are not
+ * still runs, on cuDNN's non-tensor-core kernels, and the plan says which
+ * convolutions those are.  fp32/tf32 keep NCHW and never pad. */
+#ifndef DPT_CUDA_PLAN_H
+#define DPT_CUDA_PLAN_H
+
+#include <stddef.h>
+
+#include "dpt_err.h"
+#include "dpt_model.h"
+
+#define DPT_CUDA_CHANNEL_MULTIPLE 8
+
+enum dpt_cuda_precision {
+  DPT_CUDA_FP32 = 0,  /* fp32 NCHW, FMA math (TF32 off): bit-level oracle mode */
+  DPT_CUDA_TF32 = 1,  /* fp32 NCHW storage, TF32 tensor-core math */
+  DPT_CUDA_MIXED = 2, /* fp16 NHWC activations/weights, fp32 master weights + loss scaling */
+};
+/* "fp32", "tf32", "mixed" -> precision; -1 when unknown. */
+int dpt_cuda_precision_parse(const char *s);
+const char *dpt_cuda_precision_name(enum dpt_cuda_precision p);
+
+/* Stored channel count of a tensor: c, or c rounded up to the channel
+ * multiple for the network input in mixed precision. */
+int dpt_cuda_stored_channels(int c, int is_network_input, enum dpt_cuda_precision p);
+
+struct dpt_cuda_tensor_plan {
+  int n, c, h, w;     /* logical shape [n, c, h, w] */
+  int c_stored;       /* channels as stored (>= c; padding channels are zero) */
+  int nhwc;           /* 1: NHWC (mixed), 0: NCHW */
+  int elem_bytes;     /* 4 (fp32) or 2 (fp16) */
+  size_t bytes;       /* n * c_stored * h * w * elem_bytes */
+};
+
+struct dpt_cuda_conv_plan {
+  int layer;          /* index in model->layers */
+  int n, c, h, w;     /* input [n, c, h, w]; c = stored channels of the input tensor */
+  int c_logical;      /* the model's input channel count (c differs only at the padded stem) */
+  int k, r, s;        /* filter [k, c, r, s] */
+  int stride, pad;
+  int p, q;           /* output [n, k, p, q] (cuDNN's formula, checked against the model) */
+  int tensor_core;    /* 1: eligible for tensor-core kernels in this precision */
+  int shape_id;       /* index into the distinct-shape table */
+};
+
+struct dpt_cuda_plan {
+  enum dpt_cuda_precision precision;
+  int batch;
+  int n_tensors;
+  struct dpt_cuda_tensor_plan *t;   /* [n_tensors] */
+  int n_conv;
+  struct dpt_cuda_conv_plan *conv;  /* [n_conv], forward order */
+  int n_shapes;
+  int *shape_rep;                   /* [n_shapes] conv index that first has the shape */
+  int bn_persistent_train;          /* 1: CUDNN_BATCHNORM_SPATIAL_PERSISTENT for training */
+  /* Memory plan in bytes (what the backend allocates; workspace comes on top). */
+  size_t param_bytes, grad_bytes, state_bytes;  /* fp32 slabs */
+  size_t act_bytes;        /* every activation tensor */
+  size_t diff_bytes;       /* every activation gradient (tensor 0 only with need_input_grad) */
+  size_t scratch_bytes;    /* largest tensor: BN+ReLU / add gradient scratch */
+  size_t half_weight_bytes; /* mixed: fp16 copies of conv/FC weights (+ their gradients) */
+  size_t bn_saved_bytes;   /* saved mean / inverse std of every BN */
+  size_t io_bytes;         /* fp32 staging for input, output, output gradient, input gradient */
+  size_t total_bytes;      /* sum of the above */
+};
+
+/* Plan the whole model for a batch and precision.  need_input_grad adds the
+ * input's gradient.  Errors (DPT_E_INPUT): batch < 1, a conv whose output shape
+ * disagrees with cuDNN's formula, a layer whose input tensor is missing. */
+int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec,
+                        int need_input_grad, struct dpt_cuda_plan *plan, struct dpt_err *err);
+void dpt_cuda_plan_free(struct dpt_cuda_plan *plan);
+
+/* One algorithm candidate as cuDNN reports it (cudnnFind*AlgorithmEx or the
+ * Get*_v7 heuristics: perf results in order of preference). */
+struct dpt_cuda_algo_cand {
+  int algo;          /* cudnnConvolution*Algo_t value */
+  int ok;            /* status == CUDNN_STATUS_SUCCESS */
+  float time_ms;     /* measured (Find) or < 0 when unknown (heuristics: keep cuDNN's order) */
+  size_t memory;     /* workspace bytes */
+  int deterministic; /* CUDNN_DETERMINISTIC */
+};
+/* Index of the candidate to use: the fastest ok one within ws_limit (cuDNN's
+ * order when times are unknown), deterministic only if need_det.  -1 when none fits. */
+int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limit, int need_det);
+
+/* Workspace limit for the algorithm search: what is left of free device
+ * memory after the planned allocations and a reserve (1/16 of the free memory,
+ * at least 64 MiB, for cuDNN/cuBLAS/NCCL internals), capped at cap (0 = no
+ * cap).  0 when nothing is left (then only zero-workspace algorithms qualify). */
+size_t dpt_cuda_workspace_limit(size_t free_bytes, size_t planned_bytes, size_t cap);
+
+/* Gradient buckets for the all-reduce during backward.  Parameters are taken in
+ * REVERSE layer order (the order backward produces their gradients); a bucket
+ * closes when it reaches target_bytes (fp32), so its size is in
+ * [target, target + largest layer) except the last one.  Because each layer's
+ * parameters are contiguous in the slab and layers are laid out in order, a
+ * bucket is one contiguous range of the gradient slab: no packing is needed
+ * to all-reduce it. */
+struct dpt_cuda_bucket {
+  size_t off, len;     /* slab range [off, off + len) in elements */
+  int first_layer;     /* lowest layer index in the bucket */
+  int last_layer;      /* highest; backward reaches it first.  The bucket is
+                          ready when first_layer's backward has run. */
+};
+int dpt_cuda_buckets(const struct dpt_model *m, size_t target_bytes, struct dpt_cuda_bucket **out,
+                     int *n_out, struct dpt_err *err);
+
+/* Dynamic loss scaling (mixed precision), the usual policy (Micikevicius et
+ * al. 2018; NVIDIA Apex/AMP): gradients of loss * scale are checked for
+ * inf/NaN; on overflow the step is skipped and the scale is multiplied by
+ * backoff; after growth_interval good steps in a row it is multiplied by growth. */
+struct dpt_loss_scaler {
+  float scale;           /* current scale (initial 65536) */
+  float growth;          /* 2 */
+  float backoff;         /* 0.5 */
+  int growth_interval;   /* 2000 */
+  float min_scale, max_scale; /* 1, 2^24 */
+  int good_steps;        /* consecutive steps without overflow */
+  long skipped;          /* steps skipped so far */
+};
+void dpt_loss_scaler_init(struct dpt_loss_scaler *s);
+/* Record one step's overflow flag; returns 1 when the optimizer step must be applied. */
+int dpt_loss_scaler_update(struct dpt_loss_scaler *s, int overflow);
+
+#endif /* DPT_CUDA_PLAN_H */
