@@ -54,6 +54,12 @@ struct cpu_layer {
   float *var;   /* [c] */
   void *ws;
   float *w_blk, *w_blk_bwd, *dw_blk;  /* blocked weight buffers */
+  /* CONV whose kernel wants another input layout than the tensor has (e.g. 8
+   * channels: nChw8c for the AVX2 JIT instead of a padded nChw16c that only the
+   * reference code accepts): a private copy of the input in the conv's layout. */
+  dnnl_primitive_t src_reorder, dsrc_reorder;
+  dnnl_memory_t src_priv, dsrc_priv;
+  float *src_buf, *dsrc_buf;
 };
 
 struct cpu_backend {
@@ -69,6 +75,8 @@ struct cpu_backend {
   dnnl_memory_t in_user, out_user, dout_user, dx_user; /* plain edge views */
   dnnl_primitive_t in_reorder, out_reorder, dout_reorder, dx_reorder;
   size_t bytes_total;
+  int nhwc;               /* 1: channels-last everywhere (DPT_CPU_LAYOUT=nhwc, for
+                             experiments); default: oneDNN's choice (blocked) */
 };
 
 #define CB(be) ((struct cpu_backend *)(be))
@@ -248,7 +256,13 @@ static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->w_user}, {DNNL_ARG_TO, L->w_prim}};
     if ((rc = exec(cb, L->w_reorder, 2, a, "weight reorder", d->name, err))) return rc;
   }
-  dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, cb->t[d->in[0]].mem},
+  dnnl_memory_t src = cb->t[d->in[0]].mem;
+  if (L->src_reorder) {
+    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, L->src_priv}};
+    if ((rc = exec(cb, L->src_reorder, 2, r, "input reorder", d->name, err))) return rc;
+    src = L->src_priv;
+  }
+  dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, src},
                           {DNNL_ARG_WEIGHTS, L->w_prim},
                           {DNNL_ARG_DST, cb->t[d->out].mem}};
   return exec(cb, L->fwd, 3, a, "convolution forward", d->name, err);
@@ -262,7 +276,7 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   struct cpu_tensor *in = &cb->t[d->in[0]], *out = &cb->t[d->out];
   int rc;
   {
-    dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, in->mem},
+    dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, L->src_priv ? L->src_priv : in->mem},
                             {DNNL_ARG_DIFF_DST, out->diff_mem},
                             {DNNL_ARG_DIFF_WEIGHTS, L->dw_prim}};
     if ((rc = exec(cb, L->bwd_w, 3, a, "convolution backward weights", d->name, err))) return rc;
@@ -282,10 +296,66 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   dnnl_memory_t tgt = diff_target(cb, d->in[0], L->scratch_mem, &acc);
   dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, out->diff_mem},
                           {DNNL_ARG_WEIGHTS, w},
-                          {DNNL_ARG_DIFF_SRC, tgt}};
+                          {DNNL_ARG_DIFF_SRC, L->dsrc_priv ? L->dsrc_priv : tgt}};
   if ((rc = exec(cb, L->bwd, 3, a, "convolution backward data", d->name, err))) return rc;
+  if (L->dsrc_reorder) {
+    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, L->dsrc_priv}, {DNNL_ARG_TO, tgt}};
+    if ((rc = exec(cb, L->dsrc_reorder, 2, r, "input gradient reorder", d->name, err))) return rc;
+  }
   if (acc) diff_accumulate(cb, d->in[0], cb->scratch);
   return 0;
+}
+
+static int is_ref(const_dnnl_primitive_desc_t pd)
+{
+  const char *impl = NULL;
+  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+  return !impl || !strncmp(impl, "ref", 3);
+}
+
+/* The three convolution primitive descriptors for one input layout. */
+struct conv_pds {
+  dnnl_primitive_desc_t fwd, bwd_d, bwd_w;
+};
+
+static void conv_pds_free(struct conv_pds *p)
+{
+  if (p->fwd) dnnl_primitive_desc_destroy(p->fwd);
+  if (p->bwd_d) dnnl_primitive_desc_destroy(p->bwd_d);
+  if (p->bwd_w) dnnl_primitive_desc_destroy(p->bwd_w);
+  memset(p, 0, sizeof *p);
+}
+
+/* Returns 0 when all exist; *slow = 1 when any is oneDNN's reference code.
+ * dst: fixed (the output tensor's layout once known) or any. */
+static int conv_pds_make(struct cpu_backend *cb, const dnnl_memory_desc_t *src,
+                         const dnnl_memory_desc_t *w_any, const dnnl_memory_desc_t *dst,
+                         const dnnl_dims_t strides, const dnnl_dims_t pl, const dnnl_dims_t pr,
+                         int need_bwd_d, struct conv_pds *p, int *slow)
+{
+  dnnl_convolution_desc_t cd;
+  memset(p, 0, sizeof *p);
+  *slow = 1;
+  if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, src,
+                                         w_any, NULL, dst, strides, pl, pr) != dnnl_success ||
+      dnnl_primitive_desc_create(&p->fwd, &cd, NULL, cb->eng, NULL) != dnnl_success)
+    goto fail;
+  const dnnl_memory_desc_t *s = q_md(p->fwd, dnnl_query_src_md, 0), *d = q_md(p->fwd, dnnl_query_dst_md, 0);
+  if (dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, s, w_any, NULL, d,
+                                                  strides, pl, pr) != dnnl_success ||
+      dnnl_primitive_desc_create(&p->bwd_w, &cd, NULL, cb->eng, p->fwd) != dnnl_success)
+    goto fail;
+  if (need_bwd_d &&
+      (dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, s, w_any, d, strides,
+                                                pl, pr) != dnnl_success ||
+       dnnl_primitive_desc_create(&p->bwd_d, &cd, NULL, cb->eng, p->fwd) != dnnl_success ||
+       !dnnl_memory_desc_equal(q_md(p->bwd_d, dnnl_query_diff_src_md, 0), s)))
+    goto fail;
+  *slow = is_ref(p->fwd) || is_ref(p->bwd_w) || (p->bwd_d && is_ref(p->bwd_d));
+  return 0;
+fail:
+  conv_pds_free(p);
+  return -1;
 }
 
 static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_layer *l,
@@ -295,52 +365,83 @@ static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
   const struct dpt_layer_desc *d = l->desc;
   const struct dpt_tensor_desc *x = &m->tensors[d->in[0]], *y = &m->tensors[d->out];
   struct cpu_tensor *in = &cb->t[d->in[0]];
-  int N = cb->pub.opts.batch, rc = 0;
-  dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
-  dnnl_convolution_desc_t cd;
-  dnnl_memory_desc_t src_any, w_any, dst_any, w_user;
+  int N = cb->pub.opts.batch, rc = 0, slow = 1;
+  struct conv_pds best = {0}, cand;
+  dnnl_primitive_desc_t rpd = NULL;
+  dnnl_memory_desc_t src_md, w_any, dst_any, w_user;
   dnnl_dims_t sd = {N, x->c, x->h, x->w}, wd = {d->c_out, x->c, d->kernel, d->kernel},
               dd = {N, y->c, y->h, y->w};
   dnnl_dims_t strides = {d->stride, d->stride}, pl = {d->pad, d->pad};
   dnnl_dims_t pr = {(y->h - 1) * d->stride + d->kernel - x->h - d->pad,
                     (y->w - 1) * d->stride + d->kernel - x->w - d->pad};
-  dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any);
   dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any);
   dnnl_memory_desc_init_by_tag(&w_user, 4, wd, dnnl_f32, dnnl_oihw);
-  dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any);
-  const dnnl_memory_desc_t *src = in->has_md ? &in->md : &src_any;
+  dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, cb->nhwc ? dnnl_nhwc : dnnl_format_tag_any);
+  int need_bwd_d = in->need_diff;
 
-  DN(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, src,
-                                        &w_any, NULL, &dst_any, strides, pl, pr), d->name);
-  DN(dnnl_primitive_desc_create(&fpd, &cd, NULL, cb->eng, NULL), d->name);
-  if (!in->has_md && (rc = tensor_set(cb, d->in[0], q_md(fpd, dnnl_query_src_md, 0), err))) goto fail;
-  if ((rc = tensor_set(cb, d->out, q_md(fpd, dnnl_query_dst_md, 0), err))) goto fail;
-  DN(dnnl_primitive_create(&L->fwd, fpd), d->name);
-
-  DN(dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &in->md, &w_any,
-                                                 NULL, &cb->t[d->out].md, strides, pl, pr), d->name);
-  DN(dnnl_primitive_desc_create(&wpd, &cd, NULL, cb->eng, fpd), d->name);
-  DN(dnnl_primitive_create(&L->bwd_w, wpd), d->name);
-
-  const dnnl_memory_desc_t *bwd_w_md = NULL;
-  if (in->need_diff) {
-    DN(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &in->md, &w_any,
-                                                &cb->t[d->out].md, strides, pl, pr), d->name);
-    DN(dnnl_primitive_desc_create(&bpd, &cd, NULL, cb->eng, fpd), d->name);
-    DN(dnnl_primitive_create(&L->bwd, bpd), d->name);
-    bwd_w_md = q_md(bpd, dnnl_query_weights_md, 0);
-    if (!dnnl_memory_desc_equal(q_md(bpd, dnnl_query_diff_src_md, 0), &in->md)) {
-      rc = dpt_err_set(err, DPT_E_RUNTIME, "oneDNN picked a different gradient layout for '%s'", d->name);
+  /* Input layout: the tensor's (no reorder) unless only oneDNN's reference
+   * code runs the three passes on it (e.g. 8 channels: AVX-512 kernels want 16,
+   * the AVX2 ones nChw8c); then the first layout with JIT kernels for forward,
+   * backward-data and backward-weights, on a private reordered copy. */
+  if (in->has_md) src_md = in->md;
+  else dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_f32, cb->nhwc ? dnnl_nhwc : dnnl_format_tag_any);
+  if (conv_pds_make(cb, &src_md, &w_any, &dst_any, strides, pl, pr, need_bwd_d, &best, &slow)) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "oneDNN has no convolution for '%s' (%dx%dx%d -> %dx%dx%d)",
+                     d->name, x->c, x->h, x->w, y->c, y->h, y->w);
+    goto fail;
+  }
+  static const dnnl_format_tag_t alts[] = {dnnl_format_tag_any, dnnl_aBcd8b, dnnl_aBcd16b, dnnl_nhwc};
+  for (size_t i = 0; slow && !cb->nhwc && i < sizeof alts / sizeof *alts; i++) {
+    dnnl_memory_desc_t cmd;
+    int cslow;
+    dnnl_memory_desc_init_by_tag(&cmd, 4, sd, dnnl_f32, alts[i]);
+    if (conv_pds_make(cb, &cmd, &w_any, &dst_any, strides, pl, pr, need_bwd_d, &cand, &cslow)) continue;
+    if (!cslow) {
+      conv_pds_free(&best);
+      best = cand;
+      slow = 0;
+    } else {
+      conv_pds_free(&cand);
+    }
+  }
+  const dnnl_memory_desc_t *csrc = q_md(best.fwd, dnnl_query_src_md, 0);
+  if (!in->has_md) {
+    if ((rc = tensor_set(cb, d->in[0], csrc, err))) goto fail;
+  } else if (!dnnl_memory_desc_equal(csrc, &in->md)) {
+    size_t bytes = dnnl_memory_desc_get_size(csrc);
+    L->src_buf = xalloc(cb, bytes);
+    L->dsrc_buf = need_bwd_d ? xalloc(cb, bytes) : NULL;
+    if (!L->src_buf || (need_bwd_d && !L->dsrc_buf)) {
+      rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory");
       goto fail;
     }
+    DN(dnnl_memory_create(&L->src_priv, csrc, cb->eng, L->src_buf), d->name);
+    DN(dnnl_reorder_primitive_desc_create(&rpd, &in->md, cb->eng, csrc, cb->eng, NULL), d->name);
+    DN(dnnl_primitive_create(&L->src_reorder, rpd), d->name);
+    dnnl_primitive_desc_destroy(rpd);
+    rpd = NULL;
+    if (need_bwd_d) {
+      DN(dnnl_memory_create(&L->dsrc_priv, csrc, cb->eng, L->dsrc_buf), d->name);
+      DN(dnnl_reorder_primitive_desc_create(&rpd, csrc, cb->eng, &in->md, cb->eng, NULL), d->name);
+      DN(dnnl_primitive_create(&L->dsrc_reorder, rpd), d->name);
+      dnnl_primitive_desc_destroy(rpd);
+      rpd = NULL;
+    }
+  }
+  if ((rc = tensor_set(cb, d->out, q_md(best.fwd, dnnl_query_dst_md, 0), err))) goto fail;
+  DN(dnnl_primitive_create(&L->fwd, best.fwd), d->name);
+  DN(dnnl_primitive_create(&L->bwd_w, best.bwd_w), d->name);
+  const dnnl_memory_desc_t *bwd_w_md = NULL;
+  if (need_bwd_d) {
+    DN(dnnl_primitive_create(&L->bwd, best.bwd_d), d->name);
+    bwd_w_md = q_md(best.bwd_d, dnnl_query_weights_md, 0);
     if ((rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err))) goto fail;
   }
-  rc = weights_setup(cb, L, d->name, &w_user, q_md(fpd, dnnl_query_weights_md, 0), bwd_w_md,
-                     q_md(wpd, dnnl_query_diff_weights_md, 0), l->params, l->grads, err);
+  rc = weights_setup(cb, L, d->name, &w_user, q_md(best.fwd, dnnl_query_weights_md, 0), bwd_w_md,
+                     q_md(best.bwd_w, dnnl_query_diff_weights_md, 0), l->params, l->grads, err);
 fail:
-  if (fpd) dnnl_primitive_desc_destroy(fpd);
-  if (bpd) dnnl_primitive_desc_destroy(bpd);
-  if (wpd) dnnl_primitive_desc_destroy(wpd);
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  conv_pds_free(&best);
   return rc;
 }
 
@@ -493,6 +594,10 @@ static int ensure_plain(struct cpu_backend *cb, int tid, struct dpt_err *err)
   const struct dpt_tensor_desc *x = &cb->pub.model->tensors[tid];
   dnnl_memory_desc_t md;
   md_plain(&md, cb->pub.opts.batch, x->c, x->h, x->w, is_2d(cb->pub.model, tid));
+  if (cb->nhwc && md.ndims == 4) {
+    dnnl_dims_t d = {cb->pub.opts.batch, x->c, x->h, x->w};
+    dnnl_memory_desc_init_by_tag(&md, 4, d, dnnl_f32, dnnl_nhwc);
+  }
   return tensor_set(cb, tid, &md, err);
 }
 
@@ -698,8 +803,15 @@ static int add_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   struct cpu_layer *L = l->impl;
   struct cpu_backend *cb = L->cb;
   const struct dpt_layer_desc *d = l->desc;
+  dnnl_memory_t b = cb->t[d->in[1]].mem;
+  if (L->src_reorder) { /* branches in different layouts: bring the shortcut to the main one */
+    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, b}, {DNNL_ARG_TO, L->src_priv}};
+    int rc = exec(cb, L->src_reorder, 2, r, "shortcut reorder", d->name, err);
+    if (rc) return rc;
+    b = L->src_priv;
+  }
   dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC_0, cb->t[d->in[0]].mem},
-                          {DNNL_ARG_SRC_1, cb->t[d->in[1]].mem},
+                          {DNNL_ARG_SRC_1, b},
                           {DNNL_ARG_DST, cb->t[d->out].mem}};
   return exec(cb, L->fwd, 3, a, "binary add forward", d->name, err);
 }
@@ -769,7 +881,17 @@ static int add_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_la
     DN(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.f, 0.f), d->name);
     DN(dnnl_primitive_attr_set_post_ops(attr, po), d->name);
   }
-  DN(dnnl_binary_desc_init(&bd, dnnl_binary_add, &a->md, &b->md, &a->md), d->name);
+  if (!dnnl_memory_desc_equal(&a->md, &b->md)) {
+    dnnl_primitive_desc_t rpd = NULL;
+    L->src_buf = xalloc(cb, a->bytes);
+    if (!L->src_buf) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
+    DN(dnnl_memory_create(&L->src_priv, &a->md, cb->eng, L->src_buf), d->name);
+    DN(dnnl_reorder_primitive_desc_create(&rpd, &b->md, cb->eng, &a->md, cb->eng, NULL), d->name);
+    dnnl_status_t st = dnnl_primitive_create(&L->src_reorder, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    DN(st, d->name);
+  }
+  DN(dnnl_binary_desc_init(&bd, dnnl_binary_add, &a->md, &a->md, &a->md), d->name);
   DN(dnnl_primitive_desc_create(&fpd, &bd, attr, cb->eng, NULL), d->name);
   DN(dnnl_primitive_create(&L->fwd, fpd), d->name);
   if (d->relu) {
@@ -811,12 +933,14 @@ static void layer_destroy(struct dpt_layer *l)
   struct cpu_layer *L = l->impl;
   if (!L) return;
   dnnl_primitive_t prims[] = {L->fwd, L->fwd_inf, L->bwd, L->bwd_w, L->w_reorder, L->w_reorder_bwd,
-                              L->dw_reorder, L->g_reorder[0], L->g_reorder[1]};
+                              L->dw_reorder, L->g_reorder[0], L->g_reorder[1], L->src_reorder,
+                              L->dsrc_reorder};
   for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
     if (prims[i]) dnnl_primitive_destroy(prims[i]);
   dnnl_memory_t mems[] = {L->w_user, L->w_prim, L->w_prim_bwd, L->dw_user, L->dw_prim,
                           L->b_mem, L->db_mem, L->mean_mem, L->var_mem, L->rmean_mem,
-                          L->rvar_mem, L->ws_mem, L->scratch_mem, L->scratch_mem1, L->g_mem};
+                          L->rvar_mem, L->ws_mem, L->scratch_mem, L->scratch_mem1, L->g_mem,
+                          L->src_priv, L->dsrc_priv};
   for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(L->mean);
@@ -825,6 +949,8 @@ static void layer_destroy(struct dpt_layer *l)
   free(L->w_blk);
   free(L->w_blk_bwd);
   free(L->dw_blk);
+  free(L->src_buf);
+  free(L->dsrc_buf);
   l->impl = NULL;
 }
 
@@ -1018,6 +1144,7 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   DN(dnnl_engine_create(&cb->eng, dnnl_cpu, 0), "engine");
   DN(dnnl_stream_create(&cb->strm, cb->eng, dnnl_stream_default_flags), "stream");
   for (int i = 0; i < m->n_tensors; i++) cb->t[i].need_diff = i > 0 || opts->need_input_grad;
+  if (getenv("DPT_CPU_LAYOUT")) cb->nhwc = !strcmp(getenv("DPT_CPU_LAYOUT"), "nhwc");
 
   for (int i = 0; i < m->n_layers; i++) {
     const struct dpt_layer_desc *d = &m->layers[i];

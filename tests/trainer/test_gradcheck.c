@@ -14,7 +14,9 @@
  * is kept small on purpose: with millions of ReLU units (e.g. 32x32 small
  * stem, batch 16) some unit crosses its kink within +-h for most probes and
  * the FD itself is wrong by ~1% — the PyTorch reference (test_ref) covers the
- * larger case. */
+ * larger case.  Whole networks get 1e-2: their fp32 forward already differs
+ * from double by ~1e-5 relative after 50 layers (printed), and a probe whose
+ * gradient is small next to the mean sees that amplified. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,7 +174,7 @@ static double urand(unsigned *s)
 }
 
 /* Run one model through the backend and check forward + gradients. */
-static void check_model(const char *what, struct dpt_model *m, int N, int n_probe, int randomize)
+static void check_model(const char *what, struct dpt_model *m, int N, int n_probe, int randomize, double tol)
 {
   struct dpt_err err = {0};
   struct dpt_backend_opts o;
@@ -244,7 +246,7 @@ static void check_model(const char *what, struct dpt_model *m, int N, int n_prob
     for (int k = 0; k < cnt; k++) {
       double e = fabs(g[idx[k]] - num[k]) / (fabs(num[k]) + 0.01 * mean_abs + 1e-12);
       if (e > worst) worst = e;
-      if (e > 2e-3 && failures < 40)
+      if (e > tol && failures < 40)
         fprintf(stderr, "  %s: %s[%zu] analytic %.8g numeric %.8g\n", what, pass ? "dx" : "param",
                 idx[k], g[idx[k]], num[k]);
       probes++;
@@ -252,7 +254,7 @@ static void check_model(const char *what, struct dpt_model *m, int N, int n_prob
     free(num);
     free(idx);
   }
-  CHECK(worst <= 2e-3, "%s: gradient relative error %.3g > 2e-3", what, worst);
+  CHECK(worst <= tol, "%s: gradient relative error %.3g > %.3g", what, worst, tol);
   printf("%-34s forward err %.2e  grad err %.2e  (%d probes)\n", what, fmax, worst, probes);
 done:
   for (int t = 0; t < m->n_tensors; t++) free(T[t]);
@@ -346,7 +348,7 @@ int main(void)
         continue;
       }
       snprintf(name, sizeof name, "%s%s", cases[i].name, blocked ? " [blocked]" : "");
-      check_model(name, &m, blocked && cases[i].fn == b_bn ? 3 : 2, 60, 1);
+      check_model(name, &m, blocked && cases[i].fn == b_bn ? 3 : 2, 60, 1, 2e-3);
       dpt_model_free(&m);
     }
   }
@@ -365,7 +367,7 @@ int main(void)
   cfg.zero_init_residual = 0;
   if (dpt_model_resnet50(&m, &cfg, &err)) CHECK(0, "%s", err.msg);
   else {
-    check_model("ResNet-50 w1/16 16x16 small stem", &m, 4, 30, 0);
+    check_model("ResNet-50 w1/16 16x16 small stem", &m, 4, 30, 0, 1e-2);
     dpt_model_free(&m);
   }
   /* standard stem (7x7/2 + maxpool) */
@@ -373,7 +375,7 @@ int main(void)
   cfg.image_size = 64;
   if (dpt_model_resnet50(&m, &cfg, &err)) CHECK(0, "%s", err.msg);
   else {
-    check_model("ResNet-50 w1/16 64x64 ImageNet stem", &m, 4, 30, 0);
+    check_model("ResNet-50 w1/16 64x64 ImageNet stem", &m, 4, 30, 0, 1e-2);
     dpt_model_free(&m);
   }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);

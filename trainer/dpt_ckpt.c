@@ -1,0 +1,223 @@
+/* dpt_ckpt.c — atomic checksummed checkpoints. */
+#include "dpt_ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define MAGIC "DPTCKPT1"
+
+struct wr {
+  FILE *f;
+  uLong crc;
+  int bad;
+};
+
+static void put(struct wr *w, const void *p, size_t n)
+{
+  if (!n) return;
+  if (fwrite(p, 1, n, w->f) != n) w->bad = 1;
+  const unsigned char *b = p;
+  while (n) { /* crc32 takes uInt lengths */
+    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    w->crc = crc32(w->crc, b, k);
+    b += k;
+    n -= k;
+  }
+}
+
+void dpt_ckpt_path(const char *dir, uint64_t step, char *path, size_t len)
+{
+  snprintf(path, len, "%s/ckpt-%010llu.dpt", dir, (unsigned long long)step);
+}
+
+int dpt_ckpt_save(const char *path, const struct dpt_ckpt_meta *m, const float *params,
+                  const float *state, const float *velocity, const float *pending, struct dpt_err *err)
+{
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  struct wr w = {fopen(tmp, "wb"), crc32(0L, Z_NULL, 0), 0};
+  if (!w.f)
+    return dpt_err_set(err, DPT_E_RUNTIME, "checkpoint %s: cannot create (%s): check --checkpoint-dir",
+                       tmp, strerror(errno));
+  struct dpt_ckpt_meta h = *m;
+  put(&w, MAGIC, 8);
+  put(&w, &h, sizeof h);
+  put(&w, params, m->n_params * sizeof(float));
+  put(&w, state, m->n_state * sizeof(float));
+  put(&w, velocity, m->n_params * sizeof(float));
+  if (m->n_pending) put(&w, pending, m->n_pending * sizeof(float));
+  uint32_t crc = (uint32_t)w.crc;
+  if (fwrite(&crc, 4, 1, w.f) != 1) w.bad = 1;
+  if (fflush(w.f) || fsync(fileno(w.f))) w.bad = 1;
+  if (fclose(w.f)) w.bad = 1;
+  if (w.bad) {
+    int e = errno;
+    unlink(tmp);
+    return dpt_err_set(err, DPT_E_RUNTIME, "checkpoint %s: write failed (%s): disk full?", tmp, strerror(e));
+  }
+  if (rename(tmp, path)) {
+    int e = errno;
+    unlink(tmp);
+    return dpt_err_set(err, DPT_E_RUNTIME, "checkpoint: rename %s -> %s failed (%s)", tmp, path, strerror(e));
+  }
+  /* make the rename durable */
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  else snprintf(dir, sizeof dir, ".");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  return 0;
+}
+
+int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct dpt_ckpt_meta *got,
+                  float *params, float *state, float *velocity, float *pending, struct dpt_err *err)
+{
+  int rc = 0;
+  unsigned char *buf = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: cannot open (%s)", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) || st.st_size < (off_t)(8 + sizeof *got + 4)) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: truncated (%lld bytes): refusing it",
+                     path, (long long)st.st_size);
+    goto out;
+  }
+  size_t size = (size_t)st.st_size;
+  buf = malloc(size);
+  if (!buf) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "checkpoint %s: out of memory (%zu bytes)", path, size);
+    goto out;
+  }
+  if (fread(buf, 1, size, f) != size) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: read error", path);
+    goto out;
+  }
+  if (memcmp(buf, MAGIC, 8)) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: not a dpt checkpoint (bad magic)", path);
+    goto out;
+  }
+  struct dpt_ckpt_meta h;
+  memcpy(&h, buf + 8, sizeof h);
+  size_t want = 8 + sizeof h + (2 * h.n_params + h.n_state + h.n_pending) * sizeof(float) + 4;
+  if (h.n_params > (1ull << 34) || h.n_state > (1ull << 34) || h.n_pending > (1ull << 34) || want != size) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: %zu bytes but the header describes %zu: "
+                     "truncated or corrupt, refusing it", path, size, want);
+    goto out;
+  }
+  uint32_t crc;
+  memcpy(&crc, buf + size - 4, 4);
+  uLong c = crc32(0L, Z_NULL, 0);
+  for (size_t off = 0; off < size - 4;) {
+    uInt k = (size - 4 - off) > (1u << 30) ? (1u << 30) : (uInt)(size - 4 - off);
+    c = crc32(c, buf + off, k);
+    off += k;
+  }
+  if ((uint32_t)c != crc) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: checksum mismatch (stored %08x, computed %08x): "
+                     "the file is corrupt, refusing it", path, crc, (uint32_t)c);
+    goto out;
+  }
+  if (expect) {
+    if (strncmp(h.model, expect->model, sizeof h.model) || h.n_params != expect->n_params ||
+        h.n_state != expect->n_state) {
+      rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s holds model '%s' (%llu parameters), this run "
+                       "builds '%s' (%llu): use the same model options or another --checkpoint-dir",
+                       path, h.model, (unsigned long long)h.n_params, expect->model,
+                       (unsigned long long)expect->n_params);
+      goto out;
+    }
+    if (h.world_size != expect->world_size || h.batch != expect->batch || h.n_pending != expect->n_pending) {
+      rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s was written by %d ranks x batch %d%s; this run "
+                       "has %d x %d%s: resume with the same ranks, batch and --double-buffering",
+                       path, h.world_size, h.batch, h.n_pending ? " with double buffering" : "",
+                       expect->world_size, expect->batch, expect->n_pending ? " with double buffering" : "");
+      goto out;
+    }
+  }
+  const unsigned char *p = buf + 8 + sizeof h;
+  if (params) memcpy(params, p, h.n_params * 4);
+  p += h.n_params * 4;
+  if (state) memcpy(state, p, h.n_state * 4);
+  p += h.n_state * 4;
+  if (velocity) memcpy(velocity, p, h.n_params * 4);
+  p += h.n_params * 4;
+  if (pending && h.n_pending) memcpy(pending, p, h.n_pending * 4);
+  if (got) *got = h;
+out:
+  free(buf);
+  fclose(f);
+  return rc;
+}
+
+static int ckpt_cmp(const void *a, const void *b)
+{
+  return strcmp(*(char *const *)b, *(char *const *)a); /* newest first (zero-padded steps) */
+}
+
+static int list(const char *dir, char ***names)
+{
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  struct dirent *e;
+  int n = 0, cap = 0;
+  *names = NULL;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (strncmp(e->d_name, "ckpt-", 5) || l < 9 || strcmp(e->d_name + l - 4, ".dpt")) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **nn = realloc(*names, cap * sizeof *nn);
+      if (!nn) break;
+      *names = nn;
+    }
+    (*names)[n++] = strdup(e->d_name);
+  }
+  closedir(d);
+  if (n) qsort(*names, n, sizeof **names, ckpt_cmp);
+  return n;
+}
+
+int dpt_ckpt_find_latest(const char *dir, const struct dpt_ckpt_meta *expect, char *path, size_t len,
+                         void (*warn)(const char *msg), struct dpt_err *err)
+{
+  char **names;
+  int n = list(dir, &names), found = 0;
+  (void)err;
+  if (n < 0) return 0; /* no directory yet: nothing to resume */
+  for (int i = 0; i < n && !found; i++) {
+    struct dpt_err e = {0};
+    snprintf(path, len, "%s/%s", dir, names[i]);
+    if (dpt_ckpt_load(path, expect, NULL, NULL, NULL, NULL, NULL, &e) == 0) found = 1;
+    else if (warn) warn(e.msg);
+  }
+  if (!found && len) path[0] = 0;
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return found;
+}
+
+void dpt_ckpt_prune(const char *dir, int keep)
+{
+  char **names, path[4200];
+  int n = list(dir, &names);
+  for (int i = 0; i < n; i++) {
+    if (i >= keep) {
+      snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+      unlink(path);
+    }
+    free(names[i]);
+  }
+  if (n > 0) free(names);
+}

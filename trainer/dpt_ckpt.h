@@ -1,0 +1,47 @@
+/* dpt_ckpt.h — checkpoints: atomic, checksummed, bit-exact resume.
+ *
+ * File layout (little-endian): "DPTCKPT1", a fixed header (struct dpt_ckpt_meta
+ * fields, array lengths), the arrays params [n_params], state [n_state],
+ * velocity [n_params], pending [n_params] (double buffering's averaged
+ * gradient waiting to be applied; n_pending = 0 without it), then a CRC-32 of
+ * everything before it.  Written to "<path>.tmp.<pid>", fsync'd, renamed over
+ * <path>, and the directory fsync'd: a crash leaves the old file or the new
+ * one, never half of one.  A file that fails any check is refused with a
+ * message naming it and the check; dpt_ckpt_find_latest() then falls back to
+ * the previous good checkpoint. */
+#ifndef DPT_CKPT_H
+#define DPT_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dpt_err.h"
+
+struct dpt_ckpt_meta {
+  uint64_t global_step;   /* optimizer steps done */
+  int32_t epoch;          /* epoch to continue in */
+  int32_t step_in_epoch;  /* next step within that epoch */
+  uint64_t seed;          /* run seed (data order, augmentation) */
+  int32_t world_size;     /* ranks that wrote it (resume needs the same) */
+  int32_t batch;          /* per-rank batch */
+  uint64_t n_params, n_state, n_pending;
+  char model[96];         /* model description, must match on resume */
+};
+
+int dpt_ckpt_save(const char *path, const struct dpt_ckpt_meta *m, const float *params /* [n_params] */,
+                  const float *state /* [n_state] */, const float *velocity /* [n_params] */,
+                  const float *pending /* [n_pending] or NULL */, struct dpt_err *err);
+/* Reads and verifies; arrays must have the sizes in *expect (model, n_params,
+ * n_state must match; pending may be NULL when n_pending is 0). */
+int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct dpt_ckpt_meta *got,
+                  float *params, float *state, float *velocity, float *pending, struct dpt_err *err);
+/* Newest "ckpt-<step>.dpt" in dir that verifies (corrupt ones are reported via
+ * warn() and skipped).  Returns 1 and fills path, 0 when none, < 0 on error. */
+int dpt_ckpt_find_latest(const char *dir, const struct dpt_ckpt_meta *expect, char *path, size_t len,
+                         void (*warn)(const char *msg), struct dpt_err *err);
+/* Path of the checkpoint for a step: "<dir>/ckpt-<step, 10 digits>.dpt". */
+void dpt_ckpt_path(const char *dir, uint64_t step, char *path, size_t len);
+/* Keep the newest `keep` checkpoints in dir, delete older ones. */
+void dpt_ckpt_prune(const char *dir, int keep);
+
+#endif /* DPT_CKPT_H */

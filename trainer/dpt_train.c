@@ -1,0 +1,760 @@
+/* dpt-train — synchronous data-parallel ResNet-50 training (ChainerMN style).
+ *
+ * One process per rank (dpt-launch / srun / mpirun start them); parameters are
+ * broadcast from rank 0, every step's gradients are averaged with the
+ * runtime's communicator (dpt_comm: mpi, ring, hierarchical; fp16 on the wire
+ * optional), optionally double-buffered: step t's all-reduce runs on the
+ * communicator's worker thread while step t+1 computes, and step t+1 applies
+ * step t's averaged gradient.  Exit: 0 ok, 2 bad usage/input, 1 runtime failure. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dpt_backend.h"
+#include "dpt_ckpt.h"
+#include "dpt_data.h"
+#include "dpt_model.h"
+#include "dpt_optim.h"
+#ifdef DPT_TRAIN_HAVE_COMM
+#include "dpt_comm.h"
+#include "dpt_ctx.h"
+#endif
+
+struct opts {
+  const char *dataset, *data_dir, *schedule, *backend, *comm, *ckpt_dir, *resume, *report;
+  int image_size, num_classes, batch, epochs, iterations, threads, ckpt_every, fp16, dbuf;
+  int small_stem, prefetch, skip_bad, crop_pad, flip, no_decay_bn, lr_batch, n_synth, val;
+  int log_every;
+  long stop_after;     /* stop (with a checkpoint) after this many steps of this run: tests, preemption */
+  double lr, warmup_epochs, momentum, weight_decay, width, smoothing, gamma, step_epochs, power;
+  char milestones[128];
+  uint64_t seed;
+};
+
+static void defaults(struct opts *o)
+{
+  memset(o, 0, sizeof *o);
+  o->dataset = "fashion-mnist";
+  o->schedule = "cosine";
+  o->backend = "auto";
+  o->comm = getenv("DPT_COMM") ? getenv("DPT_COMM") : "ring";
+  o->image_size = 0;   /* dataset's */
+  o->num_classes = 0;  /* dataset's */
+  o->batch = 32;
+  o->epochs = 2;
+  o->lr = 0.4;
+  o->lr_batch = 256;
+  o->warmup_epochs = 0.2;
+  o->momentum = 0.9;
+  o->weight_decay = 5e-5;
+  o->width = 0.125;
+  o->small_stem = -1;  /* auto: image side <= 64 */
+  o->prefetch = 2;
+  o->crop_pad = -1;    /* auto: 2 for 28-32 px datasets, 0 otherwise */
+  o->flip = 1;
+  o->no_decay_bn = 1;
+  o->gamma = 0.1;
+  o->step_epochs = 30;
+  o->power = 2.0;
+  o->n_synth = 2048;
+  o->val = 1;
+  o->seed = 1;
+  o->log_every = 50;
+  o->ckpt_every = 0;
+}
+
+static void usage(FILE *f)
+{
+  struct opts d;
+  defaults(&d);
+  fprintf(f,
+          "usage: dpt-train [options]\n"
+          "Synchronous data-parallel ResNet-50 v1.5 training (one process per rank).\n\n"
+          "data:\n"
+          "  --dataset NAME        %s (default %s)\n"
+          "  --data-dir DIR        dataset folder (default fashion-mnist: " DPT_FASHION_MNIST_DIR ")\n"
+          "  --image-size N        input side after cropping (default: the dataset's, 28 / 32)\n"
+          "  --num-classes N       classes (default: the dataset's, 10)\n"
+          "  --synthetic-images N  size of the synthetic training set (default %d)\n"
+          "  --crop-pad N          random-crop zero padding (default: 2 for 28-32 px data)\n"
+          "  --no-flip             no random horizontal flip\n"
+          "  --skip-bad            drop records with bad labels (counted) instead of failing\n"
+          "  --prefetch N          batches prepared ahead by the loader thread (default %d)\n"
+          "model:\n"
+          "  --width F             width multiplier (default %g; 1 = ResNet-50)\n"
+          "  --small-stem / --imagenet-stem   3x3/1 stem without max pool (default: images <= 64 px)\n"
+          "optimisation:\n"
+          "  --batch-size N        images per rank per step (default %d)\n"
+          "  --epochs N            (default %d)   --iterations N: steps instead of epochs\n"
+          "  --lr F                learning rate per --lr-batch images (default %g per %d; linear\n"
+          "                        scaling: lr x global batch / lr-batch)\n"
+          "  --warmup-epochs F     gradual linear warm-up (default %g)\n"
+          "  --schedule S          const|step|multistep|poly|cosine (default %s)\n"
+          "  --gamma F, --step-epochs F, --milestones E1,E2,..  step / multistep (default %g, %g)\n"
+          "  --power F             poly exponent (default %g)\n"
+          "  --momentum F          (default %g)   --weight-decay F (default %g)\n"
+          "  --decay-bn            apply weight decay to BN and bias too (default: not)\n"
+          "  --label-smoothing F   (default 0)\n"
+          "  --seed N              (default %llu)\n"
+          "system:\n"
+          "  --backend B           cpu|cuda|auto (default %s; this build has: %s)\n"
+          "  --threads N           CPU threads per rank (default: OMP_NUM_THREADS / all cores)\n"
+          "  --comm NAME           communicator for >1 rank: mpi|ring|hierarchical|nccl (default\n"
+          "                        $DPT_COMM or ring)\n"
+          "  --fp16-allreduce      fp16 on the wire (fp32 accumulation)\n"
+          "  --double-buffering    overlap step t's all-reduce with step t+1 (update lags one step)\n"
+          "  --checkpoint-dir DIR  --checkpoint-every N (steps; default: each epoch when a dir is given)\n"
+          "  --resume auto|PATH    continue from the newest good checkpoint in DIR, or PATH\n"
+          "  --report PATH         JSON job report (rank 0)\n"
+          "  --stop-after N        stop after N steps of this invocation (checkpoint written): resume\n"
+          "                        later with --resume auto\n"
+          "  --no-val              skip validation   --log-every N (steps, default %d)\n"
+          "  --help\n",
+          DPT_DATASETS, d.dataset, d.n_synth, d.prefetch, d.width, d.batch, d.epochs, d.lr, d.lr_batch,
+          d.warmup_epochs, d.schedule, d.gamma, d.step_epochs, d.power, d.momentum, d.weight_decay,
+          (unsigned long long)d.seed, d.backend, dpt_backend_available(), d.log_every);
+}
+
+static int bad(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("dpt-train: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs(" (see dpt-train --help)\n", stderr);
+  va_end(ap);
+  return 2;
+}
+
+static int num(const char *opt, const char *s, double lo, double hi, double *v)
+{
+  char *end;
+  errno = 0;
+  *v = strtod(s, &end);
+  if (errno || end == s || *end || !(*v >= lo && *v <= hi))
+    return bad("%s: '%s' is not a number in [%g, %g]", opt, s, lo, hi);
+  return 0;
+}
+
+static int inum(const char *opt, const char *s, long lo, long hi, int *v)
+{
+  double d;
+  if (num(opt, s, (double)lo, (double)hi, &d)) return 2;
+  if (d != floor(d)) return bad("%s: '%s' is not an integer", opt, s);
+  *v = (int)d;
+  return 0;
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+  enum {
+    O_DATASET = 256, O_DATADIR, O_IMG, O_NCLS, O_BATCH, O_EPOCHS, O_ITERS, O_LR, O_WARM, O_SCHED,
+    O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
+    O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
+    O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP
+  };
+  static const struct option lo[] = {
+      {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
+      {"num-classes", 1, 0, O_NCLS}, {"batch-size", 1, 0, O_BATCH}, {"epochs", 1, 0, O_EPOCHS},
+      {"iterations", 1, 0, O_ITERS}, {"lr", 1, 0, O_LR}, {"warmup-epochs", 1, 0, O_WARM},
+      {"schedule", 1, 0, O_SCHED}, {"momentum", 1, 0, O_MOM}, {"weight-decay", 1, 0, O_WD},
+      {"backend", 1, 0, O_BACKEND}, {"comm", 1, 0, O_COMM}, {"fp16-allreduce", 0, 0, O_FP16},
+      {"double-buffering", 0, 0, O_DBUF}, {"threads", 1, 0, O_THREADS},
+      {"checkpoint-dir", 1, 0, O_CKDIR}, {"checkpoint-every", 1, 0, O_CKEVERY},
+      {"resume", 1, 0, O_RESUME}, {"report", 1, 0, O_REPORT}, {"seed", 1, 0, O_SEED},
+      {"help", 0, 0, O_HELP}, {"width", 1, 0, O_WIDTH}, {"small-stem", 0, 0, O_SMALL},
+      {"imagenet-stem", 0, 0, O_INET}, {"label-smoothing", 1, 0, O_SMOOTH}, {"gamma", 1, 0, O_GAMMA},
+      {"step-epochs", 1, 0, O_STEPE}, {"milestones", 1, 0, O_MILE}, {"power", 1, 0, O_POWER},
+      {"lr-batch", 1, 0, O_LRB}, {"decay-bn", 0, 0, O_DECAYBN}, {"no-flip", 0, 0, O_NOFLIP},
+      {"crop-pad", 1, 0, O_CROP}, {"skip-bad", 0, 0, O_SKIP}, {"prefetch", 1, 0, O_PREF},
+      {"synthetic-images", 1, 0, O_NSYN}, {"no-val", 0, 0, O_NOVAL}, {"log-every", 1, 0, O_LOG},
+      {"stop-after", 1, 0, O_STOP},
+      {0, 0, 0, 0}};
+  int c, rc = 0, have_epochs = 0, have_iters = 0;
+  double d;
+  opterr = 0;
+  while (!rc && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    switch (c) {
+    case O_DATASET: o->dataset = optarg; break;
+    case O_DATADIR: o->data_dir = optarg; break;
+    case O_IMG: rc = inum("--image-size", optarg, 8, 1024, &o->image_size); break;
+    case O_NCLS: rc = inum("--num-classes", optarg, 2, 100000, &o->num_classes); break;
+    case O_BATCH: rc = inum("--batch-size", optarg, 1, 65536, &o->batch); break;
+    case O_EPOCHS: rc = inum("--epochs", optarg, 1, 100000, &o->epochs); have_epochs = 1; break;
+    case O_ITERS: rc = inum("--iterations", optarg, 1, 1000000000, &o->iterations); have_iters = 1; break;
+    case O_LR: rc = num("--lr", optarg, 0, 1000, &o->lr); break;
+    case O_WARM: rc = num("--warmup-epochs", optarg, 0, 1000, &o->warmup_epochs); break;
+    case O_SCHED: o->schedule = optarg; break;
+    case O_MOM: rc = num("--momentum", optarg, 0, 0.9999, &o->momentum); break;
+    case O_WD: rc = num("--weight-decay", optarg, 0, 1, &o->weight_decay); break;
+    case O_BACKEND: o->backend = optarg; break;
+    case O_COMM: o->comm = optarg; break;
+    case O_FP16: o->fp16 = 1; break;
+    case O_DBUF: o->dbuf = 1; break;
+    case O_THREADS: rc = inum("--threads", optarg, 1, 4096, &o->threads); break;
+    case O_CKDIR: o->ckpt_dir = optarg; break;
+    case O_CKEVERY: rc = inum("--checkpoint-every", optarg, 1, 1000000000, &o->ckpt_every); break;
+    case O_RESUME: o->resume = optarg; break;
+    case O_REPORT: o->report = optarg; break;
+    case O_SEED: rc = num("--seed", optarg, 0, 1e15, &d); o->seed = (uint64_t)d; break;
+    case O_HELP: case 'h': usage(stdout); exit(0);
+    case O_WIDTH: rc = num("--width", optarg, 0.01, 8, &o->width); break;
+    case O_SMALL: o->small_stem = 1; break;
+    case O_INET: o->small_stem = 0; break;
+    case O_SMOOTH: rc = num("--label-smoothing", optarg, 0, 0.999, &o->smoothing); break;
+    case O_GAMMA: rc = num("--gamma", optarg, 0, 1, &o->gamma); break;
+    case O_STEPE: rc = num("--step-epochs", optarg, 0.001, 1e6, &o->step_epochs); break;
+    case O_MILE: snprintf(o->milestones, sizeof o->milestones, "%s", optarg); break;
+    case O_POWER: rc = num("--power", optarg, 0, 100, &o->power); break;
+    case O_LRB: rc = inum("--lr-batch", optarg, 1, 1 << 24, &o->lr_batch); break;
+    case O_DECAYBN: o->no_decay_bn = 0; break;
+    case O_NOFLIP: o->flip = 0; break;
+    case O_CROP: rc = inum("--crop-pad", optarg, 0, 64, &o->crop_pad); break;
+    case O_SKIP: o->skip_bad = 1; break;
+    case O_PREF: rc = inum("--prefetch", optarg, 0, 64, &o->prefetch); break;
+    case O_NSYN: rc = inum("--synthetic-images", optarg, 1, 10000000, &o->n_synth); break;
+    case O_NOVAL: o->val = 0; break;
+    case O_LOG: rc = inum("--log-every", optarg, 1, 1000000000, &o->log_every); break;
+    case O_STOP: {
+      int v;
+      rc = inum("--stop-after", optarg, 1, 1000000000, &v);
+      o->stop_after = v;
+      break;
+    }
+    default:
+      if (optopt) return bad("option '-%c' is unknown", optopt);
+      return bad("option '%s' is unknown or lacks its value", argv[optind - 1]);
+    }
+  }
+  if (rc) return rc;
+  if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
+  if (strcmp(o->dataset, "synthetic") && strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "cifar10")) {
+    if (!strcmp(o->dataset, "imagenet"))
+      return bad("--dataset imagenet (JPEG folders) is not implemented in this build; known: " DPT_DATASETS);
+    return bad("--dataset '%s' is unknown; known: " DPT_DATASETS, o->dataset);
+  }
+  if (dpt_schedule_parse_kind(o->schedule) < 0)
+    return bad("--schedule '%s' is unknown: const, step, multistep, poly or cosine", o->schedule);
+  if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda") && strcmp(o->backend, "auto"))
+    return bad("--backend '%s' is unknown: cpu, cuda or auto", o->backend);
+  if (have_epochs && have_iters) return bad("--epochs and --iterations are exclusive: give one");
+  if (o->milestones[0] && strcmp(o->schedule, "multistep"))
+    return bad("--milestones only applies to --schedule multistep (got --schedule %s)", o->schedule);
+  if (!strcmp(o->schedule, "multistep") && !o->milestones[0])
+    return bad("--schedule multistep needs --milestones E1,E2,...");
+  if (o->ckpt_every && !o->ckpt_dir) return bad("--checkpoint-every needs --checkpoint-dir");
+  if (o->stop_after && !o->ckpt_dir) return bad("--stop-after needs --checkpoint-dir (to resume from)");
+  if (o->resume && !o->ckpt_dir && !strcmp(o->resume, "auto"))
+    return bad("--resume auto needs --checkpoint-dir");
+  if (o->fp16 && !strcmp(o->comm, "nccl") && !strcmp(o->backend, "cpu"))
+    return bad("--comm nccl needs --backend cuda");
+  if (o->num_classes && strcmp(o->dataset, "synthetic") && o->num_classes != 10)
+    return bad("--num-classes %d does not match %s, which has 10 classes", o->num_classes, o->dataset);
+  return 0;
+}
+
+static double now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- ranks: the runtime's communicator, or one rank ---------------------- */
+
+struct ranks {
+  int rank, size;
+#ifdef DPT_TRAIN_HAVE_COMM
+  struct dpt_comm *comm;
+#endif
+};
+
+static int ranks_init(struct ranks *r, int *argc, char ***argv, const struct opts *o, struct dpt_err *err)
+{
+  r->rank = 0;
+  r->size = 1;
+#ifdef DPT_TRAIN_HAVE_COMM
+  struct dpt_ctx ctx;
+  int rc = dpt_ctx_from_env(&ctx, err);
+  if (rc) return rc;
+  r->comm = NULL;
+  if (ctx.size == 1) return 0;
+  if ((rc = dpt_comm_mpi_init(argc, argv, err))) return rc;
+  struct dpt_comm_opts co;
+  dpt_comm_opts_init(&co);
+  co.name = o->comm;
+  if ((rc = dpt_comm_create(&r->comm, MPI_COMM_WORLD, &co, err))) return rc;
+  r->rank = dpt_comm_rank(r->comm);
+  r->size = dpt_comm_size(r->comm);
+  return 0;
+#else
+  const char *v[] = {"DPT_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", NULL};
+  for (int i = 0; v[i]; i++)
+    if (getenv(v[i]) && atoi(getenv(v[i])) > 1)
+      return dpt_err_set(err, DPT_E_UNSUPPORTED, "%s=%s: this dpt-train was built without the runtime's "
+                         "communicators (dpt_runtime), so it runs one rank only", v[i], getenv(v[i]));
+  return 0;
+#endif
+}
+
+/* In-place sum or average over ranks (blocking). */
+static int ranks_allreduce(struct ranks *r, float *buf, size_t n, int avg, int fp16, struct dpt_err *err)
+{
+  if (r->size == 1) return 0;
+#ifdef DPT_TRAIN_HAVE_COMM
+  return dpt_comm_allreduce(r->comm, buf, n, (avg ? DPT_COMM_AVG : 0) | (fp16 ? DPT_COMM_FP16 : 0), err);
+#else
+  (void)buf, (void)n, (void)avg, (void)fp16;
+  return dpt_err_set(err, DPT_E_UNSUPPORTED, "all-reduce without the runtime");
+#endif
+}
+
+static int ranks_bcast(struct ranks *r, float *buf, size_t n, struct dpt_err *err)
+{
+  if (r->size == 1) return 0;
+#ifdef DPT_TRAIN_HAVE_COMM
+  MPI_Comm c = dpt_comm_mpi(r->comm);
+  for (size_t off = 0; off < n;) {
+    int k = (n - off) > (1u << 30) ? (1 << 30) : (int)(n - off);
+    if (MPI_Bcast(buf + off, k, MPI_FLOAT, 0, c) != MPI_SUCCESS)
+      return dpt_err_set(err, DPT_E_RUNTIME, "broadcast of %zu parameters from rank 0 failed", n);
+    off += (size_t)k;
+  }
+  return 0;
+#else
+  (void)buf, (void)n;
+  return dpt_err_set(err, DPT_E_UNSUPPORTED, "broadcast without the runtime");
+#endif
+}
+
+/* Double buffering: the in-flight gradient all-reduce. */
+struct inflight {
+#ifdef DPT_TRAIN_HAVE_COMM
+  struct dpt_comm_req *req;
+#endif
+  int active;
+};
+
+static int grad_start(struct ranks *r, struct inflight *f, float *buf, size_t n, int fp16, struct dpt_err *err)
+{
+  f->active = 0;
+  if (r->size == 1) return 0;
+#ifdef DPT_TRAIN_HAVE_COMM
+  int rc = dpt_comm_start(r->comm, buf, n, DPT_COMM_AVG | (fp16 ? DPT_COMM_FP16 : 0), &f->req, err);
+  if (!rc) f->active = 1;
+  return rc;
+#else
+  (void)buf, (void)n, (void)fp16;
+  return dpt_err_set(err, DPT_E_UNSUPPORTED, "all-reduce without the runtime");
+#endif
+}
+
+static int grad_wait(struct ranks *r, struct inflight *f, struct dpt_err *err)
+{
+  if (!f->active) return 0;
+  f->active = 0;
+#ifdef DPT_TRAIN_HAVE_COMM
+  return dpt_comm_wait(r->comm, f->req, err);
+#else
+  (void)r;
+  return 0;
+#endif
+}
+
+static void ranks_fini(struct ranks *r)
+{
+#ifdef DPT_TRAIN_HAVE_COMM
+  if (r->comm) {
+    dpt_comm_destroy(r->comm);
+    MPI_Finalize();
+  }
+#else
+  (void)r;
+#endif
+}
+
+/* ---- training ------------------------------------------------------------ */
+
+struct times {
+  double data, fwd, bwd, ar_exposed, update, val, total;
+};
+
+static void warn_ckpt(const char *msg) { fprintf(stderr, "dpt-train: warning: %s; trying an older one\n", msg); }
+
+static void fmt_eta(double s, char *buf, size_t n)
+{
+  if (s < 0 || !isfinite(s)) s = 0;
+  int h = (int)(s / 3600), m = (int)(fmod(s, 3600) / 60), sec = (int)fmod(s, 60);
+  if (h) snprintf(buf, n, "%dh%02dm", h, m);
+  else snprintf(buf, n, "%dm%02ds", m, sec);
+}
+
+struct val_result {
+  double loss, top1, top5;
+  long n;
+};
+
+static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks *rk, int K,
+                    float *logits, struct val_result *out, struct dpt_err *err)
+{
+  float acc[4] = {0, 0, 0, 0}; /* loss sum, top1, top5, images */
+  const float *x;
+  const int *lab;
+  int n, rc;
+  dpt_loader_start(vl, 0, 0);
+  for (;;) {
+    n = dpt_loader_next(vl, &x, &lab, NULL);
+    if (n <= 0) break;
+    if ((rc = dpt_backend_forward(be, x, 0, logits, err))) return rc;
+    int t1, t5;
+    acc[0] += (float)dpt_softmax_xent(logits, lab, be->opts.batch, K, 0, 0, NULL, &t1, &t5);
+    acc[1] += (float)t1;
+    acc[2] += (float)t5;
+    acc[3] += (float)n;
+  }
+  if ((rc = ranks_allreduce(rk, acc, 4, 0, 0, err))) return rc;
+  out->n = (long)acc[3];
+  out->loss = acc[3] > 0 ? acc[0] / acc[3] : 0;
+  out->top1 = acc[3] > 0 ? acc[1] / acc[3] : 0;
+  out->top5 = acc[3] > 0 ? acc[2] / acc[3] : 0;
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  struct opts o;
+  struct dpt_err err = {0};
+  struct ranks rk;
+  memset(&rk, 0, sizeof rk);
+  rk.size = 1;
+  struct dpt_dataset train = {0}, val = {0};
+  struct dpt_model model = {0};
+  struct dpt_backend *be = NULL;
+  struct dpt_loader *tl = NULL, *vl = NULL;
+  struct dpt_sgd sgd = {0};
+  struct inflight fl = {0};
+  float *logits = NULL, *dlogits = NULL, *pending = NULL;
+  unsigned char *mask = NULL;
+  json_t *curve = json_array();
+  int rc = 0, status = 0;
+  struct times tm = {0};
+  struct val_result vr = {0, 0, 0, 0};
+  double t_start = now();
+
+  defaults(&o);
+  if ((status = parse(argc, argv, &o))) return status;
+  if (!strcmp(o.backend, "cuda")) {
+    /* say it before touching data or ranks */
+    struct dpt_backend *none = NULL;
+    struct dpt_model empty = {0};
+    rc = dpt_backend_create("cuda", &empty, NULL, &none, &err);
+    fprintf(stderr, "dpt-train: %s\n", err.msg);
+    return dpt_err_exit_status(&err);
+  }
+  if ((rc = ranks_init(&rk, &argc, &argv, &o, &err))) goto fail;
+  int R = rk.size, me = rk.rank;
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  int threads = omp_get_max_threads();
+
+  struct dpt_data_opts dop = {o.skip_bad};
+  if ((rc = dpt_data_load(&train, o.dataset, o.data_dir, 1, o.n_synth, o.seed, &dop, &err))) goto fail;
+  if (o.val && (rc = dpt_data_load(&val, o.dataset, o.data_dir, 0, o.n_synth, o.seed, &dop, &err))) goto fail;
+  if (train.skipped && me == 0) fprintf(stderr, "dpt-train: skipped %d corrupt training records\n", train.skipped);
+  int S = o.image_size ? o.image_size : train.h;
+  if (o.crop_pad < 0) o.crop_pad = (train.h <= 32 && S == train.h) ? 2 : 0;
+  int K = o.num_classes ? o.num_classes : train.num_classes;
+  if (K < train.num_classes) {
+    rc = dpt_err_set(&err, DPT_E_INPUT, "--num-classes %d < the %d classes of %s", K, train.num_classes, train.name);
+    goto fail;
+  }
+
+  struct dpt_model_cfg cfg;
+  dpt_model_cfg_default(&cfg);
+  cfg.in_channels = train.c;
+  cfg.image_size = S;
+  cfg.num_classes = K;
+  cfg.small_stem = o.small_stem >= 0 ? o.small_stem : S <= 64;
+  cfg.width = o.width;
+  cfg.seed = o.seed;
+  if ((rc = dpt_model_resnet50(&model, &cfg, &err))) goto fail;
+  char model_desc[96];
+  snprintf(model_desc, sizeof model_desc, "resnet50-v1.5 w%g %s %dx%dx%d k%d", cfg.width,
+           cfg.small_stem ? "small-stem" : "imagenet-stem", cfg.in_channels, S, S, K);
+
+  struct dpt_backend_opts bo;
+  dpt_backend_opts_default(&bo);
+  bo.batch = o.batch;
+  bo.threads = o.threads;
+  if ((rc = dpt_backend_create(o.backend, &model, &bo, &be, &err))) goto fail;
+  size_t np = model.n_params;
+
+  struct dpt_loader_opts lo = {.batch = o.batch, .rank = me, .size = R, .seed = o.seed, .train = 1,
+                               .crop_pad = o.crop_pad, .flip = o.flip, .out_size = S, .prefetch = o.prefetch};
+  if ((rc = dpt_loader_create(&tl, &train, &lo, &err))) goto fail;
+  if (o.val) {
+    struct dpt_loader_opts vo = lo;
+    vo.train = 0;
+    vo.crop_pad = 0;
+    vo.flip = 0;
+    vo.prefetch = 1;
+    if ((rc = dpt_loader_create(&vl, &val, &vo, &err))) goto fail;
+  }
+  int spe = dpt_loader_steps(tl);
+  long total_steps = o.iterations ? o.iterations : (long)o.epochs * spe;
+  double total_epochs = (double)total_steps / spe;
+
+  struct dpt_schedule sch = {0};
+  sch.kind = dpt_schedule_parse_kind(o.schedule);
+  sch.peak_lr = dpt_lr_scaled(o.lr, o.batch * R, o.lr_batch);
+  sch.warmup_epochs = o.warmup_epochs;
+  sch.warmup_start = 0.0;
+  sch.total_epochs = total_epochs;
+  sch.gamma = o.gamma;
+  sch.step_epochs = o.step_epochs;
+  sch.power = o.power;
+  if (o.milestones[0]) {
+    char *s = o.milestones, *end;
+    while (*s && sch.n_milestones < DPT_SCHED_MAX_MILESTONES) {
+      double v = strtod(s, &end);
+      if (end == s || v <= 0 || (sch.n_milestones && v <= sch.milestones[sch.n_milestones - 1])) {
+        rc = dpt_err_set(&err, DPT_E_INPUT, "--milestones '%s': need increasing positive epochs", o.milestones);
+        goto fail;
+      }
+      sch.milestones[sch.n_milestones++] = v;
+      s = *end == ',' ? end + 1 : end;
+      if (*end && *end != ',') {
+        rc = dpt_err_set(&err, DPT_E_INPUT, "--milestones '%s': not a comma-separated list", o.milestones);
+        goto fail;
+      }
+    }
+  }
+
+  mask = malloc(np);
+  logits = malloc((size_t)o.batch * K * sizeof(float));
+  dlogits = malloc((size_t)o.batch * K * sizeof(float));
+  pending = o.dbuf ? calloc(np, sizeof(float)) : NULL;
+  if (!mask || !logits || !dlogits || (o.dbuf && !pending)) {
+    rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory");
+    goto fail;
+  }
+  dpt_model_decay_mask(&model, o.no_decay_bn, mask);
+  if ((rc = dpt_sgd_init(&sgd, np, (float)o.momentum, (float)o.weight_decay, mask, &err))) goto fail;
+
+  /* same starting point everywhere */
+  if ((rc = ranks_bcast(&rk, be->params, np, &err)) || (rc = ranks_bcast(&rk, be->state, model.n_state, &err)))
+    goto fail;
+
+  struct dpt_ckpt_meta cm = {0};
+  cm.seed = o.seed;
+  cm.world_size = R;
+  cm.batch = o.batch;
+  cm.n_params = np;
+  cm.n_state = model.n_state;
+  cm.n_pending = o.dbuf ? np : 0;
+  snprintf(cm.model, sizeof cm.model, "%s", model_desc);
+  long gstep = 0;
+  int have_pending = 0;
+  if (o.resume) {
+    char path[4300];
+    int found = 1;
+    if (!strcmp(o.resume, "auto")) {
+      found = dpt_ckpt_find_latest(o.ckpt_dir, &cm, path, sizeof path, me == 0 ? warn_ckpt : NULL, &err);
+      if (found < 0) { rc = found; goto fail; }
+    } else {
+      snprintf(path, sizeof path, "%s", o.resume);
+    }
+    if (found) {
+      struct dpt_ckpt_meta got;
+      if ((rc = dpt_ckpt_load(path, &cm, &got, be->params, be->state, sgd.velocity, pending, &err))) goto fail;
+      gstep = (long)got.global_step;
+      have_pending = o.dbuf && gstep > 0;
+      if (me == 0) printf("dpt-train: resumed from %s at step %ld (epoch %d)\n", path, gstep, (int)(gstep / spe) + 1);
+    } else if (me == 0) {
+      printf("dpt-train: no checkpoint in %s yet, starting fresh\n", o.ckpt_dir);
+    }
+  }
+  if (o.ckpt_dir && me == 0) mkdir(o.ckpt_dir, 0777);
+  int ckpt_every = o.ckpt_every ? o.ckpt_every : spe;
+
+  if (me == 0) {
+    printf("dpt-train: ResNet-50 v1.5 (%s), %zu parameters, %.3f GMAC/image\n", model_desc, np, model.macs / 1e9);
+    printf("dpt-train: %s %d train / %d val images, %d rank(s) x batch %d x %d thread(s), backend %s, "
+           "%s%s%s, lr %.4g (%s, warm-up %.2g epochs), %ld steps (%.2f epochs)\n",
+           train.name, train.n, val.n, R, o.batch, threads, be->ops->name, R > 1 ? "comm " : "single rank",
+           R > 1 ? o.comm : "", o.dbuf ? ", double buffering" : "", sch.peak_lr, o.schedule,
+           o.warmup_epochs, total_steps, total_epochs);
+    fflush(stdout);
+  }
+
+  double t_train0 = now(), t_last = t_train0;
+  long steps_run = 0, last_log_step = gstep;
+  double run_loss = 0;
+  long run_correct = 0, run_n = 0;
+  while (gstep < total_steps && !(o.stop_after && steps_run == o.stop_after)) {
+    int epoch = (int)(gstep / spe), sie = (int)(gstep % spe);
+    dpt_loader_start(tl, epoch, sie);
+    for (; sie < spe && gstep < total_steps; sie++) {
+      const float *x;
+      const int *lab;
+      double t0 = now();
+      if (dpt_loader_next(tl, &x, &lab, &tm.data) <= 0) break;
+      double t1 = now();
+      if ((rc = dpt_backend_forward(be, x, 1, logits, &err))) goto fail;
+      int t1c;
+      double loss = dpt_softmax_xent(logits, lab, o.batch, K, (float)o.smoothing, 1.0f / o.batch, dlogits, &t1c, NULL);
+      double t2 = now();
+      if ((rc = dpt_backend_backward(be, dlogits, NULL, &err))) goto fail;
+      double t3 = now();
+      /* update with the learning rate of the step whose gradient is applied */
+      if (o.dbuf) {
+        if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
+        double t4 = now();
+        tm.ar_exposed += t4 - t3;
+        if (have_pending)
+          dpt_sgd_step(&sgd, (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), be->params, pending);
+        memcpy(pending, be->grads, np * sizeof(float));
+        if ((rc = grad_start(&rk, &fl, pending, np, o.fp16, &err))) goto fail;
+        have_pending = 1;
+        tm.update += now() - t4;
+      } else {
+        if ((rc = ranks_allreduce(&rk, be->grads, np, 1, o.fp16, &err))) goto fail;
+        double t4 = now();
+        tm.ar_exposed += t4 - t3;
+        dpt_sgd_step(&sgd, (float)dpt_schedule_lr(&sch, (double)gstep / spe), be->params, be->grads);
+        tm.update += now() - t4;
+      }
+      tm.fwd += t2 - t1;
+      tm.bwd += t3 - t2;
+      (void)t0;
+      gstep++;
+      steps_run++;
+      if (o.dbuf && gstep == total_steps) { /* the last averaged gradient still has to be applied */
+        if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
+        dpt_sgd_step(&sgd, (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), be->params, pending);
+        have_pending = 0;
+      }
+      run_loss += loss;
+      run_correct += t1c;
+      run_n += o.batch;
+      int end_epoch = sie == spe - 1 || gstep == total_steps;
+      if (me == 0 && (gstep % o.log_every == 0 || end_epoch)) {
+        double t = now(), ips = (double)(gstep - last_log_step) * o.batch * R / (t - t_last);
+        char eta[32];
+        fmt_eta((total_steps - gstep) * (t - t_train0) / steps_run, eta, sizeof eta);
+        printf("epoch %d/%d step %d/%d loss %.4f acc %.2f%% lr %.4g %.0f img/s ETA %s\n", epoch + 1,
+               (int)ceil(total_epochs), sie + 1, spe, run_loss / run_n, 100.0 * run_correct / run_n,
+               dpt_schedule_lr(&sch, (double)gstep / spe), ips, eta);
+        fflush(stdout);
+        t_last = t;
+        last_log_step = gstep;
+        run_loss = 0;
+        run_correct = run_n = 0;
+      }
+      int stopping = o.stop_after && steps_run == o.stop_after;
+      int do_ckpt = o.ckpt_dir && (gstep % ckpt_every == 0 || gstep == total_steps || stopping);
+      if (do_ckpt || (end_epoch && o.val)) {
+        /* BN running statistics are per rank during training: average them */
+        if ((rc = ranks_allreduce(&rk, be->state, model.n_state, 1, 0, &err))) goto fail;
+      }
+      if (do_ckpt) {
+        if ((rc = grad_wait(&rk, &fl, &err))) goto fail; /* pending must be complete on disk */
+        if (me == 0) {
+          char path[4300];
+          cm.global_step = (uint64_t)gstep;
+          cm.epoch = (int)(gstep / spe);
+          cm.step_in_epoch = (int)(gstep % spe);
+          dpt_ckpt_path(o.ckpt_dir, (uint64_t)gstep, path, sizeof path);
+          if ((rc = dpt_ckpt_save(path, &cm, be->params, be->state, sgd.velocity, pending, &err))) goto fail;
+          dpt_ckpt_prune(o.ckpt_dir, 2);
+        }
+      }
+      if (end_epoch && o.val) {
+        double tv = now();
+        if ((rc = validate(be, vl, &rk, K, logits, &vr, &err))) goto fail;
+        tm.val += now() - tv;
+        if (me == 0) {
+          printf("epoch %d validation: top-1 %.2f%% top-5 %.2f%% loss %.4f (%ld images) [%.1f s elapsed]\n",
+                 epoch + 1, 100 * vr.top1, 100 * vr.top5, vr.loss, vr.n, now() - t_start);
+          fflush(stdout);
+          json_array_append_new(curve, json_pack("{s:f,s:I,s:f,s:f,s:f,s:f}", "epoch", (double)gstep / spe,
+                                                 "step", (json_int_t)gstep, "top1", vr.top1, "top5", vr.top5,
+                                                 "loss", vr.loss, "elapsed_s", now() - t_start));
+        }
+      }
+      if (stopping) break;
+    }
+  }
+  tm.total = now() - t_train0;
+  {
+    /* parameters must agree across ranks: checksum them */
+    double sum = 0;
+    for (size_t i = 0; i < np; i++) sum += be->params[i] * (double)((i % 7) + 1);
+    float s = (float)sum, smin = s;
+    if (R > 1) {
+      float v[2] = {s, -s};
+      if ((rc = ranks_allreduce(&rk, v, 2, 1, 0, &err))) goto fail;
+      smin = v[0];
+    }
+    if (me == 0) printf("dpt-train: done: %ld steps in %.1f s, %.1f img/s total; parameter checksum %.6e%s\n",
+                        steps_run, tm.total, steps_run * (double)o.batch * R / tm.total, sum,
+                        R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
+  }
+  if (me == 0 && o.report) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double ips = steps_run * (double)o.batch / (tm.total > 0 ? tm.total : 1);
+    json_t *rep = json_pack(
+        "{s:s,s:s,s:s,s:I,s:f,s:{s:s,s:s,s:i,s:i,s:i},s:{s:i,s:i,s:s,s:s,s:b,s:b,s:i},"
+        "s:{s:I,s:f,s:f,s:s,s:f,s:f},"
+        "s:{s:f,s:f,s:f,s:f,s:f,s:f,s:f},s:{s:f,s:f},s:I,s:I,s:o,s:{s:f,s:f,s:f}}",
+        "schema", "dpt.train-report/1", "tool", "dpt-train", "model", model_desc,
+        "parameters", (json_int_t)np, "gmac_per_image", model.macs / 1e9,
+        "data", "dataset", train.name, "split", "train", "images", train.n, "val_images", val.n,
+        "skipped_records", train.skipped,
+        "ranks", "size", R, "batch_per_rank", o.batch, "backend", be->ops->name, "comm", R > 1 ? o.comm : "none",
+        "fp16_allreduce", o.fp16, "double_buffering", o.dbuf, "threads_per_rank", threads,
+        "schedule", "steps", (json_int_t)total_steps, "epochs", total_epochs, "peak_lr", sch.peak_lr,
+        "kind", o.schedule, "warmup_epochs", o.warmup_epochs, "momentum", o.momentum,
+        "phase_seconds", "data_wait", tm.data, "forward", tm.fwd, "backward", tm.bwd,
+        "allreduce_exposed", tm.ar_exposed, "update", tm.update, "validation", tm.val, "total", tm.total,
+        "images_per_s", "per_rank", ips, "total", ips * R,
+        "steps_run", (json_int_t)steps_run, "peak_rss_bytes", (json_int_t)ru.ru_maxrss * 1024,
+        "accuracy_curve", curve,
+        "final", "top1", vr.top1, "top5", vr.top5, "loss", vr.loss);
+    curve = NULL;
+    if (!rep || json_dump_file(rep, o.report, JSON_INDENT(1))) {
+      rc = dpt_err_set(&err, DPT_E_RUNTIME, "cannot write the report %s", o.report);
+      json_decref(rep);
+      goto fail;
+    }
+    json_decref(rep);
+  }
+  goto out;
+fail:
+  fprintf(stderr, "dpt-train: rank %d: %s\n", rk.rank, err.msg);
+  status = dpt_err_exit_status(&err);
+  if (!status) status = 1;
+out:
+  json_decref(curve);
+  dpt_loader_destroy(tl);
+  dpt_loader_destroy(vl);
+  dpt_backend_destroy(be);
+  dpt_sgd_free(&sgd);
+  dpt_model_free(&model);
+  dpt_data_free(&train);
+  dpt_data_free(&val);
+  free(mask), free(logits), free(dlogits), free(pending);
+  ranks_fini(&rk);
+  return status;
+}
