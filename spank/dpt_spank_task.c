@@ -1,13 +1,9 @@
 /* dpt_spank_task.c — see dpt_spank_task.h */
-#define _GNU_SOURCE
 #include "dpt_spank_task.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <hwloc.h>
 
 #include "dpt_bind.h"
 #include "dpt_spank_plan.h"
@@ -43,60 +39,6 @@ static int set_env_int(spank_t sp, const char *name, long v, struct dpt_err *err
   return set_env(sp, name, b, err);
 }
 
-/* The plan's cpuset within the CPUs Slurm gave this task (its current
- * affinity: task/affinity or cgroup cpuset): out = the intersection in hwloc
- * list syntax, or "" when they do not meet.  slurm (list syntax) receives
- * Slurm's set for messages. */
-static int within_slurm(const char *plan_cpuset, char *out, size_t outlen, char *slurm, size_t slen,
-                        struct dpt_err *err)
-{
-  hwloc_bitmap_t want = hwloc_bitmap_alloc(), have = hwloc_bitmap_alloc();
-  cpu_set_t *mask = NULL;
-  size_t sz = 0;
-  int rc = 0, max;
-
-  out[0] = slurm[0] = '\0';
-  if (!want || !have) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory");
-    goto done;
-  }
-  if (hwloc_bitmap_list_sscanf(want, plan_cpuset) < 0 || hwloc_bitmap_iszero(want) ||
-      hwloc_bitmap_last(want) > 65535) {
-    rc = dpt_err_set(err, DPT_E_INPUT, "the plan's cpuset '%.64s' is not a CPU list", plan_cpuset);
-    goto done;
-  }
-  /* the current affinity, with a mask grown until the kernel accepts its size */
-  for (max = 1024;; max *= 2) {
-    sz = CPU_ALLOC_SIZE(max);
-    if (!(mask = CPU_ALLOC(max))) {
-      rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory");
-      goto done;
-    }
-    CPU_ZERO_S(sz, mask);
-    if (sched_getaffinity(0, sz, mask) == 0)
-      break;
-    CPU_FREE(mask);
-    mask = NULL;
-    if (max >= (1 << 20)) {
-      rc = dpt_err_set(err, DPT_E_RUNTIME, "sched_getaffinity failed");
-      goto done;
-    }
-  }
-  for (int c = 0; c < max; c++)
-    if (CPU_ISSET_S(c, sz, mask))
-      hwloc_bitmap_set(have, (unsigned)c);
-  hwloc_bitmap_list_snprintf(slurm, slen, have);
-  hwloc_bitmap_and(want, want, have);
-  if (!hwloc_bitmap_iszero(want))
-    hwloc_bitmap_list_snprintf(out, outlen, want);
-done:
-  if (mask)
-    CPU_FREE(mask);
-  hwloc_bitmap_free(want);
-  hwloc_bitmap_free(have);
-  return rc;
-}
-
 /* dpt_bind_env() reads and writes the task's environment through these. */
 struct task_env {
   spank_t sp;
@@ -106,18 +48,6 @@ struct task_env {
 static const char *task_getenv(void *arg, const char *name)
 {
   struct task_env *te = arg;
-  /* dpt_bind_env looks for the plan's GPU (a node GPU index) in CUDA_VISIBLE_DEVICES
-   * to find its position there.  Slurm lists the node's GPU indices in that order
-   * in SLURM_STEP_GPUS, while CUDA_VISIBLE_DEVICES itself may be renumbered from 0
-   * (ConstrainDevices): answer with SLURM_STEP_GPUS when Slurm set both. */
-  if (strcmp(name, "CUDA_VISIBLE_DEVICES") == 0) {
-    if (spank_getenv(te->sp, "CUDA_VISIBLE_DEVICES", te->buf, sizeof te->buf) != ESPANK_SUCCESS)
-      return NULL;
-    if (spank_getenv(te->sp, "SLURM_STEP_GPUS", te->buf, sizeof te->buf) == ESPANK_SUCCESS && te->buf[0])
-      return te->buf;
-    spank_getenv(te->sp, "CUDA_VISIBLE_DEVICES", te->buf, sizeof te->buf);
-    return te->buf;
-  }
   return spank_getenv(te->sp, name, te->buf, sizeof te->buf) == ESPANK_SUCCESS ? te->buf : NULL;
 }
 
@@ -133,7 +63,7 @@ int dpt_spank_task_apply(spank_t sp, const struct dpt_spank_opts *opts, struct d
   uint32_t node_id = 0, local_count = 0;
   int local_id = -1, rc = 0, found;
   char *plan_s = NULL;
-  char host[256], cpus[1024], slurm_cpus[1024], report[256];
+  char host[256], cpus[1024], report[512], notes[512];
   struct dpt_spank_task t;
   struct dpt_plan *plan = NULL;
   struct task_env te;
@@ -161,35 +91,33 @@ int dpt_spank_task_apply(spank_t sp, const struct dpt_spank_opts *opts, struct d
 
   /* the environment every dpt launcher sets (runtime/dpt_bind), into the task's env */
   te.sp = sp;
-  if ((rc = dpt_bind_env(plan, t.rank.rank, task_getenv, &te, task_setenv, &te, err)) < 0)
+  if ((rc = dpt_bind_env_report(plan, t.rank.rank, task_getenv, &te, task_setenv, &te, notes,
+                                sizeof notes, err)) < 0)
+    goto done;
+  if (notes[0])
+    slurm_info("dpt: rank %d on %s: %s", t.rank.rank, t.node.host, notes);
+  /* the planning inputs dpt_boot needs to recompute and verify this plan */
+  if (opts->topology[0] && (rc = set_env(sp, "DPT_PLAN_XML", opts->topology, err)) < 0)
     goto done;
   if ((rc = set_env(sp, "DPT_LAUNCHER", "spank", err)) < 0 || (rc = set_env(sp, "DPT_COMM", opts->comm, err)) < 0 ||
       (rc = set_env_int(sp, "DPT_FP16", opts->fp16, err)) < 0 ||
       (opts->report[0] && (rc = set_env(sp, "DPT_REPORT", opts->report, err)) < 0))
     goto done;
 
-  /* CPUs: the plan's cpuset within Slurm's, applied by dpt_bind; memory follows by
-   * first touch on those CPUs (dpt_bind_apply_cpu's membind would insist on the
-   * plan's NUMA node even where Slurm's cpuset lies elsewhere) */
+  /* CPUs: the plan's cpuset within what Slurm gave (dpt_bind's within mode: never
+   * wider; bind=auto keeps Slurm's binding when the two do not meet, bind=strict
+   * fails); memory is bound only where the result lies in the plan's NUMA node */
   cpus[0] = '\0';
   if (opts->bind != DPT_SPANK_BIND_NONE && t.rank.cpuset[0]) {
-    if ((rc = within_slurm(t.rank.cpuset, cpus, sizeof cpus, slurm_cpus, sizeof slurm_cpus, err)) < 0)
+    unsigned flags = DPT_BIND_WITHIN | (opts->bind == DPT_SPANK_BIND_STRICT ? 0u : DPT_BIND_KEEP_IF_EMPTY);
+    if ((rc = dpt_bind_apply_cpu_ex(t.rank.cpuset, t.rank.numa, flags, cpus, sizeof cpus, report,
+                                    sizeof report, err)) < 0) {
+      dpt_err_prefix(err, "rank %d on %s (bind=%s)", t.rank.rank, t.node.host,
+                     opts->bind == DPT_SPANK_BIND_STRICT ? "strict" : "auto");
       goto done;
-    if (cpus[0]) {
-      if ((rc = dpt_bind_apply_cpu(cpus, -1, report, sizeof report, err)) < 0)
-        goto done;
-    } else if (opts->bind == DPT_SPANK_BIND_STRICT) {
-      rc = dpt_err_set(err, DPT_E_INPUT,
-                       "rank %d on %s: the plan's CPUs %s are outside the CPUs Slurm gave this task (%s) "
-                       "and bind=strict (allocate whole nodes, or --dpt=bind=auto)",
-                       t.rank.rank, t.node.host, t.rank.cpuset, slurm_cpus);
-      goto done;
-    } else {
-      snprintf(cpus, sizeof cpus, "%s", slurm_cpus);
-      if (opts->verbose)
-        slurm_info("dpt: rank %d on %s: the plan's CPUs %s are outside Slurm's %s: kept Slurm's binding",
-                   t.rank.rank, t.node.host, t.rank.cpuset, slurm_cpus);
     }
+    if (opts->verbose)
+      slurm_info("dpt: rank %d on %s: %s", t.rank.rank, t.node.host, report);
   }
   if ((rc = set_env(sp, "DPT_CPUS_BOUND", cpus, err)) < 0)
     goto done;
