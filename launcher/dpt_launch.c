@@ -573,6 +573,22 @@ int main(int argc, char **argv)
     snprintf(kv, sizeof kv, "DPT_LAUNCH_STATUS_DIR=%s", statusdir);
     if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)
       goto out;
+    /* The planning inputs (with DPT_PLAN_DIGEST, DPT_HOST_INDEX, DPT_PLAN_THREADS from
+     * dpt_bind_env): the program's dpt_boot_init recomputes the plan on every rank
+     * and checks it against DPT_PLAN_DIGEST.  (Not in the supervisor: mpirun's PMIx
+     * server accepts one client per rank, and the program needs it for MPI.) */
+    if (sv_push(&av, "-x") < 0 || sv_push(&av, "DPT_PLAN_TREE=flat") < 0)
+      goto out;
+    if (input) {
+      char abs[PATH_MAX];
+      snprintf(kv, sizeof kv, "DPT_PLAN_XML=%s", realpath(input, abs) ? abs : input);
+    } else if (hostfile) {
+      snprintf(kv, sizeof kv, "DPT_PLAN_GPUS=%d", gpn > 0 ? gpn : 1);
+    } else {
+      kv[0] = '\0';
+    }
+    if (kv[0] && (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0))
+      goto out;
     if (comm) {
       snprintf(kv, sizeof kv, "DPT_COMM=%s", comm);
       if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)
