@@ -673,7 +673,7 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
   double end = now_real();
   json_t *doc = NULL, *hosts = json_array(), *topo = json_array(), *ar = NULL, *scaling = NULL,
          *errors = json_array(), *baseline = NULL;
-  double ips = 0, measured = -1;
+  double ips = 0, measured = -1, slowest = 0;
   json_int_t images = 0;
   size_t i;
   json_t *p;
@@ -696,7 +696,8 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
         json_object_update(found, node);
     }
     json_array_append_new(json_object_get(found, "ranks"), json_integer(json_integer_value(json_object_get(p, "rank"))));
-    ips += json_real_value(json_object_get(p, "images_per_s"));
+    if (json_real_value(json_object_get(p, "step_time_s")) > slowest)
+      slowest = json_real_value(json_object_get(p, "step_time_s"));
     images += json_integer_value(json_object_get(p, "images"));
     json_t *e;
     size_t ei;
@@ -706,6 +707,9 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
     if (a && json_real_value(json_object_get(a, "p50_s")) > measured)
       measured = json_real_value(json_object_get(a, "p50_s"));
   }
+  /* synchronous training: every rank does the same steps, the job goes at the
+   * pace of the rank with the longest total step time */
+  ips = slowest > 0 ? (double)images / slowest : 0;
   if (r->ar_measured >= 0)
     measured = r->ar_measured;
   {

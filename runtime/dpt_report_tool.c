@@ -334,7 +334,7 @@ static void compare(FILE *f, char **files, json_t **docs, int n)
 {
   double t0 = num(docs[0], "throughput.images_per_s");
   long long n0 = integer(docs[0], "job.ranks", 0);
-  fprintf(f, "%-28s %-10s %5s %-12s %-5s %-5s %10s %8s %6s %10s %10s %10s %8s\n", "report", "program", "ranks",
+  fprintf(f, "%-28s %-16s %5s %-12s %-5s %-5s %10s %8s %6s %10s %10s %10s %8s\n", "report", "program", "ranks",
           "comm", "wire", "dbuf", "images/s", "speedup", "eff", "step p50", "ar meas", "ar pred", "val top1");
   for (int i = 0; i < n; i++) {
     const json_t *d = docs[i];
@@ -357,7 +357,7 @@ static void compare(FILE *f, char **files, json_t **docs, int n)
     const char *comm = str(d, "software.comm", NULL);
     if (!comm)
       comm = str(d, "config.comm", "-");
-    fprintf(f, "%-28.28s %-10.10s %5lld %-12.12s %-5.5s %-5.5s %10.1f %8s %6s %10s %10s %10s %8s\n",
+    fprintf(f, "%-28.28s %-16.16s %5lld %-12.12s %-5.5s %-5.5s %10.1f %8s %6s %10s %10s %10s %8s\n",
             basename_of(files[i]), str(d, "program", "?"), rk, comm, wire(d), flag(d, "double_buffering"), t, sp, ef,
             st, am, ap, top);
   }
@@ -589,8 +589,8 @@ static void speed_plot(FILE *f, char **files, json_t **docs, int n)
     if (t > 0 && (n0 == 0 || rk < n0)) n0 = rk, t0 = t;
   }
   double xmax, xstep;
-  nice_axis(rmax, &xmax, &xstep);
-  if (xstep < 1) xstep = 1;
+  nice_axis(rmax * 1.2, &xmax, &xstep); /* room right of the largest run */
+  if (xstep < 1) xstep = 1, xmax = ceil(xmax);
   if (n0 && t0 * xmax / n0 > ymax) ymax = t0 * xmax / n0;
   struct plot p = {f, 640, 320, 64, 16, 28, 40, 0, 1, 1};
   plot_open(&p, "plot-speed", "Throughput vs ranks", "ranks", "images/s", 0, xmax, xstep, ymax, 0);
