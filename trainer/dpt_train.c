@@ -446,7 +446,7 @@ int main(int argc, char **argv)
   struct inflight fl = {0};
   float *logits = NULL, *dlogits = NULL, *pending = NULL;
   unsigned char *mask = NULL;
-  json_t *curve = json_array();
+  json_t *curve = NULL;
   int rc = 0, status = 0;
   struct times tm = {0};
   struct val_result vr = {0, 0, 0, 0};
@@ -454,14 +454,7 @@ int main(int argc, char **argv)
 
   defaults(&o);
   if ((status = parse(argc, argv, &o))) return status;
-  if (!strcmp(o.backend, "cuda")) {
-    /* say it before touching data or ranks */
-    struct dpt_backend *none = NULL;
-    struct dpt_model empty = {0};
-    rc = dpt_backend_create("cuda", &empty, NULL, &none, &err);
-    fprintf(stderr, "dpt-train: %s\n", err.msg);
-    return dpt_err_exit_status(&err);
-  }
+  curve = json_array();
   if ((rc = ranks_init(&rk, &argc, &argv, &o, &err))) goto fail;
   int R = rk.size, me = rk.rank;
   if (o.threads > 0) omp_set_num_threads(o.threads);
