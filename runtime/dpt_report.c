@@ -757,7 +757,7 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
                   "duration_s", now_mono() - r->start_mono, "exit_status",
                   r->exit_status >= 0 ? json_integer(r->exit_status) : json_null(), "partial", partial,
                   "software", r->software, "config", r->config, "topology", topo, "plan",
-                  r->plan ? json_incref(r->plan) : json_null(), "ranks", json_incref(parts), "throughput", "images_per_s",
+                  r->plan ? json_incref(r->plan) : json_null(), "ranks", parts, "throughput", "images_per_s",
                   ips, "images", images, "allreduce", ar, "learning_curve", r->curve, "results", r->results,
                   "errors", errors);
   hosts = topo = ar = errors = NULL;
