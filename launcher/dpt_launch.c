@@ -40,6 +40,7 @@
 #include "dpt_bind.h"
 #include "dpt_comm.h"
 #include "dpt_err.h"
+#include "dpt_hostfile.h"
 #include "dpt_node.h"
 #include "dpt_plan.h"
 #include "dpt_tree.h"
@@ -278,50 +279,6 @@ static int find_program(const char *prog, char *out, size_t len)
   return -1;
 }
 
-static int read_hostfile(const char *path, char ***hosts, int *n, struct dpt_err *err)
-{
-  FILE *f = fopen(path, "r");
-  char line[1024];
-  int cap = 0, lineno = 0;
-  *hosts = NULL;
-  *n = 0;
-  if (!f)
-    return dpt_err_set(err, DPT_E_INPUT, "cannot read hostfile %s: %s", path, strerror(errno));
-  while (fgets(line, sizeof line, f)) {
-    char *h, *save = NULL, *hash = strchr(line, '#');
-    lineno++;
-    if (hash)
-      *hash = '\0';
-    h = strtok_r(line, " \t\r\n", &save);
-    if (!h)
-      continue;
-    if (strlen(h) >= 64) {
-      fclose(f);
-      return dpt_err_set(err, DPT_E_INPUT, "%s:%d: host name \"%s\" is longer than 63 "
-                                           "characters", path, lineno, h);
-    }
-    for (int i = 0; i < *n; i++)
-      if (!strcmp((*hosts)[i], h)) {
-        fclose(f);
-        return dpt_err_set(err, DPT_E_INPUT, "%s:%d: host %s is listed twice (use --gpus-per-"
-                                             "node for several ranks per host)", path, lineno, h);
-      }
-    if (*n == cap) {
-      char **v = realloc(*hosts, sizeof *v * (size_t)(cap = cap ? 2 * cap : 16));
-      if (!v) {
-        fclose(f);
-        return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
-      }
-      *hosts = v;
-    }
-    (*hosts)[(*n)++] = strdup(h);
-  }
-  fclose(f);
-  if (!*n)
-    return dpt_err_set(err, DPT_E_INPUT, "hostfile %s lists no hosts", path);
-  return 0;
-}
-
 /* The first failure recorded by the rank supervisors (earliest timestamp,
  * preferring ranks that were not stopped by a forwarded signal). */
 static int first_failure(const char *dir, char *msg, size_t len)
@@ -451,7 +408,7 @@ int main(int argc, char **argv)
 
   gethostname(hostname, sizeof hostname - 1);
   if (hostfile) {
-    if (read_hostfile(hostfile, &hosts, &n_hosts, &err) < 0)
+    if (dpt_hostfile_load(hostfile, &hosts, &n_hosts, &err) < 0)
       return bad("%s", err.msg);
     if (nodes > n_hosts) {
       rc = bad("-N %d but hostfile %s lists only %d host%s", nodes, hostfile, n_hosts,

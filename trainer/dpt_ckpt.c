@@ -132,9 +132,11 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
   if (expect) {
     if (strncmp(h.model, expect->model, sizeof h.model) || h.n_params != expect->n_params ||
         h.n_state != expect->n_state) {
-      rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s holds model '%s' (%llu parameters), this run "
+      /* h.model comes from the file: not necessarily NUL-terminated */
+      rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s holds model '%.*s' (%llu parameters), this run "
                        "builds '%s' (%llu): use the same model options or another --checkpoint-dir",
-                       path, h.model, (unsigned long long)h.n_params, expect->model,
+                       path, (int)strnlen(h.model, sizeof h.model), h.model,
+                       (unsigned long long)h.n_params, expect->model,
                        (unsigned long long)expect->n_params);
       goto out;
     }
