@@ -326,7 +326,7 @@ static void conv_pds_free(struct conv_pds *p)
   memset(p, 0, sizeof *p);
 }
 
-/* Returns 0 when all exist; *slow = 1 when any is oneDNN's reference code.
+/* Returns 0 when all exist; *slow = how many of them are oneDNN's reference code.
  * dst: fixed (the output tensor's layout once known) or any. */
 static int conv_pds_make(struct cpu_backend *cb, const dnnl_memory_desc_t *src,
                          const dnnl_memory_desc_t *w_any, const dnnl_memory_desc_t *dst,
@@ -335,7 +335,7 @@ static int conv_pds_make(struct cpu_backend *cb, const dnnl_memory_desc_t *src,
 {
   dnnl_convolution_desc_t cd;
   memset(p, 0, sizeof *p);
-  *slow = 1;
+  *slow = 3;
   if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, src,
                                          w_any, NULL, dst, strides, pl, pr) != dnnl_success ||
       dnnl_primitive_desc_create(&p->fwd, &cd, NULL, cb->eng, NULL) != dnnl_success)
@@ -351,7 +351,7 @@ static int conv_pds_make(struct cpu_backend *cb, const dnnl_memory_desc_t *src,
        dnnl_primitive_desc_create(&p->bwd_d, &cd, NULL, cb->eng, p->fwd) != dnnl_success ||
        !dnnl_memory_desc_equal(q_md(p->bwd_d, dnnl_query_diff_src_md, 0), s)))
     goto fail;
-  *slow = is_ref(p->fwd) || is_ref(p->bwd_w) || (p->bwd_d && is_ref(p->bwd_d));
+  *slow = is_ref(p->fwd) + is_ref(p->bwd_w) + (p->bwd_d ? is_ref(p->bwd_d) : 0);
   return 0;
 fail:
   conv_pds_free(p);
@@ -365,7 +365,7 @@ static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
   const struct dpt_layer_desc *d = l->desc;
   const struct dpt_tensor_desc *x = &m->tensors[d->in[0]], *y = &m->tensors[d->out];
   struct cpu_tensor *in = &cb->t[d->in[0]];
-  int N = cb->pub.opts.batch, rc = 0, slow = 1;
+  int N = cb->pub.opts.batch, rc = 0, slow = 3;
   struct conv_pds best = {0}, cand;
   dnnl_primitive_desc_t rpd = NULL;
   dnnl_memory_desc_t src_md, w_any, dst_any, w_user;
@@ -390,16 +390,17 @@ static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
                      d->name, x->c, x->h, x->w, y->c, y->h, y->w);
     goto fail;
   }
-  static const dnnl_format_tag_t alts[] = {dnnl_format_tag_any, dnnl_aBcd8b, dnnl_aBcd16b, dnnl_nhwc};
+  static const dnnl_format_tag_t alts[] = {dnnl_format_tag_any, dnnl_aBcd8b, dnnl_aBcd16b,
+                                           dnnl_nhwc, dnnl_nchw, dnnl_aBcd4b};
   for (size_t i = 0; slow && !cb->nhwc && i < sizeof alts / sizeof *alts; i++) {
     dnnl_memory_desc_t cmd;
     int cslow;
     dnnl_memory_desc_init_by_tag(&cmd, 4, sd, dnnl_f32, alts[i]);
     if (conv_pds_make(cb, &cmd, &w_any, &dst_any, strides, pl, pr, need_bwd_d, &cand, &cslow)) continue;
-    if (!cslow) {
+    if (cslow < slow) {
       conv_pds_free(&best);
       best = cand;
-      slow = 0;
+      slow = cslow;
     } else {
       conv_pds_free(&cand);
     }

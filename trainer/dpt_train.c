@@ -36,6 +36,7 @@ struct opts {
   int image_size, num_classes, batch, epochs, iterations, threads, ckpt_every, fp16, dbuf;
   int small_stem, prefetch, skip_bad, crop_pad, flip, no_decay_bn, lr_batch, n_synth, val;
   int log_every;
+  int accum;           /* micro-batches per step (gradient accumulation) */
   long stop_after;     /* stop (with a checkpoint) after this many steps of this run: tests, preemption */
   double lr, warmup_epochs, momentum, weight_decay, width, smoothing, gamma, step_epochs, power;
   char milestones[128];
@@ -72,6 +73,7 @@ static void defaults(struct opts *o)
   o->seed = 1;
   o->log_every = 50;
   o->ckpt_every = 0;
+  o->accum = 1;
 }
 
 static void usage(FILE *f)
@@ -95,7 +97,9 @@ static void usage(FILE *f)
           "  --width F             width multiplier (default %g; 1 = ResNet-50)\n"
           "  --small-stem / --imagenet-stem   3x3/1 stem without max pool (default: images <= 64 px)\n"
           "optimisation:\n"
-          "  --batch-size N        images per rank per step (default %d)\n"
+          "  --batch-size N        images per rank per micro-batch (default %d)\n"
+          "  --accumulate K        K micro-batches per step, gradients summed (default 1): 1 rank\n"
+          "                        with K equals K ranks (BN statistics per micro-batch)\n"
           "  --epochs N            (default %d)   --iterations N: steps instead of epochs\n"
           "  --lr F                learning rate per --lr-batch images (default %g per %d; linear\n"
           "                        scaling: lr x global batch / lr-batch)\n"
@@ -162,7 +166,7 @@ static int parse(int argc, char **argv, struct opts *o)
     O_DATASET = 256, O_DATADIR, O_IMG, O_NCLS, O_BATCH, O_EPOCHS, O_ITERS, O_LR, O_WARM, O_SCHED,
     O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
     O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
-    O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP
+    O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC
   };
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
@@ -179,7 +183,7 @@ static int parse(int argc, char **argv, struct opts *o)
       {"lr-batch", 1, 0, O_LRB}, {"decay-bn", 0, 0, O_DECAYBN}, {"no-flip", 0, 0, O_NOFLIP},
       {"crop-pad", 1, 0, O_CROP}, {"skip-bad", 0, 0, O_SKIP}, {"prefetch", 1, 0, O_PREF},
       {"synthetic-images", 1, 0, O_NSYN}, {"no-val", 0, 0, O_NOVAL}, {"log-every", 1, 0, O_LOG},
-      {"stop-after", 1, 0, O_STOP},
+      {"stop-after", 1, 0, O_STOP}, {"accumulate", 1, 0, O_ACC},
       {0, 0, 0, 0}};
   int c, rc = 0, have_epochs = 0, have_iters = 0;
   double d;
@@ -226,6 +230,7 @@ static int parse(int argc, char **argv, struct opts *o)
     case O_NSYN: rc = inum("--synthetic-images", optarg, 1, 10000000, &o->n_synth); break;
     case O_NOVAL: o->val = 0; break;
     case O_LOG: rc = inum("--log-every", optarg, 1, 1000000000, &o->log_every); break;
+    case O_ACC: rc = inum("--accumulate", optarg, 1, 1024, &o->accum); break;
     case O_STOP: {
       int v;
       rc = inum("--stop-after", optarg, 1, 1000000000, &v);
@@ -441,10 +446,10 @@ int main(int argc, char **argv)
   struct dpt_dataset train = {0}, val = {0};
   struct dpt_model model = {0};
   struct dpt_backend *be = NULL;
-  struct dpt_loader *tl = NULL, *vl = NULL;
+  struct dpt_loader *tls[64] = {0}, *vl = NULL;
   struct dpt_sgd sgd = {0};
   struct inflight fl = {0};
-  float *logits = NULL, *dlogits = NULL, *pending = NULL;
+  float *logits = NULL, *dlogits = NULL, *pending = NULL, *gacc = NULL;
   unsigned char *mask = NULL;
   json_t *curve = NULL;
   int rc = 0, status = 0;
@@ -492,9 +497,21 @@ int main(int argc, char **argv)
   if ((rc = dpt_backend_create(o.backend, &model, &bo, &be, &err))) goto fail;
   size_t np = model.n_params;
 
+  /* micro-batch j of rank r reads the shard of virtual rank r*K + j of R*K: one rank
+   * with K micro-batches sees exactly the images K ranks would */
+  if (o.accum > 64) {
+    rc = dpt_err_set(&err, DPT_E_INPUT, "--accumulate %d: at most 64", o.accum);
+    goto fail;
+  }
   struct dpt_loader_opts lo = {.batch = o.batch, .rank = me, .size = R, .seed = o.seed, .train = 1,
                                .crop_pad = o.crop_pad, .flip = o.flip, .out_size = S, .prefetch = o.prefetch};
-  if ((rc = dpt_loader_create(&tl, &train, &lo, &err))) goto fail;
+  for (int j = 0; j < o.accum; j++) {
+    struct dpt_loader_opts lj = lo;
+    lj.rank = me * o.accum + j;
+    lj.size = R * o.accum;
+    if ((rc = dpt_loader_create(&tls[j], &train, &lj, &err))) goto fail;
+  }
+  struct dpt_loader *tl = tls[0];
   if (o.val) {
     struct dpt_loader_opts vo = lo;
     vo.train = 0;
@@ -509,7 +526,7 @@ int main(int argc, char **argv)
 
   struct dpt_schedule sch = {0};
   sch.kind = dpt_schedule_parse_kind(o.schedule);
-  sch.peak_lr = dpt_lr_scaled(o.lr, o.batch * R, o.lr_batch);
+  sch.peak_lr = dpt_lr_scaled(o.lr, o.batch * o.accum * R, o.lr_batch);
   sch.warmup_epochs = o.warmup_epochs;
   sch.warmup_start = 0.0;
   sch.total_epochs = total_epochs;
@@ -537,7 +554,8 @@ int main(int argc, char **argv)
   logits = malloc((size_t)o.batch * K * sizeof(float));
   dlogits = malloc((size_t)o.batch * K * sizeof(float));
   pending = o.dbuf ? calloc(np, sizeof(float)) : NULL;
-  if (!mask || !logits || !dlogits || (o.dbuf && !pending)) {
+  gacc = o.accum > 1 ? malloc(np * sizeof(float)) : NULL;
+  if (!mask || !logits || !dlogits || (o.dbuf && !pending) || (o.accum > 1 && !gacc)) {
     rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory");
     goto fail;
   }
@@ -550,7 +568,7 @@ int main(int argc, char **argv)
 
   struct dpt_ckpt_meta cm = {0};
   cm.seed = o.seed;
-  cm.world_size = R;
+  cm.world_size = R * o.accum; /* virtual ranks: K micro-batches stand for K ranks */
   cm.batch = o.batch;
   cm.n_params = np;
   cm.n_state = model.n_state;
@@ -596,19 +614,39 @@ int main(int argc, char **argv)
   long run_correct = 0, run_n = 0;
   while (gstep < total_steps && !(o.stop_after && steps_run == o.stop_after)) {
     int epoch = (int)(gstep / spe), sie = (int)(gstep % spe);
-    dpt_loader_start(tl, epoch, sie);
+    for (int j = 0; j < o.accum; j++) dpt_loader_start(tls[j], epoch, sie);
     for (; sie < spe && gstep < total_steps; sie++) {
       const float *x;
       const int *lab;
-      double t0 = now();
-      if (dpt_loader_next(tl, &x, &lab, &tm.data) <= 0) break;
-      double t1 = now();
-      if ((rc = dpt_backend_forward(be, x, 1, logits, &err))) goto fail;
-      int t1c;
-      double loss = dpt_softmax_xent(logits, lab, o.batch, K, (float)o.smoothing, 1.0f / o.batch, dlogits, &t1c, NULL);
-      double t2 = now();
-      if ((rc = dpt_backend_backward(be, dlogits, NULL, &err))) goto fail;
-      double t3 = now();
+      double loss = 0, t3 = 0;
+      int t1c = 0;
+      for (int j = 0; j < o.accum; j++) {
+        double t0 = now();
+        if (dpt_loader_next(tls[j], &x, &lab, &tm.data) <= 0) {
+          rc = dpt_err_set(&err, DPT_E_RUNTIME, "loader ran dry at step %d of %d", sie, spe);
+          goto fail;
+        }
+        double t1 = now();
+        if ((rc = dpt_backend_forward(be, x, 1, logits, &err))) goto fail;
+        int c1;
+        loss += dpt_softmax_xent(logits, lab, o.batch, K, (float)o.smoothing, 1.0f / (o.batch * o.accum),
+                                 dlogits, &c1, NULL);
+        t1c += c1;
+        double t2 = now();
+        if ((rc = dpt_backend_backward(be, dlogits, NULL, &err))) goto fail;
+        t3 = now();
+        if (o.accum > 1) { /* backward overwrites the gradient slab: sum the micro-batches */
+          float *g = be->grads;
+          if (j == 0) memcpy(gacc, g, np * sizeof(float));
+          else
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < np; i++) gacc[i] += g[i];
+          if (j == o.accum - 1) memcpy(g, gacc, np * sizeof(float));
+        }
+        tm.fwd += t2 - t1;
+        tm.bwd += now() - t2;
+        (void)t0;
+      }
       /* update with the learning rate of the step whose gradient is applied */
       if (o.dbuf) {
         if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
@@ -627,9 +665,6 @@ int main(int argc, char **argv)
         dpt_sgd_step(&sgd, (float)dpt_schedule_lr(&sch, (double)gstep / spe), be->params, be->grads);
         tm.update += now() - t4;
       }
-      tm.fwd += t2 - t1;
-      tm.bwd += t3 - t2;
-      (void)t0;
       gstep++;
       steps_run++;
       if (o.dbuf && gstep == total_steps) { /* the last averaged gradient still has to be applied */
@@ -639,10 +674,10 @@ int main(int argc, char **argv)
       }
       run_loss += loss;
       run_correct += t1c;
-      run_n += o.batch;
+      run_n += (long)o.batch * o.accum;
       int end_epoch = sie == spe - 1 || gstep == total_steps;
       if (me == 0 && (gstep % o.log_every == 0 || end_epoch)) {
-        double t = now(), ips = (double)(gstep - last_log_step) * o.batch * R / (t - t_last);
+        double t = now(), ips = (double)(gstep - last_log_step) * o.batch * o.accum * R / (t - t_last);
         char eta[32];
         fmt_eta((total_steps - gstep) * (t - t_train0) / steps_run, eta, sizeof eta);
         printf("epoch %d/%d step %d/%d loss %.4f acc %.2f%% lr %.4g %.0f img/s ETA %s\n", epoch + 1,
@@ -700,13 +735,13 @@ int main(int argc, char **argv)
       smin = v[0];
     }
     if (me == 0) printf("dpt-train: done: %ld steps in %.1f s, %.1f img/s total; parameter checksum %.6e%s\n",
-                        steps_run, tm.total, steps_run * (double)o.batch * R / tm.total, sum,
+                        steps_run, tm.total, steps_run * (double)o.batch * o.accum * R / tm.total, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
   }
   if (me == 0 && o.report) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double ips = steps_run * (double)o.batch / (tm.total > 0 ? tm.total : 1);
+    double ips = steps_run * (double)o.batch * o.accum / (tm.total > 0 ? tm.total : 1);
     json_t *rep = json_pack(
         "{s:s,s:s,s:s,s:I,s:f,s:{s:s,s:s,s:i,s:i,s:i},s:{s:i,s:i,s:s,s:s,s:b,s:b,s:i},"
         "s:{s:I,s:f,s:f,s:s,s:f,s:f},"
@@ -740,14 +775,14 @@ fail:
   if (!status) status = 1;
 out:
   json_decref(curve);
-  dpt_loader_destroy(tl);
+  for (int j = 0; j < 64; j++) dpt_loader_destroy(tls[j]);
   dpt_loader_destroy(vl);
   dpt_backend_destroy(be);
   dpt_sgd_free(&sgd);
   dpt_model_free(&model);
   dpt_data_free(&train);
   dpt_data_free(&val);
-  free(mask), free(logits), free(dlogits), free(pending);
+  free(mask), free(logits), free(dlogits), free(pending), free(gacc);
   ranks_fini(&rk);
   return status;
 }
