@@ -100,17 +100,34 @@ int dpt_data_load_idx(struct dpt_dataset *d, const char *images_path, const char
                      lp, be32(lh + 4), ip, n);
     goto fail;
   }
-  size_t img = (size_t)h * w;
-  d->pixels = malloc((size_t)n * img);
-  d->labels = malloc((size_t)n * sizeof *d->labels);
-  lab = malloc(n);
-  if (!d->pixels || !d->labels || !lab) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "%s: out of memory for %u images", ip, n);
+  size_t img = (size_t)h * w, total = (size_t)n * img, cap = 0;
+  /* The buffer grows with the data actually read: a header may claim far more
+   * than the file holds (a 25-byte file must not make us allocate petabytes). */
+  got = 0;
+  while (got < total) {
+    size_t want = cap ? (cap < total / 2 ? 2 * cap : total) : (total < ((size_t)1 << 24) ? total : (size_t)1 << 24);
+    unsigned char *np = realloc(d->pixels, want);
+    size_t r;
+    if (!np) {
+      rc = dpt_err_set(err, DPT_E_NOMEM, "%s: out of memory for %u images", ip, n);
+      goto fail;
+    }
+    d->pixels = np;
+    cap = want;
+    gz_read_exact(gi, d->pixels + got, cap - got, &r);
+    got += r;
+    if (got < cap)
+      break;
+  }
+  if (got < total) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "%s: truncated: image %zu of %u is incomplete (%zu of %zu pixel bytes)",
+                     ip, got / img, n, got, total);
     goto fail;
   }
-  if (gz_read_exact(gi, d->pixels, (size_t)n * img, &got)) {
-    rc = dpt_err_set(err, DPT_E_INPUT, "%s: truncated: image %zu of %u is incomplete (%zu of %zu pixel bytes)",
-                     ip, got / img, n, got, (size_t)n * img);
+  d->labels = malloc((size_t)n * sizeof *d->labels);
+  lab = malloc(n);
+  if (!d->labels || !lab) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "%s: out of memory for %u labels", lp, n);
     goto fail;
   }
   if (gz_read_exact(gl, lab, n, &got)) {

@@ -4,7 +4,8 @@
  * Input: byte 0: bit 0 = gzip both files (the .gz path the real data set
  * takes), bit 1 = skip_bad.  The rest is split where the image file's own
  * header says it ends (16 + n*h*w bytes, or everything when that is longer):
- * the image file first, the label file after it, so that valid seeds stay valid.
+ * the image file first, the label file after it, so that valid seeds stay valid
+ * (when the header claims more than the input holds: at the label magic 00 00 08 01).
  * Properties: 0, DPT_E_INPUT (or DPT_E_NOMEM) with a message; on success the
  * dimensions agree with the header, labels are 0..9, n + skipped = count. */
 #include <zlib.h>
@@ -42,6 +43,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t want = 16 + (uint64_t)be32(p + 4) * be32(p + 8) * (uint64_t)be32(p + 12);
     if (be32(p + 4) <= (1u << 24) && be32(p + 8) <= 65536 && be32(p + 12) <= 65536 && want < rest)
       split = (size_t)want;
+    else /* a header that claims more than there is: split at the label file's magic */
+      for (size_t i = 16; i + 4 <= rest; i++)
+        if (be32(p + i) == 0x00000801) {
+          split = i;
+          break;
+        }
   }
   char ip[600], lp[600];
   write_part("images-idx3-ubyte", p, split, gz, ip, sizeof ip);
