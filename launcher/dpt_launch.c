@@ -490,7 +490,11 @@ int main(int argc, char **argv)
     goto out;
   if (hostfile) {
     FILE *f;
-    snprintf(rankfile, sizeof rankfile, "%s/rankfile", statusdir);
+    if ((size_t)snprintf(rankfile, sizeof rankfile, "%s/rankfile", statusdir) >= sizeof rankfile) {
+      fprintf(stderr, "dpt-launch: the rankfile path under %s is too long; set TMPDIR to a shorter "
+              "directory\n", statusdir);
+      goto out;
+    }
     f = dry ? stdout : fopen(rankfile, "w");
     if (!f) {
       fprintf(stderr, "dpt-launch: cannot write %s: %s\n", rankfile, strerror(errno));
