@@ -31,6 +31,7 @@ struct cpu_tensor {
   dnnl_memory_t diff_mem;
   int need_diff;
   int diff_written;      /* set during one backward pass */
+  int pooled;            /* buf belongs to cb->apool */
 };
 
 struct cpu_backend;
@@ -71,6 +72,14 @@ struct cpu_backend {
   struct cpu_layer *l;    /* [n_layers] */
   float *scratch;         /* max tensor bytes: diff accumulation */
   float *scratch2;        /* max tensor bytes: residual-add gradient */
+  float *dw_shared;       /* blocked weight gradients, shared (largest layer) */
+  size_t dw_bytes;
+  int n_apool;
+  float **apool;          /* [n_apool] activation buffers shared by tensors that backward
+                             never reads (act_plan) */
+  int n_pool;
+  float **pool;           /* [n_pool] gradient buffers shared by tensors whose gradients
+                             are never live at the same time (diff_plan) */
   size_t scratch_bytes;
   dnnl_memory_t in_user, out_user, dout_user, dx_user; /* plain edge views */
   dnnl_primitive_t in_reorder, out_reorder, dout_reorder, dx_reorder;
@@ -149,14 +158,10 @@ static int tensor_set(struct cpu_backend *cb, int tid, const dnnl_memory_desc_t 
   t->md = *md;
   t->has_md = 1;
   t->bytes = dnnl_memory_desc_get_size(md);
-  t->buf = xalloc(cb, t->bytes);
-  if (!t->buf) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for tensor %d (%zu bytes)", tid, t->bytes);
-  DN(dnnl_memory_create(&t->mem, md, cb->eng, t->buf), "tensor");
-  if (t->need_diff) {
-    t->diff = xalloc(cb, t->bytes);
-    if (!t->diff) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for gradient of tensor %d", tid);
-    DN(dnnl_memory_create(&t->diff_mem, md, cb->eng, t->diff), "tensor diff");
-  }
+  /* buffer assigned by act_plan() once every tensor is known */
+  DN(dnnl_memory_create(&t->mem, md, cb->eng, DNNL_MEMORY_NONE), "tensor");
+  if (t->need_diff) /* buffer assigned by diff_plan() once every tensor is known */
+    DN(dnnl_memory_create(&t->diff_mem, md, cb->eng, DNNL_MEMORY_NONE), "tensor diff");
   if (t->bytes > cb->scratch_bytes) cb->scratch_bytes = t->bytes;
   return 0;
 fail:
@@ -207,9 +212,10 @@ static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char
     if (dnnl_memory_desc_equal(bwd_md, fwd_md)) {
       L->w_prim_bwd = NULL; /* reuse w_prim */
     } else {
-      L->w_blk_bwd = xalloc(cb, dnnl_memory_desc_get_size(bwd_md));
-      if (!L->w_blk_bwd) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory (weights of '%s')", name);
-      DN(dnnl_memory_create(&L->w_prim_bwd, bwd_md, cb->eng, L->w_blk_bwd), name);
+      /* reordered right before bwd-data and used only there: shared buffer */
+      size_t wb = dnnl_memory_desc_get_size(bwd_md);
+      if (wb > cb->dw_bytes) cb->dw_bytes = wb;
+      DN(dnnl_memory_create(&L->w_prim_bwd, bwd_md, cb->eng, DNNL_MEMORY_NONE), name);
       DN(dnnl_reorder_primitive_desc_create(&pd, user_md, cb->eng, bwd_md, cb->eng, NULL), name);
       DN(dnnl_primitive_create(&L->w_reorder_bwd, pd), name);
       dnnl_primitive_desc_destroy(pd);
@@ -219,9 +225,11 @@ static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char
   if (dnnl_memory_desc_equal(dw_md, user_md)) {
     DN(dnnl_memory_create(&L->dw_prim, user_md, cb->eng, dw_slab), name);
   } else {
-    L->dw_blk = xalloc(cb, dnnl_memory_desc_get_size(dw_md));
-    if (!L->dw_blk) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory (gradients of '%s')", name);
-    DN(dnnl_memory_create(&L->dw_prim, dw_md, cb->eng, L->dw_blk), name);
+    /* blocked weight gradients live only between bwd-weights and the reorder
+     * into the slab: one buffer shared by all layers (attached after creation) */
+    size_t dwb = dnnl_memory_desc_get_size(dw_md);
+    if (dwb > cb->dw_bytes) cb->dw_bytes = dwb;
+    DN(dnnl_memory_create(&L->dw_prim, dw_md, cb->eng, DNNL_MEMORY_NONE), name);
     DN(dnnl_reorder_primitive_desc_create(&pd, dw_md, cb->eng, user_md, cb->eng, NULL), name);
     DN(dnnl_primitive_create(&L->dw_reorder, pd), name);
     dnnl_primitive_desc_destroy(pd);
@@ -1066,8 +1074,7 @@ static void cpu_destroy(struct dpt_backend *be)
     for (int i = 0; i < cb->n_tensors; i++) {
       if (cb->t[i].mem) dnnl_memory_destroy(cb->t[i].mem);
       if (cb->t[i].diff_mem) dnnl_memory_destroy(cb->t[i].diff_mem);
-      free(cb->t[i].buf);
-      free(cb->t[i].diff);
+      if (!cb->t[i].pooled) free(cb->t[i].buf);
     }
   }
   dnnl_memory_t mems[] = {cb->in_user, cb->out_user, cb->dout_user, cb->dx_user};
@@ -1080,6 +1087,11 @@ static void cpu_destroy(struct dpt_backend *be)
   if (cb->eng) dnnl_engine_destroy(cb->eng);
   free(cb->scratch);
   free(cb->scratch2);
+  free(cb->dw_shared);
+  for (int i = 0; i < cb->n_pool; i++) free(cb->pool[i]);
+  free(cb->pool);
+  for (int i = 0; i < cb->n_apool; i++) free(cb->apool[i]);
+  free(cb->apool);
   free(cb->t);
   free(cb->l);
   free(be->layers);
@@ -1112,6 +1124,144 @@ static int edge(struct cpu_backend *cb, int tid, dnnl_memory_t *user, dnnl_primi
   }
 fail:
   if (pd) dnnl_primitive_desc_destroy(pd);
+  return rc;
+}
+
+/* Gradient buffers by liveness.  Backward runs layers from last to first; the
+ * gradient of tensor t is written first by its last consumer (highest layer
+ * index) and read last by its producer, so it lives over the layer-index
+ * interval [producer, last consumer].  Tensors whose intervals do not
+ * overlap share one buffer (largest first, first fit), which brings gradient
+ * memory from the sum over all tensors down to a few of the largest.  Every
+ * tensor's gradient is fully rewritten (padding included) by its first
+ * writer in each backward pass, so sharing never leaks stale values. */
+/* Activation buffers.  Backward reads the inputs of conv, BN, ReLU and FC
+ * layers and the output of a residual add with ReLU; max pool (workspace),
+ * global average pool and add read neither.  Tensors nobody reads in backward
+ * (the last BN of every residual branch, the shortcut BNs, the stem output
+ * before max pool: ~1 GB at 224x224, batch 32) only live during the forward,
+ * from their producer to their last consumer, and share buffers when those
+ * intervals do not overlap. */
+static int act_plan(struct cpu_backend *cb, struct dpt_err *err)
+{
+  const struct dpt_model *m = cb->pub.model;
+  int n = cb->n_tensors, rc = 0, o = m->layers[m->n_layers - 1].out;
+  int *keep = calloc(n, sizeof *keep), *hi = malloc(n * sizeof *hi), *owner = malloc(n * sizeof *owner);
+  size_t *pb = calloc(n, sizeof *pb);
+  cb->apool = calloc(n, sizeof *cb->apool);
+  if (!keep || !hi || !owner || !pb || !cb->apool) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory");
+    goto out;
+  }
+  keep[0] = keep[o] = 1;
+  for (int t = 0; t < n; t++) hi[t] = -1, owner[t] = -1;
+  for (int i = 0; i < m->n_layers; i++) {
+    const struct dpt_layer_desc *d = &m->layers[i];
+    for (int k = 0; k < 2; k++)
+      if (d->in[k] >= 0 && i > hi[d->in[k]]) hi[d->in[k]] = i;
+    if (d->type == DPT_LAYER_CONV || d->type == DPT_LAYER_BN || d->type == DPT_LAYER_RELU ||
+        d->type == DPT_LAYER_FC)
+      keep[d->in[0]] = 1;
+    if (d->type == DPT_LAYER_ADD && d->relu) keep[d->out] = 1;
+  }
+  if (getenv("DPT_CPU_KEEP_ALL")) /* debugging: no sharing */
+    for (int t = 0; t < n; t++) keep[t] = 1;
+  for (int t = 0; t < n; t++) {
+    struct cpu_tensor *T = &cb->t[t];
+    if (keep[t]) {
+      T->buf = xalloc(cb, T->bytes);
+      if (!T->buf) {
+        rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for tensor %d (%zu bytes)", t, T->bytes);
+        goto out;
+      }
+    } else {
+      int lo = m->tensors[t].producer, p = -1;
+      for (int q = 0; q < cb->n_apool && p < 0; q++) {
+        int clash = 0;
+        for (int u = 0; u < t && !clash; u++)
+          clash = owner[u] == q && !(hi[u] < lo || hi[t] < m->tensors[u].producer);
+        if (!clash && pb[q] >= T->bytes) p = q;
+      }
+      if (p < 0) {
+        size_t biggest = T->bytes; /* size new buffers for the largest transient tensor */
+        for (int u = 0; u < n; u++)
+          if (!keep[u] && cb->t[u].bytes > biggest) biggest = cb->t[u].bytes;
+        p = cb->n_apool++;
+        pb[p] = biggest;
+        cb->apool[p] = xalloc(cb, biggest);
+        if (!cb->apool[p]) {
+          rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory (%zu bytes)", biggest);
+          goto out;
+        }
+      }
+      owner[t] = p;
+      T->buf = cb->apool[p];
+      T->pooled = 1;
+    }
+    if (dnnl_memory_set_data_handle(T->mem, T->buf) != dnnl_success) {
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "cpu backend: cannot attach the buffer of tensor %d", t);
+      goto out;
+    }
+  }
+out:
+  free(keep), free(hi), free(owner), free(pb);
+  return rc;
+}
+
+static int diff_plan(struct cpu_backend *cb, struct dpt_err *err)
+{
+  const struct dpt_model *m = cb->pub.model;
+  int n = cb->n_tensors, rc = 0;
+  int *lo = malloc(n * sizeof *lo), *hi = malloc(n * sizeof *hi), *order = malloc(n * sizeof *order);
+  int *owner = malloc(n * sizeof *owner);
+  size_t *pool_bytes = calloc(n, sizeof *pool_bytes);
+  cb->pool = calloc(n, sizeof *cb->pool);
+  if (!lo || !hi || !order || !owner || !pool_bytes || !cb->pool) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory");
+    goto out;
+  }
+  for (int t = 0; t < n; t++) {
+    lo[t] = m->tensors[t].producer; /* -1 for the input: live until the end */
+    hi[t] = t == m->layers[m->n_layers - 1].out ? m->n_layers : -1;
+    order[t] = t;
+    owner[t] = -1;
+  }
+  for (int i = 0; i < m->n_layers; i++)
+    for (int k = 0; k < 2; k++)
+      if (m->layers[i].in[k] >= 0 && i > hi[m->layers[i].in[k]]) hi[m->layers[i].in[k]] = i;
+  for (int a = 1; a < n; a++) /* largest first (insertion sort: n is small) */
+    for (int b = a; b > 0 && cb->t[order[b]].bytes > cb->t[order[b - 1]].bytes; b--) {
+      int x = order[b];
+      order[b] = order[b - 1];
+      order[b - 1] = x;
+    }
+  for (int a = 0; a < n; a++) {
+    int t = order[a], p = -1;
+    if (!cb->t[t].need_diff) continue;
+    for (int q = 0; q < cb->n_pool && p < 0; q++) {
+      int clash = 0;
+      for (int u = 0; u < n && !clash; u++)
+        clash = owner[u] == q && !(hi[u] < lo[t] || hi[t] < lo[u]);
+      if (!clash && pool_bytes[q] >= cb->t[t].bytes) p = q;
+    }
+    if (p < 0) {
+      p = cb->n_pool++;
+      pool_bytes[p] = cb->t[t].bytes;
+      cb->pool[p] = xalloc(cb, pool_bytes[p]);
+      if (!cb->pool[p]) {
+        rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for gradients (%zu bytes)", pool_bytes[p]);
+        goto out;
+      }
+    }
+    owner[t] = p;
+    cb->t[t].diff = cb->pool[p];
+    if (dnnl_memory_set_data_handle(cb->t[t].diff_mem, cb->t[t].diff) != dnnl_success) {
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "cpu backend: cannot attach gradient buffer of tensor %d", t);
+      goto out;
+    }
+  }
+out:
+  free(lo), free(hi), free(order), free(owner), free(pool_bytes);
   return rc;
 }
 
@@ -1174,6 +1324,17 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
       goto fail;
     }
   }
+  if ((rc = act_plan(cb, err)) || (rc = diff_plan(cb, err))) goto fail;
+  if (cb->dw_bytes) {
+    cb->dw_shared = xalloc(cb, cb->dw_bytes);
+    if (!cb->dw_shared) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
+    for (int i = 0; i < m->n_layers; i++)
+    {
+      /* bwd-weights (dw) finishes and is reordered before bwd-data reorders its weights */
+      if (cb->l[i].dw_reorder) DN(dnnl_memory_set_data_handle(cb->l[i].dw_prim, cb->dw_shared), "weight gradients");
+      if (cb->l[i].w_reorder_bwd) DN(dnnl_memory_set_data_handle(cb->l[i].w_prim_bwd, cb->dw_shared), "weights");
+    }
+  }
   cb->scratch = xalloc(cb, cb->scratch_bytes);
   cb->scratch2 = xalloc(cb, cb->scratch_bytes);
   if (!cb->scratch || !cb->scratch2) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
@@ -1187,6 +1348,34 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   if ((rc = edge(cb, o, &cb->out_user, &cb->out_reorder, 0, err))) goto fail;
   if ((rc = edge(cb, o, &cb->dout_user, &cb->dout_reorder, 1, err))) goto fail;
   if (opts->need_input_grad && (rc = edge(cb, 0, &cb->dx_user, &cb->dx_reorder, 0, err))) goto fail;
+  if (getenv("DPT_CPU_MEMSTATS")) { /* where the memory goes (for the PyTorch comparison) */
+    size_t act = 0, wblk = 0, ws = 0, priv = 0, pool = 0;
+    for (int i = 0; i < cb->n_tensors; i++) act += cb->t[i].bytes;
+    for (int i = 0; i < cb->n_tensors; i++)
+      if (cb->t[i].need_diff) {
+        int first = 1; /* count each pool buffer once: the tensor that created it is its size */
+        for (int j = 0; j < i; j++) first &= !(cb->t[j].need_diff && cb->t[j].diff == cb->t[i].diff);
+        if (first) pool += cb->t[i].bytes;
+      }
+    for (int i = 0; i < m->n_layers; i++) {
+      const dnnl_memory_desc_t *md;
+      struct cpu_layer *L = &cb->l[i];
+      dnnl_memory_t ms[] = {L->w_blk ? L->w_prim : NULL, NULL, NULL};
+      for (int k = 0; k < 3; k++)
+        if (ms[k] && dnnl_memory_get_memory_desc(ms[k], &md) == dnnl_success) wblk += dnnl_memory_desc_get_size(md);
+      if (L->ws_mem && dnnl_memory_get_memory_desc(L->ws_mem, &md) == dnnl_success) ws += dnnl_memory_desc_get_size(md);
+      if (L->src_priv && dnnl_memory_get_memory_desc(L->src_priv, &md) == dnnl_success)
+        priv += dnnl_memory_desc_get_size(md) * (L->dsrc_priv ? 2 : 1);
+    }
+    size_t shared = 0;
+    for (int i = 0; i < cb->n_tensors; i++) shared += cb->t[i].pooled ? cb->t[i].bytes : 0;
+    fprintf(stderr, "cpu backend memory: total %.1f MB: activation tensors %.1f (%.1f of them forward-only, "
+            "in %d shared buffers) + gradients <= %.1f (%d shared buffers) + blocked weights %.1f "
+            "(+%.1f shared for their gradients) + workspaces %.1f + private inputs %.1f + scratch %.1f + "
+            "slabs %.1f MB\n", cb->bytes_total / 1e6, act / 1e6, shared / 1e6, cb->n_apool, pool / 1e6,
+            cb->n_pool, wblk / 1e6, cb->dw_bytes / 1e6, ws / 1e6, priv / 1e6, 2.0 * cb->scratch_bytes / 1e6,
+            (2 * m->n_params + m->n_state) * 4 / 1e6);
+  }
   *out = be;
   return 0;
 fail:

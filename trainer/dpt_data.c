@@ -291,7 +291,9 @@ int dpt_data_load(struct dpt_dataset *d, const char *kind, const char *dir, int 
     return dpt_data_load_cifar10(d, dir, train, o, err);
   }
   if (!strcmp(kind, "synthetic"))
-    return dpt_data_synthetic(d, train ? n_synth : n_synth / 4 + 1, 3, 32, 10, seed + (train ? 0 : 1), err);
+    return dpt_data_synthetic(d, train ? n_synth : n_synth / 4 + 1, 3,
+                              o && o->synth_size ? o->synth_size : 32,
+                              o && o->synth_classes ? o->synth_classes : 10, seed + (train ? 0 : 1), err);
   return dpt_err_set(err, DPT_E_INPUT, "unknown dataset '%s': known are " DPT_DATASETS, kind);
 }
 

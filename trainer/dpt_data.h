@@ -33,6 +33,8 @@ struct dpt_dataset {
 
 struct dpt_data_opts {
   int skip_bad;           /* 1: drop records with bad labels and count them; 0: error */
+  int synth_size;         /* synthetic: image side (0 = 32) */
+  int synth_classes;      /* synthetic: classes (0 = 10) */
 };
 
 /* Fashion-MNIST IDX files (optionally .gz) from dir: train-images-idx3-ubyte,

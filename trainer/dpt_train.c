@@ -53,7 +53,7 @@ static void defaults(struct opts *o)
   o->image_size = 0;   /* dataset's */
   o->num_classes = 0;  /* dataset's */
   o->batch = 32;
-  o->epochs = 2;
+  o->epochs = 3;
   o->lr = 0.4;
   o->lr_batch = 256;
   o->warmup_epochs = 0.2;
@@ -62,7 +62,8 @@ static void defaults(struct opts *o)
   o->width = 0.125;
   o->small_stem = -1;  /* auto: image side <= 64 */
   o->prefetch = 2;
-  o->crop_pad = -1;    /* auto: 2 for 28-32 px datasets, 0 otherwise */
+  o->crop_pad = -1;    /* auto: 4 for cifar10 (its usual recipe), 0 otherwise (Fashion-MNIST
+                          reaches 90% sooner with flips only: 90.5% vs 89.1% after 2 epochs) */
   o->flip = 1;
   o->no_decay_bn = 1;
   o->gamma = 0.1;
@@ -89,7 +90,7 @@ static void usage(FILE *f)
           "  --image-size N        input side after cropping (default: the dataset's, 28 / 32)\n"
           "  --num-classes N       classes (default: the dataset's, 10)\n"
           "  --synthetic-images N  size of the synthetic training set (default %d)\n"
-          "  --crop-pad N          random-crop zero padding (default: 2 for 28-32 px data)\n"
+          "  --crop-pad N          random-crop zero padding (default: 4 for cifar10, else 0)\n"
           "  --no-flip             no random horizontal flip\n"
           "  --skip-bad            drop records with bad labels (counted) instead of failing\n"
           "  --prefetch N          batches prepared ahead by the loader thread (default %d)\n"
@@ -465,12 +466,12 @@ int main(int argc, char **argv)
   if (o.threads > 0) omp_set_num_threads(o.threads);
   int threads = omp_get_max_threads();
 
-  struct dpt_data_opts dop = {o.skip_bad};
+  struct dpt_data_opts dop = {o.skip_bad, o.image_size, o.num_classes};
   if ((rc = dpt_data_load(&train, o.dataset, o.data_dir, 1, o.n_synth, o.seed, &dop, &err))) goto fail;
   if (o.val && (rc = dpt_data_load(&val, o.dataset, o.data_dir, 0, o.n_synth, o.seed, &dop, &err))) goto fail;
   if (train.skipped && me == 0) fprintf(stderr, "dpt-train: skipped %d corrupt training records\n", train.skipped);
   int S = o.image_size ? o.image_size : train.h;
-  if (o.crop_pad < 0) o.crop_pad = (train.h <= 32 && S == train.h) ? 2 : 0;
+  if (o.crop_pad < 0) o.crop_pad = !strcmp(train.name, "cifar10") ? 4 : 0;
   int K = o.num_classes ? o.num_classes : train.num_classes;
   if (K < train.num_classes) {
     rc = dpt_err_set(&err, DPT_E_INPUT, "--num-classes %d < the %d classes of %s", K, train.num_classes, train.name);
