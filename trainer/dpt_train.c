@@ -27,8 +27,11 @@
 #include "dpt_model.h"
 #include "dpt_optim.h"
 #ifdef DPT_TRAIN_HAVE_COMM
+#include <oneapi/dnnl/dnnl.h>
+
 #include "dpt_comm.h"
 #include "dpt_ctx.h"
+#include "dpt_report.h"
 #endif
 
 struct opts {
@@ -263,8 +266,14 @@ static int parse(int argc, char **argv, struct opts *o)
   if (o->stop_after && !o->ckpt_dir) return bad("--stop-after needs --checkpoint-dir (to resume from)");
   if (o->resume && !o->ckpt_dir && !strcmp(o->resume, "auto"))
     return bad("--resume auto needs --checkpoint-dir");
-  if (o->fp16 && !strcmp(o->comm, "nccl") && !strcmp(o->backend, "cpu"))
-    return bad("--comm nccl needs --backend cuda");
+  if (!strcmp(o->comm, "nccl") && !strcmp(o->backend, "cpu"))
+    return bad("--comm nccl moves device buffers: it needs --backend cuda");
+#ifdef DPT_TRAIN_HAVE_COMM
+  {
+    struct dpt_err e = {0};
+    if (!dpt_comm_check_name(o->comm, &e)) return bad("--comm: %s", e.msg);
+  }
+#endif
   if (o->num_classes && strcmp(o->dataset, "synthetic") && o->num_classes != 10)
     return bad("--num-classes %d does not match %s, which has 10 classes", o->num_classes, o->dataset);
   return 0;
@@ -455,6 +464,10 @@ int main(int argc, char **argv)
   json_t *curve = NULL;
   int rc = 0, status = 0;
   struct times tm = {0};
+  int R = 1, me = 0;
+#ifdef DPT_TRAIN_HAVE_COMM
+  struct dpt_report *rep = NULL;
+#endif
   struct val_result vr = {0, 0, 0, 0};
   double t_start = now();
 
@@ -462,7 +475,13 @@ int main(int argc, char **argv)
   if ((status = parse(argc, argv, &o))) return status;
   curve = json_array();
   if ((rc = ranks_init(&rk, &argc, &argv, &o, &err))) goto fail;
-  int R = rk.size, me = rk.rank;
+  R = rk.size;
+  me = rk.rank;
+#ifdef DPT_TRAIN_HAVE_COMM
+  /* the job report, through the runtime's one writer (dpt_report): --report or $DPT_REPORT */
+  if ((o.report || getenv("DPT_REPORT")) && (rc = dpt_report_create(&rep, "dpt-train", argc, argv, me, R, &err)))
+    goto fail;
+#endif
   if (o.threads > 0) omp_set_num_threads(o.threads);
   int threads = omp_get_max_threads();
 
@@ -599,6 +618,42 @@ int main(int argc, char **argv)
   if (o.ckpt_dir && me == 0) mkdir(o.ckpt_dir, 0777);
   int ckpt_every = o.ckpt_every ? o.ckpt_every : spe;
 
+#ifdef DPT_TRAIN_HAVE_COMM
+  if (rep) {
+    const dnnl_version_t *dv = dnnl_version();
+    char ver[32];
+    snprintf(ver, sizeof ver, "%d.%d.%d", dv->major, dv->minor, dv->patch);
+    dpt_report_set_software(rep, "backend", be->ops->name);
+    dpt_report_set_software(rep, "comm", R > 1 ? o.comm : "none");
+    dpt_report_set_software(rep, "wire", o.fp16 ? "fp16" : "fp32");
+    if (!strcmp(be->ops->name, "cpu")) dpt_report_set_library(rep, "onednn", ver);
+    if (R > 1) dpt_report_set_mpi_version(rep);
+    dpt_report_set_config(rep, "model", json_string(model_desc));
+    dpt_report_set_config(rep, "parameters", json_integer((json_int_t)np));
+    dpt_report_set_config(rep, "gmac_per_image", json_real(model.macs / 1e9));
+    dpt_report_set_config(rep, "dataset", json_string(train.name));
+    dpt_report_set_config(rep, "train_images", json_integer(train.n));
+    dpt_report_set_config(rep, "val_images", json_integer(val.n));
+    dpt_report_set_config(rep, "skipped_records", json_integer(train.skipped));
+    dpt_report_set_config(rep, "batch_per_rank", json_integer((json_int_t)o.batch * o.accum));
+    dpt_report_set_config(rep, "accumulate", json_integer(o.accum));
+    dpt_report_set_config(rep, "threads_per_rank", json_integer(threads));
+    dpt_report_set_config(rep, "steps", json_integer(total_steps));
+    dpt_report_set_config(rep, "epochs", json_real(total_epochs));
+    dpt_report_set_config(rep, "schedule", json_string(o.schedule));
+    dpt_report_set_config(rep, "peak_lr", json_real(sch.peak_lr));
+    dpt_report_set_config(rep, "warmup_epochs", json_real(o.warmup_epochs));
+    dpt_report_set_config(rep, "momentum", json_real(o.momentum));
+    dpt_report_set_config(rep, "weight_decay", json_real(o.weight_decay));
+    dpt_report_set_config(rep, "double_buffering", json_boolean(o.dbuf));
+    dpt_report_set_config(rep, "fp16_allreduce", json_boolean(o.fp16));
+    dpt_report_set_config(rep, "seed", json_integer((json_int_t)o.seed));
+    dpt_report_set_allreduce(rep, (uint64_t)np * 4, -1);
+    struct dpt_err pe = {0};
+    if (dpt_report_plan_from_launch(rep, (uint64_t)np * 4, o.fp16, &pe) < 0 && me == 0)
+      fprintf(stderr, "dpt-train: warning: plan not embedded in the report: %s\n", pe.msg);
+  }
+#endif
   if (me == 0) {
     printf("dpt-train: ResNet-50 v1.5 (%s), %zu parameters, %.3f GMAC/image\n", model_desc, np, model.macs / 1e9);
     printf("dpt-train: %s %d train / %d val images, %d rank(s) x batch %d x %d thread(s), backend %s, "
@@ -611,14 +666,16 @@ int main(int argc, char **argv)
 
   double t_train0 = now(), t_last = t_train0;
   long steps_run = 0, last_log_step = gstep;
-  double run_loss = 0;
-  long run_correct = 0, run_n = 0;
+  double run_loss = 0, ep_loss = 0;
+  long run_correct = 0, run_n = 0, ep_correct = 0, ep_n = 0;
   while (gstep < total_steps && !(o.stop_after && steps_run == o.stop_after)) {
     int epoch = (int)(gstep / spe), sie = (int)(gstep % spe);
     for (int j = 0; j < o.accum; j++) dpt_loader_start(tls[j], epoch, sie);
     for (; sie < spe && gstep < total_steps; sie++) {
       const float *x;
       const int *lab;
+      struct times tm0 = tm;
+      double t_step0 = now();
       double loss = 0, t3 = 0;
       int t1c = 0;
       for (int j = 0; j < o.accum; j++) {
@@ -668,6 +725,22 @@ int main(int argc, char **argv)
       }
       gstep++;
       steps_run++;
+#ifdef DPT_TRAIN_HAVE_COMM
+      if (rep) {
+        struct dpt_report_step rs = {.data_wait = tm.data - tm0.data, .forward = tm.fwd - tm0.fwd,
+                                     .backward = tm.bwd - tm0.bwd, .update = tm.update - tm0.update,
+                                     .allreduce_exposed = tm.ar_exposed - tm0.ar_exposed,
+                                     .allreduce = tm.ar_exposed - tm0.ar_exposed, .step = now() - t_step0,
+                                     .images = (long)o.batch * o.accum};
+        if (o.dbuf) rs.allreduce = 0; /* overlapped: only the exposed part is measured */
+        if ((rc = dpt_report_add_step(rep, &rs, &err))) goto fail;
+      }
+#else
+      (void)tm0, (void)t_step0;
+#endif
+      ep_loss += loss;
+      ep_correct += t1c;
+      ep_n += (long)o.batch * o.accum;
       if (o.dbuf && gstep == total_steps) { /* the last averaged gradient still has to be applied */
         if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
         dpt_sgd_step(&sgd, (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), be->params, pending);
@@ -720,6 +793,23 @@ int main(int argc, char **argv)
                                                  "step", (json_int_t)gstep, "top1", vr.top1, "top5", vr.top5,
                                                  "loss", vr.loss, "elapsed_s", now() - t_start));
         }
+#ifdef DPT_TRAIN_HAVE_COMM
+        if (rep) {
+          struct dpt_report_epoch re;
+          dpt_report_epoch_init(&re);
+          re.epoch = (double)gstep / spe;
+          re.step = gstep;
+          re.train_loss = ep_n ? ep_loss / ep_n : NAN;
+          re.train_top1 = ep_n ? (double)ep_correct / ep_n : NAN;
+          re.val_loss = vr.loss;
+          re.val_top1 = vr.top1;
+          re.val_top5 = vr.top5;
+          re.lr = dpt_schedule_lr(&sch, (double)gstep / spe);
+          if ((rc = dpt_report_add_epoch(rep, &re, &err))) goto fail;
+        }
+#endif
+        ep_loss = 0;
+        ep_correct = ep_n = 0;
       }
       if (stopping) break;
     }
@@ -739,42 +829,41 @@ int main(int argc, char **argv)
                         steps_run, tm.total, steps_run * (double)o.batch * o.accum * R / tm.total, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
   }
-  if (me == 0 && o.report) {
+#ifdef DPT_TRAIN_HAVE_COMM
+  if (rep) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double ips = steps_run * (double)o.batch * o.accum / (tm.total > 0 ? tm.total : 1);
-    json_t *rep = json_pack(
-        "{s:s,s:s,s:s,s:I,s:f,s:{s:s,s:s,s:i,s:i,s:i},s:{s:i,s:i,s:s,s:s,s:b,s:b,s:i},"
-        "s:{s:I,s:f,s:f,s:s,s:f,s:f},"
-        "s:{s:f,s:f,s:f,s:f,s:f,s:f,s:f},s:{s:f,s:f},s:I,s:I,s:o,s:{s:f,s:f,s:f}}",
-        "schema", "dpt.train-report/1", "tool", "dpt-train", "model", model_desc,
-        "parameters", (json_int_t)np, "gmac_per_image", model.macs / 1e9,
-        "data", "dataset", train.name, "split", "train", "images", train.n, "val_images", val.n,
-        "skipped_records", train.skipped,
-        "ranks", "size", R, "batch_per_rank", o.batch, "backend", be->ops->name, "comm", R > 1 ? o.comm : "none",
-        "fp16_allreduce", o.fp16, "double_buffering", o.dbuf, "threads_per_rank", threads,
-        "schedule", "steps", (json_int_t)total_steps, "epochs", total_epochs, "peak_lr", sch.peak_lr,
-        "kind", o.schedule, "warmup_epochs", o.warmup_epochs, "momentum", o.momentum,
-        "phase_seconds", "data_wait", tm.data, "forward", tm.fwd, "backward", tm.bwd,
-        "allreduce_exposed", tm.ar_exposed, "update", tm.update, "validation", tm.val, "total", tm.total,
-        "images_per_s", "per_rank", ips, "total", ips * R,
-        "steps_run", (json_int_t)steps_run, "peak_rss_bytes", (json_int_t)ru.ru_maxrss * 1024,
-        "accuracy_curve", curve,
-        "final", "top1", vr.top1, "top5", vr.top5, "loss", vr.loss);
+    dpt_report_set_result(rep, "train", json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:o}",
+        "steps_run", (json_int_t)steps_run, "seconds", tm.total, "validation_seconds", tm.val,
+        "images_per_s_rank0", ips, "final_top1", vr.top1, "final_top5", vr.top5,
+        "peak_rss_bytes_rank0", (json_int_t)ru.ru_maxrss * 1024, "accuracy_curve", curve));
     curve = NULL;
-    if (!rep || json_dump_file(rep, o.report, JSON_INDENT(1))) {
-      rc = dpt_err_set(&err, DPT_E_RUNTIME, "cannot write the report %s", o.report);
-      json_decref(rep);
-      goto fail;
-    }
-    json_decref(rep);
   }
+#endif
   goto out;
 fail:
   fprintf(stderr, "dpt-train: rank %d: %s\n", rk.rank, err.msg);
   status = dpt_err_exit_status(&err);
   if (!status) status = 1;
 out:
+#ifdef DPT_TRAIN_HAVE_COMM
+  if (rep) {
+    struct dpt_err re = {0};
+    MPI_Comm mc = rk.comm ? dpt_comm_mpi(rk.comm) : MPI_COMM_NULL;
+    struct dpt_report_gather g = {dpt_report_gather_mpi, &mc};
+    char path[4096];
+    if (status) dpt_report_set_error(rep, &err);
+    dpt_report_set_exit_status(rep, status);
+    if (dpt_report_finish(rep, R > 1 ? &g : NULL, o.report, path, &re) < 0) {
+      fprintf(stderr, "dpt-train: rank %d: report: %s\n", rk.rank, re.msg);
+      if (!status) status = dpt_err_exit_status(&re);
+    } else if (me == 0) {
+      printf("dpt-train: report %s\n", path);
+    }
+    dpt_report_destroy(rep);
+  }
+#endif
   json_decref(curve);
   for (int j = 0; j < 64; j++) dpt_loader_destroy(tls[j]);
   dpt_loader_destroy(vl);

@@ -33,6 +33,8 @@ expect 2 "needs --checkpoint-dir" -- --resume auto
 expect 2 "/nonexistent/x" -- --data-dir /nonexistent/x --iterations 1
 expect 1 "without the GPU backend|no usable CUDA device" -- --backend cuda
 expect 2 "10 classes" -- --num-classes 5
+expect 2 "needs --backend cuda" -- --comm nccl --backend cpu
+expect 2 "comm" -- --comm carrier-pigeon
 
 common="--dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625 --batch-size 8
         --iterations 8 --no-val --threads 1 --seed 5 --log-every 100 --prefetch 1"

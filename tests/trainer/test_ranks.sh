@@ -15,8 +15,12 @@ final=ckpt-0000000006.dpt
 for mode in plain dbuf; do
   extra=""
   [ $mode = dbuf ] && extra="--double-buffering"
-  "$L" -n 2 --threads 1 -- "$T" $common $extra --comm ring --checkpoint-dir "$tmp/$mode-2r" >"$tmp/log" 2>&1 ||
-    fail "$mode: 2 ranks failed: $(tail -5 "$tmp/log")"
+  "$L" -n 2 --threads 1 -- "$T" $common $extra --comm ring --checkpoint-dir "$tmp/$mode-2r" \
+      --report "$tmp/$mode-report.json" >"$tmp/log" 2>&1 || fail "$mode: 2 ranks failed: $(tail -5 "$tmp/log")"
+  # the job report (runtime's dpt.report/1 writer): both ranks, every step, the config
+  grep -q '"schema": "dpt.report/1"' "$tmp/$mode-report.json" || fail "$mode: no dpt.report/1 report"
+  grep -q '"parameters": 96302' "$tmp/$mode-report.json" || fail "$mode: report lacks the parameter count"
+  [ "$(grep -c '"rank":' "$tmp/$mode-report.json")" -ge 2 ] || fail "$mode: report does not hold 2 ranks"
   OMP_NUM_THREADS=1 "$T" $common $extra --accumulate 2 --checkpoint-dir "$tmp/$mode-1r" >>"$tmp/log" 2>&1 ||
     fail "$mode: 1 rank x 2 micro-batches failed: $(tail -5 "$tmp/log")"
   "$C" "$tmp/$mode-2r/$final" "$tmp/$mode-1r/$final" 1e-5 || fail "$mode: 2 ranks != 1 rank accumulating 2 micro-batches"
