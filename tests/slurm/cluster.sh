@@ -16,6 +16,12 @@
 # DPT_SLURM_CTL_PORT / DPT_SLURM_BASE_PORT (slurmctld port, default 16817; node
 # n<i> listens on BASE+i, default 17000+i) so that several clusters can run at
 # once (tests pick their own ports).
+# DPT_SLURM_LEAVES=L (default 2): node n<i> hangs off leaf ((i-1) % L) + 1.
+# Netns mode, DPT_SLURM_NETNS=PREFIX (bench/thintree/netns.sh builds the namespaces):
+# node n<i> runs in network namespace PREFIX-n<i> with its own hostname n<i> (a UTS
+# namespace) and NodeAddr = the IPv4 address of DPT_SLURM_NETNS_IF (default mgmt0)
+# there; slurmctld runs in PREFIX-ctl.  Clients must run in PREFIX-ctl too: `env`
+# then prints DPT_SLURM_CLIENT_NETNS (the path for `nsenter --net=`).
 set -euo pipefail
 
 cmd=${1:-}
@@ -29,6 +35,7 @@ base_port=${DPT_SLURM_BASE_PORT:-17000}
 
 client_env() {
   echo "export SLURM_CONF=$dir/slurm.conf"
+  if [[ -s "$dir/netns" ]]; then echo "export DPT_SLURM_CLIENT_NETNS=/var/run/netns/$(cat "$dir/netns")-ctl"; fi
   echo "export OMPI_MCA_btl=self,tcp"
   echo "export PMIX_MCA_gds=hash"
 }
@@ -70,6 +77,22 @@ nodes=${3:-4}
 gpus=${4:-8}
 cpus=${DPT_SLURM_CPUS:-$((gpus > 0 ? 8 * gpus : 8))}
 host=$(hostname -s)
+leaves=${DPT_SLURM_LEAVES:-2}
+netns=${DPT_SLURM_NETNS:-}
+[[ "$leaves" =~ ^[1-9][0-9]*$ ]] || { echo "cluster.sh: DPT_SLURM_LEAVES=$leaves: expected a positive count" >&2; exit 2; }
+ns_addr() { # ns_addr NAMESPACE [DEV]: its first IPv4 address
+  ip -n "$1" -4 -o addr show ${2:+dev "$2"} scope global | awk '{split($4, a, "/"); print a[1]; exit}'
+}
+ctl_addr=127.0.0.1
+in_ctl=()
+if [[ -n "$netns" ]]; then
+  ctl_addr=$(ns_addr "$netns-ctl")
+  [[ -n "$ctl_addr" ]] || { echo "cluster.sh: no IPv4 address in namespace $netns-ctl (DPT_SLURM_NETNS=$netns)" >&2; exit 2; }
+  in_ctl=(nsenter "--net=/var/run/netns/$netns-ctl")
+  echo "$netns" >"$dir/netns"
+else
+  rm -f "$dir/netns"
+fi
 mkdir -p "$dir"/{run,log,spool,tmp,dev,munge}
 chmod 0711 "$dir/munge"
 
@@ -89,17 +112,26 @@ for i in $(seq 0 $((gpus - 1))); do
   [[ -e "$dir/dev/nvidia$i" ]] || mknod "$dir/dev/nvidia$i" c 1 3
 done
 
-leaf1=() leaf2=()
+declare -a leaf_nodes
 for i in $(seq 1 "$nodes"); do
-  if ((i % 2)); then leaf1+=("n$i"); else leaf2+=("n$i"); fi
+  j=$(( (i - 1) % leaves + 1 ))
+  leaf_nodes[j]+="${leaf_nodes[j]:+,}n$i"
 done
-join() { local IFS=,; echo "$*"; }
+node_lines="NodeName=n[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base_port + 1))-$((base_port + nodes))"
+if [[ -n "$netns" ]]; then
+  node_lines=""
+  for i in $(seq 1 "$nodes"); do
+    a=$(ns_addr "$netns-n$i" "${DPT_SLURM_NETNS_IF:-mgmt0}")
+    [[ -n "$a" ]] || { echo "cluster.sh: no IPv4 address on ${DPT_SLURM_NETNS_IF:-mgmt0} in namespace $netns-n$i" >&2; exit 2; }
+    node_lines+="${node_lines:+$'\n'}NodeName=n$i NodeHostname=n$i NodeAddr=$a Port=$((base_port + i))"
+  done
+fi
 
 gres_line=""
 ((gpus > 0)) && gres_line="Gres=gpu:$gpus"
 cat >"$dir/slurm.conf" <<CONF
 ClusterName=dpttest
-SlurmctldHost=$host(127.0.0.1)
+SlurmctldHost=$host($ctl_addr)
 SlurmctldPort=$ctl_port
 SlurmdPort=$base_port
 SlurmUser=$user
@@ -134,14 +166,16 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 SlurmctldDebug=info
 SlurmdDebug=info
-NodeName=n[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base_port + 1))-$((base_port + nodes)) CPUs=$cpus Sockets=2 CoresPerSocket=$((cpus / 2)) ThreadsPerCore=1 RealMemory=1000 $gres_line State=UNKNOWN
+NodeName=DEFAULT CPUs=$cpus Sockets=2 CoresPerSocket=$((cpus / 2)) ThreadsPerCore=1 RealMemory=1000 $gres_line State=UNKNOWN
+$node_lines
 PartitionName=debug Nodes=n[1-$nodes] Default=YES MaxTime=INFINITE State=UP
 CONF
-cat >"$dir/topology.conf" <<CONF
-SwitchName=leaf1 Nodes=$(join "${leaf1[@]}")
-SwitchName=leaf2 Nodes=$(join "${leaf2[@]}")
-SwitchName=core Switches=leaf[1-2]
-CONF
+{
+  for j in $(seq 1 "$leaves"); do
+    [[ -n "${leaf_nodes[j]:-}" ]] && echo "SwitchName=leaf$j Nodes=${leaf_nodes[j]}"
+  done
+  echo "SwitchName=core Switches=leaf[1-$(( leaves < nodes ? leaves : nodes ))]"
+} >"$dir/topology.conf"
 : >"$dir/gres.conf"
 if ((gpus > 0)); then
   echo "NodeName=n[1-$nodes] Name=gpu File=$dir/dev/nvidia[0-$((gpus - 1))]" >"$dir/gres.conf"
@@ -152,18 +186,24 @@ for i in $(seq 1 "$nodes"); do mkdir -p "$dir/tmp/n$i" "$dir/spool/n$i"; done
 mkdir -p "$dir/spool/ctld"
 
 export SLURM_CONF="$dir/slurm.conf"
-slurmctld -i -f "$dir/slurm.conf" 
+"${in_ctl[@]}" slurmctld -i -f "$dir/slurm.conf"
 for i in $(seq 1 "$nodes"); do
-  slurmd -N "n$i" -f "$dir/slurm.conf"
+  if [[ -n "$netns" ]]; then
+    # own network namespace and hostname (the daemon keeps the UTS namespace)
+    nsenter "--net=/var/run/netns/$netns-n$i" unshare --uts \
+      sh -c 'hostname "$1" && exec slurmd -N "$1" -f "$2"' sh "n$i" "$dir/slurm.conf"
+  else
+    slurmd -N "n$i" -f "$dir/slurm.conf"
+  fi
 done
 
 # wait until every node is idle (well under a second normally; give it 20 s)
 for _ in $(seq 200); do
-  st=$(sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2=="idle"' | wc -l)
+  st=$("${in_ctl[@]}" sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2=="idle"' | wc -l)
   [[ "$st" -eq "$nodes" ]] && { echo "cluster.sh: $nodes nodes idle ($dir)"; exit 0; }
   sleep 0.1
 done
 echo "cluster.sh: nodes did not become idle; sinfo says:" >&2
-sinfo -N -l >&2 || true
+"${in_ctl[@]}" sinfo -N -l >&2 || true
 tail -n 20 "$dir"/log/*.log >&2 || true
 exit 1
