@@ -35,6 +35,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "different models or steps (%llu vs %llu parameters, step %llu vs %llu)\n",
             (unsigned long long)a.n_params, (unsigned long long)b.n_params,
             (unsigned long long)a.global_step, (unsigned long long)b.global_step);
+    free(pa), free(va), free(pb), free(vb);
     return 1;
   }
   double ep = 0, ev = 0, mp = 0, mv = 0, moved = 0;
@@ -46,6 +47,7 @@ int main(int argc, char **argv)
     moved += vb[i] != 0;
   }
   double tol = atof(argv[3]);
+  free(pa), free(va), free(pb), free(vb);
   printf("params max diff %.3g (rel %.3g), momentum max diff %.3g (rel %.3g), %.0f of %llu moved\n", ep,
          ep / mp, ev, ev / mv, moved, (unsigned long long)a.n_params);
   return (ep <= tol * mp && ev <= tol * mv && moved > 0) ? 0 : 1;
