@@ -786,8 +786,9 @@ int main(int argc, char **argv)
         if ((rc = validate(be, vl, &rk, K, logits, &vr, &err))) goto fail;
         tm.val += now() - tv;
         if (me == 0) {
-          printf("epoch %d validation: top-1 %.2f%% top-5 %.2f%% loss %.4f (%ld images) [%.1f s elapsed]\n",
-                 epoch + 1, 100 * vr.top1, 100 * vr.top5, vr.loss, vr.n, now() - t_start);
+          printf("epoch %d validation: top-1 %.2f%% top-5 %.2f%% loss %.4f (%ld images); train loss %.4f "
+                 "top-1 %.2f%% (rank 0) [%.1f s elapsed]\n", epoch + 1, 100 * vr.top1, 100 * vr.top5, vr.loss,
+                 vr.n, ep_n ? ep_loss / ep_n : 0.0, ep_n ? 100.0 * ep_correct / ep_n : 0.0, now() - t_start);
           fflush(stdout);
           json_array_append_new(curve, json_pack("{s:f,s:I,s:f,s:f,s:f,s:f}", "epoch", (double)gstep / spe,
                                                  "step", (json_int_t)gstep, "top1", vr.top1, "top5", vr.top5,
