@@ -11,6 +11,8 @@
 #   slurm    plain srun: the ring follows SLURM_PROCID (Slurm's name order)
 #   random   plain srun + ring-order.sh: the "random" order of `dpt-topo plan`
 #   fp16     srun --dpt, fp16 on the wire (issue 4's figure on a rate-limited link)
+#   pair, pair-fp16   2 nodes (n1, n2: across the spine), fp32 vs fp16 on the wire: the
+#            same figure without 8 ranks' fp16 conversions sharing 2 cores
 # and every variant is compared with `dpt-topo plan`'s predicted time (--host-gbps /
 # --uplink-gbps = RATE) and the bandwidth bound 2(p-1)/p * S / B.  The bytes that
 # crossed each leaf uplink (tc counters) are recorded per run: they show how many
@@ -18,10 +20,10 @@
 #
 # Writes OUT_PREFIX.json (dpt.bench.thintree/1) and OUT_PREFIX.md (default
 # bench/results/thintree).  Knobs (environment): NODES=8 LEAVES=2 RATE=500mbit
-# SIZE=64M REPEAT=3 ITERS=2 WARMUP=1 VARIANTS="planned slurm random fp16 mpi"
+# SIZE=64M REPEAT=3 ITERS=2 WARMUP=1 VARIANTS="planned slurm random fp16 pair pair-fp16 mpi"
 # ("mpi": Open MPI's MPI_Allreduce in Slurm's order; slow, so once with 1 iteration).  Needs root (ip netns,
 # tc, nsenter, unshare).  Everything it starts is stopped and every namespace removed
-# on exit, also on INT/TERM.
+# on exit, also on INT/TERM (DPT_BENCH_KEEP=1 keeps the work directory: logs, raw output).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -34,7 +36,7 @@ size=${SIZE:-64M}
 repeat=${REPEAT:-3}
 iters=${ITERS:-2}
 warmup=${WARMUP:-1}
-variants=${VARIANTS:-planned slurm random fp16 mpi}
+variants=${VARIANTS:-planned slurm random fp16 pair pair-fp16 mpi}
 export DPT_TT_PREFIX=${DPT_TT_PREFIX:-dptt}
 py=${DPT_BENCH_PYTHON:-python3}
 
@@ -54,7 +56,7 @@ cleanup() {
   trap - EXIT INT TERM
   bash "$root/tests/slurm/cluster.sh" stop "$cluster" >/dev/null 2>&1 || true
   bash "$here/netns.sh" down || rc=1
-  rm -rf "$work"
+  if [[ -n "${DPT_BENCH_KEEP:-}" ]]; then echo "run.sh: kept $work" >&2; else rm -rf "$work"; fi
   exit $rc
 }
 trap cleanup EXIT
@@ -99,6 +101,7 @@ uplinks() { # the bytes each leaf uplink direction has sent, as JSON
 common=(-N "$nodes" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix)
 bargs=(allreduce --min-bytes "$size" --max-bytes "$size" --no-resnet --iters "$iters" --warmup "$warmup" --json)
 : >"$work/runs.jsonl"
+: >"$work/failures.jsonl"
 for r in $(seq 1 "$repeat"); do
   for v in $variants; do
     case "$v" in
@@ -106,16 +109,26 @@ for r in $(seq 1 "$repeat"); do
       slurm)   cmd=(srun "${common[@]}" "$bench" "${bargs[@]}" --comm ring) ;;
       random)  cmd=(srun "${common[@]}" "$here/ring-order.sh" "$random_order" "$bench" "${bargs[@]}" --comm ring) ;;
       fp16)    cmd=(srun "${common[@]}" --dpt "$bench" "${bargs[@]}" --comm ring --fp16) ;;
+      pair)    cmd=(srun -N 2 -w "n1,n2" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --dpt "$bench" "${bargs[@]}" --comm ring) ;;
+      pair-fp16) cmd=(srun -N 2 -w "n1,n2" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --dpt "$bench" "${bargs[@]}" --comm ring --fp16) ;;
       mpi)     # slow (~5x the planned ring): once, one iteration
                ((r == 1)) || continue
                cmd=(srun "${common[@]}" "$bench" allreduce --min-bytes "$size" --max-bytes "$size"
                     --no-resnet --iters 1 --warmup 0 --json --comm mpi) ;;
-      *) echo "run.sh: unknown variant $v (planned slurm random fp16 mpi)" >&2; exit 2 ;;
+      *) echo "run.sh: unknown variant $v (planned slurm random fp16 pair pair-fp16 mpi)" >&2; exit 2 ;;
     esac
-    before=$(uplinks)
-    t0=$(date +%s.%N)
-    (cd "$work" && "${in_ctl[@]}" "${cmd[@]}" --report "$work/report-$v-$r.json" >"$work/out-$v-$r.json" 2>"$work/err-$v-$r.txt") || {
-      echo "run.sh: $v (run $r) failed: ${cmd[*]}" >&2; cat "$work/err-$v-$r.txt" >&2; exit 1; }
+    for attempt in 1 2; do # a failed launch is retried once and recorded in failures.jsonl
+      before=$(uplinks)
+      t0=$(date +%s.%N)
+      if (cd "$work" && "${in_ctl[@]}" "${cmd[@]}" --report "$work/report-$v-$r.json" >"$work/out-$v-$r.json" 2>"$work/err-$v-$r.txt"); then
+        break
+      fi
+      echo "run.sh: $v (run $r, attempt $attempt) failed: ${cmd[*]}" >&2
+      tail -n 30 "$work/err-$v-$r.txt" >&2
+      "$py" -c 'import json,sys; print(json.dumps({"variant": sys.argv[1], "run": int(sys.argv[2]), "attempt": int(sys.argv[3]), "command": sys.argv[4], "stderr_tail": open(sys.argv[5], errors="replace").read()[-3000:]}))' \
+        "$v" "$r" "$attempt" "${cmd[*]}" "$work/err-$v-$r.txt" >>"$work/failures.jsonl"
+      ((attempt == 1)) || exit 1
+    done
     t1=$(date +%s.%N)
     after=$(uplinks)
     "$py" - "$v" "$r" "$work/out-$v-$r.json" "$work/report-$v-$r.json" "$before" "$after" "$t0" "$t1" \
@@ -139,4 +152,5 @@ t_end=$(date +%s)
 "$py" "$here/summarize.py" --plan "$work/plan.json" --plan-fp16 "$work/plan-fp16.json" \
   --runs "$work/runs.jsonl" --out "$out" --nodes "$nodes" --leaves "$leaves" --rate "$rate" \
   --size "$size" --iters "$iters" --warmup "$warmup" --repeat "$repeat" --elapsed $((t_end - t_start)) \
-  --command "bench/thintree/run.sh $build${2:+ $2}" --random-order "$random_order"
+  --command "bench/thintree/run.sh $build${2:+ $2}" --random-order "$random_order" \
+  --failures "$work/failures.jsonl"
