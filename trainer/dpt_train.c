@@ -5,13 +5,23 @@
  * runtime's communicator (dpt_comm: mpi, ring, hierarchical; fp16 on the wire
  * optional), optionally double-buffered: step t's all-reduce runs on the
  * communicator's worker thread while step t+1 computes, and step t+1 applies
- * step t's averaged gradient.  Exit: 0 ok, 2 bad usage/input, 1 runtime failure. */
+ * step t's averaged gradient.
+ *
+ * Preemption (Slurm's --signal=USR1@<s>, scancel's SIGTERM, dpt-launch forwards
+ * both): the handler only sets a flag; every step the ranks sum their flags in a
+ * 2-float all-reduce, so all of them stop after the same step even if only one
+ * got the signal, write a checkpoint and exit DPT_TRAIN_EXIT_PREEMPTED.
+ *
+ * Exit: 0 ok, 2 bad usage/input, 1 runtime failure (also: preempted without
+ * --checkpoint-dir), 3 preempted with a checkpoint written (resume with
+ * --resume auto). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +43,11 @@
 #include "dpt_ctx.h"
 #include "dpt_report.h"
 #endif
+
+/* Exit status after SIGUSR1/SIGTERM when the checkpoint was written: non-zero so that
+ * Slurm job scripts (and --requeue logic) can tell "stopped, resumable" from done (0),
+ * runtime failure (1) and bad usage (2). */
+#define DPT_TRAIN_EXIT_PREEMPTED 3
 
 struct opts {
   const char *dataset, *data_dir, *schedule, *backend, *comm, *ckpt_dir, *resume, *report;
@@ -128,7 +143,12 @@ static void usage(FILE *f)
           "  --stop-after N        stop after N steps of this invocation (checkpoint written): resume\n"
           "                        later with --resume auto\n"
           "  --no-val              skip validation   --log-every N (steps, default %d)\n"
-          "  --help\n",
+          "  --help\n\n"
+          "preemption: on SIGUSR1 (srun/sbatch --signal=USR1@<s>) or SIGTERM (scancel) every rank\n"
+          "finishes the current step, a checkpoint is written to --checkpoint-dir and dpt-train\n"
+          "exits 3; continue with the same --checkpoint-dir and --resume auto.\n"
+          "exit: 0 done, 1 runtime failure (or preempted without --checkpoint-dir), 2 bad usage or\n"
+          "input, 3 preempted with a checkpoint written.\n",
           DPT_DATASETS, d.dataset, d.n_synth, d.prefetch, d.width, d.batch, d.epochs, d.lr, d.lr_batch,
           d.warmup_epochs, d.schedule, d.gamma, d.step_epochs, d.power, d.momentum, d.weight_decay,
           (unsigned long long)d.seed, d.backend, dpt_backend_available(), d.log_every);
@@ -399,6 +419,41 @@ static void ranks_fini(struct ranks *r)
 #endif
 }
 
+/* ---- preemption ---------------------------------------------------------- */
+
+static volatile sig_atomic_t g_preempt_sig; /* first of SIGUSR1/SIGTERM received, 0: none */
+
+static void on_preempt(int sig)
+{
+  if (!g_preempt_sig) g_preempt_sig = sig; /* async-signal-safe: one sig_atomic_t store */
+}
+
+static int preempt_install(struct dpt_err *err)
+{
+  static const int sigs[] = {SIGUSR1, SIGTERM};
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_preempt;
+  sa.sa_flags = SA_RESTART; /* the loader's reads and checkpoint writes carry on */
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 2; i++)
+    if (sigaction(sigs[i], &sa, NULL))
+      return dpt_err_set(err, DPT_E_RUNTIME, "sigaction(%s): %s", strsignal(sigs[i]), strerror(errno));
+  return 0;
+}
+
+/* All ranks agree whether to stop after this step: sum of the per-rank flags
+ * (SIGUSR1 wins the name when both were seen).  *sig: the signal, or 0. */
+static int preempt_agree(struct ranks *r, int *sig, struct dpt_err *err)
+{
+  int mine = g_preempt_sig;
+  float v[2] = {mine == SIGUSR1 ? 1.0f : 0.0f, mine == SIGTERM ? 1.0f : 0.0f};
+  int rc = ranks_allreduce(r, v, 2, 0, 0, err);
+  if (rc) return rc;
+  *sig = v[0] > 0 ? SIGUSR1 : v[1] > 0 ? SIGTERM : 0;
+  return 0;
+}
+
 /* ---- training ------------------------------------------------------------ */
 
 struct times {
@@ -477,6 +532,7 @@ int main(int argc, char **argv)
   if ((rc = ranks_init(&rk, &argc, &argv, &o, &err))) goto fail;
   R = rk.size;
   me = rk.rank;
+  if ((rc = preempt_install(&err))) goto fail; /* after MPI_Init: ours is the handler */
 #ifdef DPT_TRAIN_HAVE_COMM
   /* the job report, through the runtime's one writer (dpt_report): --report or $DPT_REPORT */
   if ((o.report || getenv("DPT_REPORT")) && (rc = dpt_report_create(&rep, "dpt-train", argc, argv, me, R, &err)))
@@ -666,9 +722,11 @@ int main(int argc, char **argv)
 
   double t_train0 = now(), t_last = t_train0;
   long steps_run = 0, last_log_step = gstep;
+  int psig = 0;                 /* agreed preemption signal: stop after this step */
+  char ckpt_last[4300] = "";    /* rank 0: the last checkpoint written */
   double run_loss = 0, ep_loss = 0;
   long run_correct = 0, run_n = 0, ep_correct = 0, ep_n = 0;
-  while (gstep < total_steps && !(o.stop_after && steps_run == o.stop_after)) {
+  while (gstep < total_steps && !(o.stop_after && steps_run == o.stop_after) && !psig) {
     int epoch = (int)(gstep / spe), sie = (int)(gstep % spe);
     for (int j = 0; j < o.accum; j++) dpt_loader_start(tls[j], epoch, sie);
     for (; sie < spe && gstep < total_steps; sie++) {
@@ -708,6 +766,8 @@ int main(int argc, char **argv)
       /* update with the learning rate of the step whose gradient is applied */
       if (o.dbuf) {
         if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
+        /* nothing in flight here: the flag's all-reduce cannot interleave with the gradient's */
+        if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
         double t4 = now();
         tm.ar_exposed += t4 - t3;
         if (have_pending)
@@ -717,6 +777,7 @@ int main(int argc, char **argv)
         have_pending = 1;
         tm.update += now() - t4;
       } else {
+        if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
         if ((rc = ranks_allreduce(&rk, be->grads, np, 1, o.fp16, &err))) goto fail;
         double t4 = now();
         tm.ar_exposed += t4 - t3;
@@ -763,7 +824,7 @@ int main(int argc, char **argv)
         run_loss = 0;
         run_correct = run_n = 0;
       }
-      int stopping = o.stop_after && steps_run == o.stop_after;
+      int stopping = (o.stop_after && steps_run == o.stop_after) || psig;
       int do_ckpt = o.ckpt_dir && (gstep % ckpt_every == 0 || gstep == total_steps || stopping);
       if (do_ckpt || (end_epoch && o.val)) {
         /* BN running statistics are per rank during training: average them */
@@ -778,6 +839,7 @@ int main(int argc, char **argv)
           cm.step_in_epoch = (int)(gstep % spe);
           dpt_ckpt_path(o.ckpt_dir, (uint64_t)gstep, path, sizeof path);
           if ((rc = dpt_ckpt_save(path, &cm, be->params, be->state, sgd.velocity, pending, &err))) goto fail;
+          snprintf(ckpt_last, sizeof ckpt_last, "%s", path);
           dpt_ckpt_prune(o.ckpt_dir, 2);
         }
       }
@@ -830,6 +892,25 @@ int main(int argc, char **argv)
                         steps_run, tm.total, steps_run * (double)o.batch * o.accum * R / tm.total, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
   }
+  if (psig && gstep == total_steps) { /* the signal came during the last step: nothing left to resume */
+    if (me == 0) printf("dpt-train: %s received during the last step: training is complete\n",
+                        psig == SIGUSR1 ? "SIGUSR1" : "SIGTERM");
+  } else if (psig) {
+    const char *sn = psig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+    if (o.ckpt_dir) {
+      if (me == 0)
+        printf("dpt-train: preempted by %s at step %ld; checkpoint %s; resume with --resume auto\n", sn, gstep,
+               ckpt_last);
+      status = DPT_TRAIN_EXIT_PREEMPTED;
+    } else {
+      if (me == 0)
+        fprintf(stderr, "dpt-train: preempted by %s at step %ld, but no --checkpoint-dir was given, so no "
+                "checkpoint was written and this run's %ld steps are lost; give --checkpoint-dir DIR to "
+                "make the job resumable\n", sn, gstep, steps_run);
+      status = 1;
+    }
+    fflush(stdout);
+  }
 #ifdef DPT_TRAIN_HAVE_COMM
   if (rep) {
     struct rusage ru;
@@ -854,7 +935,7 @@ out:
     MPI_Comm mc = rk.comm ? dpt_comm_mpi(rk.comm) : MPI_COMM_NULL;
     struct dpt_report_gather g = {dpt_report_gather_mpi, &mc};
     char path[4096];
-    if (status) dpt_report_set_error(rep, &err);
+    if (status && err.code) dpt_report_set_error(rep, &err);
     dpt_report_set_exit_status(rep, status);
     if (dpt_report_finish(rep, R > 1 ? &g : NULL, o.report, path, &re) < 0) {
       fprintf(stderr, "dpt-train: rank %d: report: %s\n", rk.rank, re.msg);
