@@ -23,7 +23,8 @@
 # SIZE=64M REPEAT=3 ITERS=2 WARMUP=1 VARIANTS="planned slurm random fp16 pair pair-fp16 mpi"
 # ("mpi": Open MPI's MPI_Allreduce in Slurm's order; slow, so once with 1 iteration).  Needs root (ip netns,
 # tc, nsenter, unshare).  Everything it starts is stopped and every namespace removed
-# on exit, also on INT/TERM (DPT_BENCH_KEEP=1 keeps the work directory: logs, raw output).
+# on exit, also on INT/TERM; a launch that fails or exceeds LAUNCH_TIMEOUT (240 s) is
+# retried once and recorded (DPT_BENCH_KEEP=1 keeps the work directory: logs, raw output).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -98,7 +99,8 @@ uplinks() { # the bytes each leaf uplink direction has sent, as JSON
   printf '}'
 }
 
-common=(-N "$nodes" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix)
+# --kill-on-bad-exit: a rank that dies ends the step (the others would poll forever)
+common=(-N "$nodes" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --kill-on-bad-exit=1)
 bargs=(allreduce --min-bytes "$size" --max-bytes "$size" --no-resnet --iters "$iters" --warmup "$warmup" --json)
 : >"$work/runs.jsonl"
 : >"$work/failures.jsonl"
@@ -109,8 +111,8 @@ for r in $(seq 1 "$repeat"); do
       slurm)   cmd=(srun "${common[@]}" "$bench" "${bargs[@]}" --comm ring) ;;
       random)  cmd=(srun "${common[@]}" "$here/ring-order.sh" "$random_order" "$bench" "${bargs[@]}" --comm ring) ;;
       fp16)    cmd=(srun "${common[@]}" --dpt "$bench" "${bargs[@]}" --comm ring --fp16) ;;
-      pair)    cmd=(srun -N 2 -w "n1,n2" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --dpt "$bench" "${bargs[@]}" --comm ring) ;;
-      pair-fp16) cmd=(srun -N 2 -w "n1,n2" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --dpt "$bench" "${bargs[@]}" --comm ring --fp16) ;;
+      pair)    cmd=(srun -N 2 -w "n1,n2" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --kill-on-bad-exit=1 --dpt "$bench" "${bargs[@]}" --comm ring) ;;
+      pair-fp16) cmd=(srun -N 2 -w "n1,n2" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --kill-on-bad-exit=1 --dpt "$bench" "${bargs[@]}" --comm ring --fp16) ;;
       mpi)     # slow (~5x the planned ring): once, one iteration
                ((r == 1)) || continue
                cmd=(srun "${common[@]}" "$bench" allreduce --min-bytes "$size" --max-bytes "$size"
@@ -120,7 +122,7 @@ for r in $(seq 1 "$repeat"); do
     for attempt in 1 2; do # a failed launch is retried once and recorded in failures.jsonl
       before=$(uplinks)
       t0=$(date +%s.%N)
-      if (cd "$work" && "${in_ctl[@]}" "${cmd[@]}" --report "$work/report-$v-$r.json" >"$work/out-$v-$r.json" 2>"$work/err-$v-$r.txt"); then
+      if (cd "$work" && timeout "${LAUNCH_TIMEOUT:-240}" "${in_ctl[@]}" "${cmd[@]}" --report "$work/report-$v-$r.json" >"$work/out-$v-$r.json" 2>"$work/err-$v-$r.txt"); then
         break
       fi
       echo "run.sh: $v (run $r, attempt $attempt) failed: ${cmd[*]}" >&2
