@@ -7,7 +7,7 @@
 #                              -> results/thintree.{json,md}            (needs root)
 #   2. bench/peers/run.sh      all-reduce vs Open MPI and torch gloo; dpt-launch vs torchrun
 #                              -> results/peers.{json,md}
-#   3. bench/allreduce/run.sh  issue 4's CPU all-reduce table -> results/allreduce-cpu.md
+#   3. bench/allreduce/run.sh  issue 4's CPU all-reduce table -> results/peers-allreduce-cpu.md (the committed allreduce-cpu.md is issue 4's)
 #   4. tests/slurm/bench_spank_overhead.sh  srun --dpt vs srun -> results/peers-srun-overhead.md
 #   5. tests/trainer/bench/bench.sh (or bench/trainer/*.sh) when it exists: dpt-train vs
 #      PyTorch -> results/train.json; skipped with a note otherwise
@@ -43,7 +43,7 @@ skip() { printf '%s\tskipped\t0\t%s\n' "$1" "$2" >>"$res/logs/steps.tsv"; echo "
 
 step thintree bash "$here/thintree/run.sh" "$build" "$res/thintree"
 step peers bash "$here/peers/run.sh" "$build" "$res/peers"
-step allreduce env REPEAT="${ALLREDUCE_REPEAT:-2}" bash "$here/allreduce/run.sh" "$build" "$res/allreduce-cpu.md"
+step allreduce env REPEAT="${ALLREDUCE_REPEAT:-2}" bash "$here/allreduce/run.sh" "$build" "$res/peers-allreduce-cpu.md"
 if [[ -f "$root/tests/slurm/bench_spank_overhead.sh" && -e "$build/spank/spank_dpt.so" ]]; then
   step spank bash -c 'bash "$1" "$2" "$3" 10 >"$4"' _ "$root/tests/slurm/bench_spank_overhead.sh" \
     "$build/spank/spank_dpt.so" "$root/tests/topology/fixtures/mn1-8gpu-4hca.xml" "$res/peers-srun-overhead.md"
@@ -102,11 +102,11 @@ if isinstance(t, list):
         except (KeyError, TypeError, ZeroDivisionError):
             pass
 try:
-    md = open(os.path.join(res, "allreduce-cpu.md")).read()
+    md = open(os.path.join(res, "peers-allreduce-cpu.md")).read()
     for m in re.finditer(r"^\| (\d+) \| (\d+) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9.]+)x \| ([0-9.]+)x \|$", md, re.M):
         for comm, v in (("ring", float(m.group(3))), ("hierarchical", float(m.group(4)))):
             goals.append((f"issue 4: {comm} busbw >= MPI_Allreduce, {m.group(1)} ranks, {int(m.group(2)):,} B",
-                          ">= 1x", v, v >= 1.0, "allreduce-cpu.md"))
+                          ">= 1x", v, v >= 1.0, "peers-allreduce-cpu.md"))
 except OSError:
     pass
 L += ["", "## Goals\n", "| goal | target | measured | met | page |", "|---|---|---:|---|---|"]
@@ -116,7 +116,7 @@ n_met = sum(1 for g in goals if g[3])
 L += ["", f"{n_met} of {len(goals)} goals met.\n", "## Pages\n"]
 for page, what in (("thintree.md", "thin tree on one machine: planned ring vs Slurm's order vs random vs hierarchical, fp16 wire"),
                    ("peers.md", "all-reduce vs Open MPI and torch.distributed gloo; dpt-launch vs torchrun"),
-                   ("allreduce-cpu.md", "issue 4's CPU all-reduce table (ring / hierarchical vs MPI_Allreduce)"),
+                   ("peers-allreduce-cpu.md", "issue 4's CPU all-reduce table (ring / hierarchical vs MPI_Allreduce)"),
                    ("peers-srun-overhead.md", "srun --dpt vs plain srun start-up"),
                    ("train.json", "dpt-train vs PyTorch (trainer benchmark)")):
     if os.path.exists(os.path.join(res, page)):

@@ -11,7 +11,7 @@
 #     `dpt-launch -n 2 -- true`, `dpt-launch -n 2 -- python3 noop.py`,
 #     `torchrun --standalone --nproc_per_node 2 noop.py` (also with --monitor_interval 0.1).
 # Writes OUT_PREFIX.json (dpt.bench.peers/1) and OUT_PREFIX.md (default
-# bench/results/peers).  Knobs: REPEAT=3 ITERS=5 WARMUP=1 RANKS="2 4" LAUNCH_N=5
+# bench/results/peers).  Knobs: REPEAT=3 ITERS=3 WARMUP=1 RANKS="2 4" LAUNCH_N=5
 # TORCH_PYTHON (a python3 with torch; default: the first of python3, /usr/bin/python3).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,7 +19,7 @@ root=$(cd "$here/../.." && pwd)
 build=$(cd "${1:?usage: run.sh BUILD_DIR [OUT_PREFIX]}" && pwd)
 out=${2:-$root/bench/results/peers}
 repeat=${REPEAT:-3}
-iters=${ITERS:-5}
+iters=${ITERS:-3}
 warmup=${WARMUP:-1}
 ranks=${RANKS:-2 4}
 launch_n=${LAUNCH_N:-5}

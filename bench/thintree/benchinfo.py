@@ -41,7 +41,7 @@ def machine():
 def versions():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     v = {"dpt_git": _run(["git", "-C", root, "describe", "--always", "--dirty"]),
-         "slurm": _run(["sinfo", "-V"]), "open_mpi": _run(["mpirun", "--version"]).split("\n")[0],
+         "slurm": _run(["slurmd", "-V"]), "open_mpi": _run(["mpirun", "--version"]).split("\n")[0],
          "python": sys.version.split()[0]}
     for py in ("python3", "/usr/bin/python3"):
         t = _run([py, "-c", "import torch; print(torch.__version__)"])
