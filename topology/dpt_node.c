@@ -429,6 +429,24 @@ static int io_locality(hwloc_topology_t topo, hwloc_obj_t obj, hwloc_bitmap_t *c
   return 0;
 }
 
+/* Append a GPU found under PCI device pci (grows the array); -1 when out of memory. */
+static int gref_push(struct gpu_ref **grefs, int *ng, int *cap, hwloc_obj_t pci)
+{
+  if (*ng == *cap) {
+    int c = *cap ? 2 * *cap : 16;
+    void *p = realloc(*grefs, (size_t)c * sizeof **grefs);
+    if (!p)
+      return -1;
+    *grefs = p;
+    *cap = c;
+  }
+  memset(&(*grefs)[*ng], 0, sizeof **grefs);
+  (*grefs)[*ng].pci = pci;
+  (*grefs)[*ng].rank = 3;
+  (*ng)++;
+  return 0;
+}
+
 static int build(struct dpt_node *node, struct dpt_err *err)
 {
   hwloc_topology_t topo = node->topo;
@@ -480,17 +498,8 @@ static int build(struct dpt_node *node, struct dpt_err *err)
     for (g = 0; g < ng && grefs[g].pci != pci; g++)
       ;
     if (g == ng) {
-      if (ng == cap_g) {
-        cap_g = cap_g ? 2 * cap_g : 16;
-        void *p = realloc(grefs, cap_g * sizeof *grefs);
-        if (!p)
-          goto fail;
-        grefs = p;
-      }
-      memset(&grefs[ng], 0, sizeof *grefs);
-      grefs[ng].pci = pci;
-      grefs[ng].rank = 3;
-      ng++;
+      if (gref_push(&grefs, &ng, &cap_g, pci))
+        goto fail;
     }
     if (grefs[g].n_osdevs < 8)
       grefs[g].osdevs[grefs[g].n_osdevs++] = o;
@@ -501,17 +510,8 @@ static int build(struct dpt_node *node, struct dpt_err *err)
       unsigned cls = o->attr->pcidev.class_id, ven = o->attr->pcidev.vendor_id;
       if ((cls != 0x0300 && cls != 0x0302 && cls != 0x0380) || (ven != 0x10de && ven != 0x1002))
         continue;
-      if (ng == cap_g) {
-        cap_g = cap_g ? 2 * cap_g : 16;
-        void *p = realloc(grefs, cap_g * sizeof *grefs);
-        if (!p)
-          goto fail;
-        grefs = p;
-      }
-      memset(&grefs[ng], 0, sizeof *grefs);
-      grefs[ng].pci = o;
-      grefs[ng].rank = 3;
-      ng++;
+      if (gref_push(&grefs, &ng, &cap_g, o))
+        goto fail;
     }
   }
   if (ng > 1)
