@@ -44,6 +44,7 @@ for t in info["tests"]:
     sel.append((t["name"], cmd, props))
 vg = ["valgrind", "--tool=memcheck", "--error-exitcode=99", "--leak-check=full",
       "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite", "--num-callers=30",
+      "--keep-debuginfo=yes",  # frames of plugins hwloc dlclose()s keep their names
       "--suppressions=" + supp, "--gen-suppressions=all", "-q"]
 bad, t0 = [], time.time()
 for name, cmd, props in sel:
