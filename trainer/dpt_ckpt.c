@@ -16,13 +16,19 @@
 struct wr {
   FILE *f;
   uLong crc;
-  int bad;
+  int bad; /* errno of the first failure (EIO if the library gave none), 0: none */
 };
+
+static void failed(struct wr *w)
+{
+  if (!w->bad) w->bad = errno ? errno : EIO;
+}
 
 static void put(struct wr *w, const void *p, size_t n)
 {
   if (!n) return;
-  if (fwrite(p, 1, n, w->f) != n) w->bad = 1;
+  errno = 0;
+  if (fwrite(p, 1, n, w->f) != n) failed(w);
   const unsigned char *b = p;
   while (n) { /* crc32 takes uInt lengths */
     uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
@@ -54,13 +60,27 @@ int dpt_ckpt_save(const char *path, const struct dpt_ckpt_meta *m, const float *
   put(&w, velocity, m->n_params * sizeof(float));
   if (m->n_pending) put(&w, pending, m->n_pending * sizeof(float));
   uint32_t crc = (uint32_t)w.crc;
-  if (fwrite(&crc, 4, 1, w.f) != 1) w.bad = 1;
-  if (fflush(w.f) || fsync(fileno(w.f))) w.bad = 1;
-  if (fclose(w.f)) w.bad = 1;
+  errno = 0;
+  if (fwrite(&crc, 4, 1, w.f) != 1) failed(&w);
+  errno = 0;
+  if (fflush(w.f) || fsync(fileno(w.f))) failed(&w);
+  errno = 0;
+  if (fclose(w.f)) failed(&w);
   if (w.bad) {
-    int e = errno;
+    /* The partial file goes; <path> and the checkpoints before it are untouched. */
+    struct stat st;
+    long long got = stat(tmp, &st) ? -1 : (long long)st.st_size;
     unlink(tmp);
-    return dpt_err_set(err, DPT_E_RUNTIME, "checkpoint %s: write failed (%s): disk full?", tmp, strerror(e));
+    const char *why = w.bad == ENOSPC ? "the disk is full"
+                      : w.bad == EFBIG ? "the file size limit (ulimit -f / RLIMIT_FSIZE) was reached"
+                      : w.bad == EDQUOT ? "the disk quota is exhausted"
+                      : "the file system refused the write";
+    return dpt_err_set(err, DPT_E_RUNTIME, "checkpoint %s: write failed after %lld of %llu bytes (%s): %s. "
+                       "The previous checkpoints in that directory are kept and --resume auto uses the newest "
+                       "of them; free space there (or raise the limit, or give another --checkpoint-dir) "
+                       "before resuming", path, got,
+                       (unsigned long long)(8 + sizeof h + (2 * m->n_params + m->n_state + m->n_pending) * 4 + 4),
+                       strerror(w.bad), why);
   }
   if (rename(tmp, path)) {
     int e = errno;
@@ -210,9 +230,28 @@ int dpt_ckpt_find_latest(const char *dir, const struct dpt_ckpt_meta *expect, ch
   return found;
 }
 
+/* "ckpt-<step>.dpt.tmp.<pid>" of a writer that was killed mid-write (SIGKILL, a
+ * node crash) is never read, but it holds disk space: remove those not ours. */
+static void remove_stale_tmp(const char *dir)
+{
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char own[32], path[4200];
+  if (!d) return;
+  snprintf(own, sizeof own, ".tmp.%d", (int)getpid());
+  while ((e = readdir(d))) {
+    const char *t = strstr(e->d_name, ".dpt.tmp.");
+    if (strncmp(e->d_name, "ckpt-", 5) || !t || !strcmp(t + 4, own)) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+}
+
 void dpt_ckpt_prune(const char *dir, int keep)
 {
   char **names, path[4200];
+  remove_stale_tmp(dir);
   int n = list(dir, &names);
   for (int i = 0; i < n; i++) {
     if (i >= keep) {

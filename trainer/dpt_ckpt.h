@@ -8,7 +8,10 @@
  * <path>, and the directory fsync'd: a crash leaves the old file or the new
  * one, never half of one.  A file that fails any check is refused with a
  * message naming it and the check; dpt_ckpt_find_latest() then falls back to
- * the previous good checkpoint. */
+ * the previous good checkpoint.  A failed write (full disk, ENOSPC; file size
+ * limit, EFBIG — the caller must ignore SIGXFSZ to get the error instead of
+ * the signal) removes its temporary file and says so; the previous checkpoint
+ * stays the newest. */
 #ifndef DPT_CKPT_H
 #define DPT_CKPT_H
 
@@ -41,7 +44,9 @@ int dpt_ckpt_find_latest(const char *dir, const struct dpt_ckpt_meta *expect, ch
                          void (*warn)(const char *msg), struct dpt_err *err);
 /* Path of the checkpoint for a step: "<dir>/ckpt-<step, 10 digits>.dpt". */
 void dpt_ckpt_path(const char *dir, uint64_t step, char *path, size_t len);
-/* Keep the newest `keep` checkpoints in dir, delete older ones. */
+/* Keep the newest `keep` checkpoints in dir, delete older ones, and the
+ * temporary files of writers that were killed mid-write (other pids: a
+ * checkpoint directory belongs to one job). */
 void dpt_ckpt_prune(const char *dir, int keep);
 
 #endif /* DPT_CKPT_H */
