@@ -60,6 +60,15 @@ add_test(NAME node_schema_mn1
 # the generator script reproduces the committed fixture
 add_test(NAME node_mn1_fixture_reproducible
   COMMAND sh -c "python3 \"$1\" | cmp - \"$2\"" sh ${_node_fix}/make-mn1-node.py ${_node_mn1})
+# etc/mn1/mn1-node.xml (the MN-1 example node, 2 HCAs) comes from the same generator.
+add_test(NAME node_mn1_example_node_reproducible
+  COMMAND sh -c "python3 \"$1\" --hcas 2 | cmp - \"$2\"" sh ${_node_fix}/make-mn1-node.py
+          ${CMAKE_SOURCE_DIR}/etc/mn1/mn1-node.xml)
+# ... and is wired as its header says: GPUs 0,1 / 4,5 share a switch with the socket's HCA.
+add_test(NAME node_mn1_example_node_hcas
+  COMMAND $<TARGET_FILE:dpt-topo> --input ${CMAKE_SOURCE_DIR}/etc/mn1/mn1-node.xml)
+set_tests_properties(node_mn1_example_node_hcas PROPERTIES PASS_REGULAR_EXPRESSION
+  "8 GPUs, 2 HCAs, 2 sockets.*GPU2 +0000:3d:00.0[^\n]*nearest HCA: mlx5_0 \\(NODE\\).*GPU5 +0000:89:00.0[^\n]*nearest HCA: mlx5_1 \\(PIX\\)")
 
 # The validator itself: it must reject documents with missing fields or wrong types.
 add_test(NAME node_schema_validator_rejects_mutations

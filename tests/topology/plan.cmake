@@ -86,8 +86,9 @@ plan_bad(unwritable_output "--output '/nonexistent/dir/p.json'"
 plan_bad(hostlist_syntax "--nodes 'node\\[01-'"
          ${_topo} plan ${_conf} --gpus-per-node 1 --nodes node[01-)
 
-# etc/mn1/plan.txt is the plan of the MN-1 example (etc/mn1/topology.conf, 128 nodes of the
-# MN-1-style node): it must stay what dpt-topo prints.
+# etc/mn1/plan.txt is the plan of the MN-1 example (etc/mn1/topology.conf, 128 nodes of
+# etc/mn1/mn1-node.xml: 8 GPUs, 2 HCAs): it must stay what dpt-topo prints.
 dpt_golden_test(plan_etc_mn1_example ${CMAKE_SOURCE_DIR}/etc/mn1/plan.txt
-                ${_topo} plan --topology-conf ${CMAKE_SOURCE_DIR}/etc/mn1/topology.conf
-                --nodes mn[001-128] --node-xml ${_mn1xml})
+                ${CMAKE_COMMAND} -E chdir ${CMAKE_SOURCE_DIR}
+                ${_topo} plan --topology-conf etc/mn1/topology.conf
+                --nodes mn[001-128] --node-xml etc/mn1/mn1-node.xml --no-report)
