@@ -148,6 +148,7 @@ static int exec_rank(int argc, char **argv)
     snprintf(how, sizeof how, "binding failed");
     goto record;
   }
+  setenv("DPT_BIND_APPLIED", report, 1); /* what was done, for the program's job report */
   if (getenv("DPT_LAUNCH_VERBOSE"))
     fprintf(stderr, "dpt-launch: rank %s on %s: %s, OMP_NUM_THREADS=%s%s%s\n", rank, node,
             report, getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "-",

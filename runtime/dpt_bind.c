@@ -347,3 +347,83 @@ void dpt_bind_describe(const struct dpt_plan *plan, int rank, char *buf, size_t 
            rank, nd->host, rk->local_rank, nd->n_ranks, gpu, rk->cpuset[0] ? rk->cpuset : "-",
            rk->numa, rk->threads, nd->hcas[0] ? nd->hcas : "-");
 }
+
+/* The variables dpt_bind_env_report() may set (keep in step with it). */
+static const char *const bind_env_names[] = {
+  "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "DPT_RANK", "DPT_SIZE", "DPT_LOCAL_RANK",
+  "DPT_LOCAL_SIZE", "DPT_NODE_ID", "DPT_N_NODES", "DPT_NODE_NAME", "DPT_HOST_INDEX", "DPT_PLAN_DIGEST",
+  "DPT_PLAN_THREADS", "DPT_CPUSET", "DPT_NUMA", "OMP_NUM_THREADS", "DPT_PLAN_IB_HCA", "NCCL_IB_HCA",
+  "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "DPT_CUDA_DEVICE", NULL};
+
+static const char *env_or(const char *name, const char *dflt)
+{
+  const char *v = getenv(name);
+  return v && *v ? v : dflt;
+}
+
+void dpt_bind_describe_applied(char *buf, size_t len)
+{
+  hwloc_topology_t topo = NULL;
+  hwloc_bitmap_t cpus = NULL, nodes = NULL;
+  hwloc_membind_policy_t pol;
+  char cpu[256] = "unknown (hwloc cannot read them)", mem[160] = "memory binding unknown";
+  const char *who = getenv("DPT_LAUNCHER");
+
+  if (!buf || !len)
+    return;
+  buf[0] = '\0';
+  if (!who || !*who)
+    who = getenv("DPT_PLAN_DIGEST") && getenv("DPT_RANK") ? "dpt-launch" : NULL;
+  if (hwloc_topology_init(&topo) == 0 && hwloc_topology_load(topo) == 0 &&
+      (cpus = hwloc_bitmap_alloc()) && (nodes = hwloc_bitmap_alloc())) {
+    if (hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_PROCESS) == 0 ||
+        hwloc_get_cpubind(topo, cpus, HWLOC_CPUBIND_THREAD) == 0) {
+      hwloc_bitmap_list_snprintf(cpu, sizeof cpu, cpus);
+      if (hwloc_bitmap_isequal(cpus, hwloc_topology_get_topology_cpuset(topo)))
+        snprintf(cpu + strlen(cpu), sizeof cpu - strlen(cpu), " (all)");
+    }
+    if (hwloc_get_membind(topo, nodes, &pol, HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) == 0 ||
+        hwloc_get_membind(topo, nodes, &pol, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0) {
+      char ns[64];
+      hwloc_bitmap_list_snprintf(ns, sizeof ns, nodes);
+      if (pol == HWLOC_MEMBIND_BIND)
+        snprintf(mem, sizeof mem, "memory bound to NUMA %s", ns);
+      else if (pol == HWLOC_MEMBIND_DEFAULT || pol == HWLOC_MEMBIND_FIRSTTOUCH)
+        snprintf(mem, sizeof mem, "memory not bound (first touch)");
+      else
+        snprintf(mem, sizeof mem, "memory policy %d on NUMA %s", (int)pol, ns);
+    }
+  }
+  hwloc_bitmap_free(cpus);
+  hwloc_bitmap_free(nodes);
+  if (topo)
+    hwloc_topology_destroy(topo);
+
+  note(buf, len, "by %s", who ? who : "nobody (DPT_LAUNCHER and dpt-launch's variables unset: dpt bound nothing)");
+  if (getenv("DPT_BIND_APPLIED") && *getenv("DPT_BIND_APPLIED"))
+    note(buf, len, "binder: %.300s", getenv("DPT_BIND_APPLIED"));
+  note(buf, len, "cpus %s (plan %s)", cpu, env_or("DPT_CPUSET", "-"));
+  note(buf, len, "%s (plan NUMA %s)", mem, env_or("DPT_NUMA", "-"));
+  if (getenv("CUDA_VISIBLE_DEVICES") || getenv("DPT_CUDA_DEVICE"))
+    note(buf, len, "GPU CUDA_VISIBLE_DEVICES=%s device %s", env_or("CUDA_VISIBLE_DEVICES", "(unset)"),
+         env_or("DPT_CUDA_DEVICE", "0"));
+  else
+    note(buf, len, "GPU none");
+  note(buf, len, "HCAs %s", env_or("NCCL_IB_HCA", "none"));
+  note(buf, len, "threads OMP_NUM_THREADS=%s", env_or("OMP_NUM_THREADS", "(unset)"));
+  /* the launcher's variables, as set */
+  size_t o = strlen(buf);
+  int first = 1;
+  for (int i = 0; bind_env_names[i] && o + 2 < len; i++) {
+    const char *v = getenv(bind_env_names[i]);
+    if (!v)
+      continue;
+    int k = snprintf(buf + o, len - o, "%s%s=%.200s", first ? "; env " : " ", bind_env_names[i], v);
+    if (k < 0 || (size_t)k >= len - o) {
+      buf[o] = '\0'; /* no half variable */
+      break;
+    }
+    o += (size_t)k;
+    first = 0;
+  }
+}

@@ -74,6 +74,17 @@ int dpt_bind_apply_cpu_ex(const char *cpuset, int numa, unsigned flags, char *bo
 /* dpt_bind_apply_cpu from DPT_CPUSET / DPT_NUMA (what dpt_bind_env set). */
 int dpt_bind_apply_from_env(char *report, size_t report_len, struct dpt_err *err);
 
+/* What is applied to this process now, in one line (for the job report's
+ * ranks[].binding.applied): who bound it (DPT_LAUNCHER: spank, boot; dpt-launch
+ * when its variables are present; "nobody" otherwise), the binder's own words
+ * (DPT_BIND_APPLIED, set by the dpt-launch rank supervisor, the SPANK plugin and
+ * dpt_boot_init), the CPUs the process is bound to (hwloc_get_cpubind) against
+ * the plan's (DPT_CPUSET), the memory binding (hwloc_get_membind), GPU
+ * (CUDA_VISIBLE_DEVICES, DPT_CUDA_DEVICE), HCAs (NCCL_IB_HCA), threads
+ * (OMP_NUM_THREADS) and every variable dpt_bind_env sets that is present.
+ * Never fails: what cannot be read is said so in the text. */
+void dpt_bind_describe_applied(char *buf, size_t len);
+
 /* One line describing rank's binding: "rank 1 node h local 1/2 cpus 1 threads 1 ...". */
 void dpt_bind_describe(const struct dpt_plan *plan, int rank, char *buf, size_t len);
 

@@ -946,6 +946,7 @@ int dpt_boot_init(int *argc, char ***argv, const struct dpt_boot_opts *opts_in,
                                     DPT_BIND_WITHIN | DPT_BIND_KEEP_IF_EMPTY, bound, sizeof bound,
                                     report, sizeof report, err)) < 0 ||
         (rc = setenv("DPT_CPUS_BOUND", bound, 1) ? DPT_E_RUNTIME : 0) < 0 ||
+        (rc = setenv("DPT_BIND_APPLIED", report, 1) ? DPT_E_RUNTIME : 0) < 0 || /* job report */
         (rc = setenv("DPT_LAUNCHER", "boot", 1) ? DPT_E_RUNTIME : 0) < 0)
       goto fail;
   }

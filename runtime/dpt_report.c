@@ -416,6 +416,11 @@ int dpt_report_set_baseline(struct dpt_report *r, const char *path)
   return 0;
 }
 
+double dpt_report_efficiency(double t, long long n, double t0, long long n0)
+{
+  return t0 > 0 && n > 0 && n0 > 0 ? t / (t0 * (double)n / (double)n0) : NAN;
+}
+
 /* ---- path ----------------------------------------------------------------- */
 
 static int append(char *buf, size_t len, size_t *at, const char *s, struct dpt_err *err)
@@ -623,11 +628,13 @@ static json_t *rank_part(struct dpt_report *r)
     }
   }
   getrusage(RUSAGE_SELF, &ru);
-  part = json_pack("{s:i,s:s,s:I,s:{s:s,s:o,s:o,s:o,s:o,s:o},s:o,s:I,s:I,s:f,s:f,s:I,s:o,s:O,s:f}",
+  part = json_pack("{s:i,s:s,s:I,s:{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:I,s:I,s:f,s:f,s:I,s:o,s:O,s:f}",
                    "rank", r->rank, "host", r->host, "pid", (json_int_t)r->pid, "binding", "cpus_allowed", cpus,
                    "applied", str_or_null(r->binding), "cpuset", str_or_null(env_nonempty("DPT_CPUSET")),
                    "numa", str_or_null(env_nonempty("DPT_NUMA")), "cuda_visible_devices",
-                   str_or_null(env_nonempty("CUDA_VISIBLE_DEVICES")), "omp_num_threads",
+                   str_or_null(env_nonempty("CUDA_VISIBLE_DEVICES")), "cuda_device",
+                   str_or_null(env_nonempty("DPT_CUDA_DEVICE")), "nccl_ib_hca",
+                   str_or_null(env_nonempty("NCCL_IB_HCA")), "omp_num_threads",
                    str_or_null(env_nonempty("OMP_NUM_THREADS")), "node",
                    r->node ? json_incref(r->node) : json_null(), "steps", (json_int_t)r->n_steps, "images",
                    (json_int_t)r->images, "step_time_s", step_total, "images_per_s",
@@ -665,6 +672,33 @@ static json_t *launcher(void)
         : env_nonempty("PMIX_RANK")                               ? "pmix"
                                                                   : "single";
   return json_string(l);
+}
+
+/* A baseline report: valid dpt.report/1, images/s > 0, ranks >= 1 (DPT_E_INPUT otherwise). */
+static int load_baseline(const char *path, json_t **doc, double *t0, json_int_t *n0, struct dpt_err *err)
+{
+  *doc = NULL;
+  if (dpt_report_load(path, doc, err))
+    return dpt_err_prefix(err, "--baseline");
+  *t0 = json_number_value(json_object_get(json_object_get(*doc, "throughput"), "images_per_s"));
+  *n0 = json_integer_value(json_object_get(json_object_get(*doc, "job"), "ranks"));
+  if (!(*t0 > 0))
+    return dpt_err_set(err, DPT_E_INPUT, "--baseline %s: throughput.images_per_s is %g; the baseline must be a "
+                       "report of a run that processed images (give another report)", path, *t0);
+  if (*n0 < 1)
+    return dpt_err_set(err, DPT_E_INPUT, "--baseline %s: job.ranks is %lld; the baseline must be a run of "
+                       ">= 1 rank (give another report)", path, (long long)*n0);
+  return 0;
+}
+
+int dpt_report_check_baseline(const char *path, struct dpt_err *err)
+{
+  json_t *doc = NULL;
+  double t0;
+  json_int_t n0;
+  int rc = load_baseline(path, &doc, &t0, &n0, err);
+  json_decref(doc);
+  return rc;
 }
 
 static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struct dpt_err *err)
@@ -728,21 +762,13 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
       goto nomem;
   }
   if (r->baseline) {
-    if (dpt_report_load(r->baseline, &baseline, err)) {
-      dpt_err_prefix(err, "--baseline");
+    double t0v;
+    json_int_t n0;
+    if (load_baseline(r->baseline, &baseline, &t0v, &n0, err))
       goto fail;
-    }
-    double t0v = json_real_value(json_object_get(json_object_get(baseline, "throughput"), "images_per_s"));
-    json_int_t n0 = json_integer_value(json_object_get(json_object_get(baseline, "job"), "ranks"));
-    if (!(t0v > 0)) {
-      dpt_err_set(err, DPT_E_INPUT, "--baseline %s: throughput.images_per_s is %g; the baseline must be a "
-                  "run that processed images", r->baseline, t0v);
-      goto fail;
-    }
-    double n_rel = (double)r->size / (double)n0;
     scaling = json_pack("{s:s,s:I,s:f,s:i,s:f,s:f,s:f,s:s}", "baseline", r->baseline, "baseline_ranks", n0,
                         "baseline_images_per_s", t0v, "ranks", r->size, "images_per_s", ips, "speedup",
-                        ips / t0v, "efficiency", ips / (t0v * n_rel), "definition",
+                        ips / t0v, "efficiency", dpt_report_efficiency(ips, r->size, t0v, n0), "definition",
                         "e = t / (t0 * n / n0); ChainerMN: e = t / (t0 * n) with a 1-rank baseline");
     if (!scaling)
       goto nomem;
@@ -1078,7 +1104,20 @@ int dpt_report_validate(const json_t *doc, const char *file, struct dpt_err *err
       } else {
         need(&v, e, "rank", T_INT);
         need(&v, e, "host", T_STR);
-        need(&v, e, "binding", T_OBJ);
+        const json_t *b = need(&v, e, "binding", T_OBJ);
+        if (b) {
+          size_t m2;
+          push(&v, &m2, ".binding");
+          need(&v, b, "cpus_allowed", T_STR);
+          const char *bs[] = {"applied", "cpuset", "numa", "cuda_visible_devices", "omp_num_threads"};
+          for (int k = 0; k < 5; k++)
+            need(&v, b, bs[k], T_STR | T_NULL);
+          const char *opt[] = {"cuda_device", "nccl_ib_hca"}; /* newer reports */
+          for (int k = 0; k < 2; k++)
+            if (json_object_get(b, opt[k]))
+              need(&v, b, opt[k], T_STR | T_NULL);
+          pop(&v, m2);
+        }
         need(&v, e, "node", T_OBJ | T_NULL);
         need(&v, e, "steps", T_INT);
         need(&v, e, "images", T_INT);

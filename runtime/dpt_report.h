@@ -118,10 +118,11 @@ int dpt_report_plan_from_launch(struct dpt_report *rep, uint64_t bytes, int fp16
 /* This rank's node topology summary (packages, cores, NUMA, GPUs, HCAs); when
  * never called, dpt_report_finish loads the live machine's with hwloc. */
 int dpt_report_set_node(struct dpt_report *rep, const struct dpt_node *node, struct dpt_err *err);
-/* What binding was applied to this rank (free text, e.g. dpt_bind's report).
+/* What binding was applied to this rank (free text, e.g. dpt_bind_describe_applied():
+ * who bound it, CPUs, memory, GPU, HCAs, threads, the launcher's variables).
  * The CPUs actually allowed (sched_getaffinity) and the binding variables
- * (DPT_CPUSET, DPT_NUMA, CUDA_VISIBLE_DEVICES, DPT_CUDA_DEVICE, OMP_NUM_THREADS)
- * are recorded at finish whether or not this is called. */
+ * (DPT_CPUSET, DPT_NUMA, CUDA_VISIBLE_DEVICES, DPT_CUDA_DEVICE, NCCL_IB_HCA,
+ * OMP_NUM_THREADS) are recorded at finish whether or not this is called. */
 int dpt_report_set_binding(struct dpt_report *rep, const char *applied);
 
 /* The all-reduce the plan predicts: bytes per all-reduce (the gradient) and the
@@ -142,6 +143,13 @@ void dpt_report_set_exit_status(struct dpt_report *rep, int status);
  * Read at finish on rank 0; errors there (unreadable, not a dpt.report/1) are
  * DPT_E_INPUT. */
 int dpt_report_set_baseline(struct dpt_report *rep, const char *path);
+/* The checks finish makes of a baseline (a readable, valid dpt.report/1 of a run
+ * that processed images), for a program to refuse a bad --baseline at start
+ * instead of after the run.  DPT_E_INPUT naming the file and the problem. */
+int dpt_report_check_baseline(const char *path, struct dpt_err *err);
+/* The one home of the formula: e = t / (t0 * n / n0); NAN unless t0 > 0, n > 0, n0 > 0.
+ * Used by the writer ("scaling") and by dpt-report (--baseline, --compare, --html). */
+double dpt_report_efficiency(double t, long long n, double t0, long long n0);
 
 /* The report path: explicit (flag) if not NULL/"", else $DPT_REPORT, else
  * dpt-report-<jobid>.<stepid>.json (Slurm; <jobid> alone without a step) or

@@ -143,7 +143,7 @@ static double rank_median(const json_t *doc, const char *phase, const char *stat
 
 static double efficiency(double t, long long n, double t0, long long n0)
 {
-  return t0 > 0 && n > 0 && n0 > 0 ? t / (t0 * (double)n / (double)n0) : NAN;
+  return dpt_report_efficiency(t, n, t0, n0); /* the writer's formula (dpt_report.c) */
 }
 
 /* ---- summary -------------------------------------------------------------------- */

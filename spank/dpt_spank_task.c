@@ -119,7 +119,8 @@ int dpt_spank_task_apply(spank_t sp, const struct dpt_spank_opts *opts, struct d
     if (opts->verbose)
       slurm_info("dpt: rank %d on %s: %s", t.rank.rank, t.node.host, report);
   }
-  if ((rc = set_env(sp, "DPT_CPUS_BOUND", cpus, err)) < 0)
+  if ((rc = set_env(sp, "DPT_CPUS_BOUND", cpus, err)) < 0 ||
+      (cpus[0] && (rc = set_env(sp, "DPT_BIND_APPLIED", report, err)) < 0)) /* for the job report */
     goto done;
   spank_unsetenv(sp, DPT_SPANK_PLAN_ENV); /* the task needs only its own entry, now in DPT_* */
   if (opts->verbose >= 3) {
