@@ -2,7 +2,7 @@
  *
  *   dpt-bench allreduce [--comm NAME[,NAME...]] [--min-bytes N] [--max-bytes N]
  *                       [--iters N] [--warmup N] [--fp16] [--json] [--no-resnet]
- *                       [--report PATH]
+ *                       [--report PATH] [--baseline REPORT] [--images-per-step N]
  *
  * Sizes double from --min-bytes (4) to --max-bytes (128 MiB), plus ResNet-50's
  * gradient (102,228,128 B) when it is in range.  Per size and communicator:
@@ -17,6 +17,12 @@
  * holding this benchmark's dpt.bench.allreduce/1 document under results.bench,
  * the per-iteration times of the largest size (ResNet-50's gradient when
  * measured) as all-reduce "steps", and the plan's predicted time for that size.
+ * With --images-per-step N each of those steps stands for a training step of N
+ * images per rank whose compute is free (throughput = an upper bound of a
+ * training run's images/s); --baseline REPORT (another such run, e.g. 2 ranks)
+ * then puts the scaling efficiency e = t / (t0 * n / n0) in the report, which
+ * for these steps is the all-reduce's weak-scaling efficiency t_ar0 / t_ar.
+ * The binding applied to each rank is recorded (dpt_bind_describe_applied).
  * Exit: 0, 2 on bad usage, 1 on runtime failure. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +37,7 @@
 #include <jansson.h>
 
 #include "dpt_comm.h"
+#include "dpt_bind.h"
 #include "dpt_ctx.h"
 #include "dpt_plan.h"
 #include "dpt_report.h"
@@ -41,12 +48,18 @@ static void usage(FILE *f)
 {
   fprintf(f, "usage: dpt-bench allreduce [--comm NAME[,NAME...]] [--min-bytes N] [--max-bytes N]\n"
              "                           [--iters N] [--warmup N] [--fp16] [--json] [--no-resnet]\n"
-             "                           [--report PATH]\n"
+             "                           [--report PATH] [--baseline REPORT] [--images-per-step N]\n"
              "  --comm   mpi, ring, hierarchical, nccl (default: DPT_COMM, else ring,hierarchical,mpi)\n"
              "  sizes double from --min-bytes (4) to --max-bytes (134217728), plus ResNet-50's\n"
              "  gradient (102228128 bytes) unless --no-resnet\n"
              "  --report PATH  job report (dpt.report/1; default DPT_REPORT, else\n"
-             "                 dpt-report-<jobid>.<stepid>.json or dpt-report-dpt-bench-<pid>.json)\n");
+             "                 dpt-report-<jobid>.<stepid>.json or dpt-report-dpt-bench-<pid>.json)\n"
+             "  --images-per-step N  each timed all-reduce of the reported size counts as a training\n"
+             "                 step of N images per rank (compute free) in the report (default 0: none;\n"
+             "                 1 with --baseline)\n"
+             "  --baseline REPORT  a report of another dpt-bench run with images (e.g. 2 ranks): the\n"
+             "                 report gets scaling efficiency e = t / (t0 * n / n0), here the all-reduce\n"
+             "                 time of the baseline over this run's\n");
 }
 
 static int parse_size(const char *s, unsigned long long *out)
@@ -89,7 +102,8 @@ int main(int argc, char **argv)
   float *buf = NULL;
   json_t *doc = NULL, *results = NULL;
   char host[256] = "?";
-  const char *report_path = NULL;
+  const char *report_path = NULL, *baseline = NULL;
+  long images_per_step = -1; /* -1: 0, or 1 with --baseline */
   struct dpt_report *rep = NULL;
   double *iter_t = NULL; /* [iters] per-iteration times of the reported size */
   int rep_size = -1;     /* index of the size whose iterations are reported */
@@ -107,7 +121,8 @@ int main(int argc, char **argv)
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     int need = !strcmp(a, "--comm") || !strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes") ||
-               !strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--report");
+               !strcmp(a, "--iters") || !strcmp(a, "--warmup") || !strcmp(a, "--report") ||
+               !strcmp(a, "--baseline") || !strcmp(a, "--images-per-step");
     if (need && i + 1 >= argc) {
       fprintf(stderr, "dpt-bench: %s needs a value\n", a);
       return 2;
@@ -116,6 +131,15 @@ int main(int argc, char **argv)
       comm_list = argv[++i];
     } else if (!strcmp(a, "--report")) {
       report_path = argv[++i];
+    } else if (!strcmp(a, "--baseline")) {
+      baseline = argv[++i];
+    } else if (!strcmp(a, "--images-per-step")) {
+      char *end;
+      images_per_step = strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end || images_per_step < 0 || images_per_step > 1000000) {
+        fprintf(stderr, "dpt-bench: --images-per-step %s: expected a count 0..1000000\n", argv[i]);
+        return 2;
+      }
     } else if (!strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes")) {
       unsigned long long v;
       if (parse_size(argv[++i], &v) < 0) {
@@ -143,6 +167,20 @@ int main(int argc, char **argv)
     } else {
       fprintf(stderr, "dpt-bench: unknown option %s\n", a);
       usage(stderr);
+      return 2;
+    }
+  }
+  if (images_per_step < 0)
+    images_per_step = baseline ? 1 : 0;
+  if (baseline) {
+    if (!images_per_step) {
+      fprintf(stderr, "dpt-bench: --baseline with --images-per-step 0: this run would have no images/s to "
+                      "compare (leave --images-per-step out, or give N > 0)\n");
+      return 2;
+    }
+    if (dpt_report_check_baseline(baseline, &err)) {
+      fprintf(stderr, "dpt-bench: %s%s\n", err.msg,
+              strstr(err.msg, "images_per_s") ? " (a dpt-bench baseline needs --images-per-step or --baseline)" : "");
       return 2;
     }
   }
@@ -200,6 +238,15 @@ int main(int argc, char **argv)
     goto out;
   }
   dpt_report_set_mpi_version(rep);
+  {
+    char applied[2048];
+    dpt_bind_describe_applied(applied, sizeof applied);
+    if (dpt_report_set_binding(rep, applied) || (baseline && dpt_report_set_baseline(rep, baseline))) {
+      fprintf(stderr, "dpt-bench: rank %d: out of memory for the job report\n", wrank);
+      goto out;
+    }
+  }
+  dpt_report_set_config(rep, "images_per_step", json_integer(images_per_step));
   dpt_report_set_software(rep, "comm", comm_list && *comm_list ? comm_list : "ring,hierarchical,mpi");
   dpt_report_set_software(rep, "wire", fp16 ? "fp16" : "fp32");
   dpt_report_set_config(rep, "iters", json_integer(iters));
@@ -279,6 +326,7 @@ int main(int argc, char **argv)
         for (int it = 0; it < iters; it++) {
           struct dpt_report_step st = {0};
           st.allreduce = st.allreduce_exposed = st.step = iter_t[it];
+          st.images = images_per_step;
           if (dpt_report_add_step(rep, &st, &err) < 0)
             goto out;
         }

@@ -14,6 +14,8 @@ check_out(fail "exit non-zero.*error +rank 1 on [^ ]+ at 20[0-9-]+T[0-9:.]+Z: ru
           ${OUT}/train-fail.json)
 check_out(bench "dpt-bench report.*2 ranks.*allreduce 4.0 MiB on the wire fp32: measured [0-9.]+ [mu]s, predicted [0-9.]+ [mu]s.*bench +[0-9]+ measurements"
           ${OUT}/bench-np2.json)
+check_out(bench-scaling "dpt-bench report.*3 ranks.*speed +[0-9.]+ images/s total.*scaling +vs bench-np2-ips.json \\(2 ranks, [0-9.]+ images/s\\): speed-up [0-9.]+, efficiency [0-9.]+%"
+          ${OUT}/bench-np3-scaling.json)
 check_out(topo "dpt-topo report.*32 ranks on 4 nodes, ring: n1 \\(8\\) -> n2 \\(8\\) -> n3 \\(8\\) -> n4 \\(8\\)"
           ${OUT}/topo-plan.json)
 check_out(compare "train-np1.json .* 1 .*\ntrain-np2.json .* 2 .* ([0-9.]+) +([0-9]+)%"
