@@ -1,7 +1,7 @@
 /* dpt_topo_plan.c — `dpt-topo plan`: the plan dpt would use for a job.
  *
  *   dpt-topo plan [--topology-conf FILE | --ibnetdiscover FILE | --addr-list FILE]
- *                 --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE]
+ *                 --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE | --node-xml-dir DIR]
  *                 [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]
  *                 [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]
  *                 [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]
@@ -14,6 +14,7 @@
  * the JSON document to a file as well (through a temporary file + rename).
  * Every run also writes a job report (dpt.report/1 with the plan embedded and
  * its predicted all-reduce time; runtime/dpt_report.h) unless --no-report. */
+#define _GNU_SOURCE /* asprintf */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -32,7 +33,7 @@ static void usage(FILE *f)
 {
   fprintf(f,
           "usage: dpt-topo plan [--topology-conf FILE | --ibnetdiscover FILE | --addr-list FILE]\n"
-          "                     --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE]\n"
+          "                     --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE | --node-xml-dir DIR]\n"
           "                     [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]\n"
           "                     [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]\n"
           "                     [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]\n"
@@ -49,6 +50,8 @@ static void usage(FILE *f)
           "  --nodes HOSTLIST       the job's nodes in Slurm's order, e.g. \"n[001-016],m3\"\n"
           "  --gpus-per-node N      nodes known only by their GPU count\n"
           "  --node-xml FILE        hwloc XML of the nodes (one for all)\n"
+          "  --node-xml-dir DIR     one hwloc XML per node: DIR/<host>.xml (what\n"
+          "                         etc/mn1/sbatch/topo-survey.sbatch collects)\n"
           "  --ranks-per-node N     default: one rank per GPU\n"
           "  --oversubscribe        allow more ranks than GPUs (ranks share GPUs)\n"
           "  --threads-per-rank N   default: the cores of the rank's cpuset slice\n"
@@ -70,7 +73,7 @@ static void usage(FILE *f)
 enum {
   OPT_CONF = 256, OPT_IB, OPT_ADDR, OPT_NODES, OPT_GPUS, OPT_XML, OPT_RPN, OPT_OVER, OPT_TPR,
   OPT_SIZE, OPT_FP16, OPT_SEED, OPT_HOST, OPT_UP, OPT_INTRA, OPT_ALPHA, OPT_JSON, OPT_OUTPUT,
-  OPT_HELP, OPT_REPORT, OPT_NO_REPORT
+  OPT_HELP, OPT_REPORT, OPT_NO_REPORT, OPT_XML_DIR
 };
 
 static int parse_u64(const char *opt, const char *s, int suffixes, uint64_t *out, struct dpt_err *err)
@@ -149,6 +152,50 @@ static int write_file(const char *path, const char *text, struct dpt_err *err)
   return 0;
 }
 
+static void free_host_nodes(struct dpt_node **nodes, int n)
+{
+  if (!nodes)
+    return;
+  for (int i = 0; i < n; i++)
+    if (nodes[i])
+      dpt_node_destroy(nodes[i]);
+  free(nodes);
+}
+
+/* --node-xml-dir DIR: DIR/<host>.xml for every host of the job (the layout the topology
+ * survey writes), each host's own topology.  A missing or invalid file names the host. */
+static int load_host_xmls(const char *dir, char **hosts, int n_hosts, struct dpt_node ***out,
+                          struct dpt_err *err)
+{
+  struct dpt_node **nodes = calloc((size_t)n_hosts, sizeof *nodes);
+  char *path = NULL;
+  int rc = 0;
+  *out = NULL;
+  if (!nodes)
+    return dpt_err_set(err, DPT_E_NOMEM, "out of memory for %d hosts", n_hosts);
+  for (int i = 0; i < n_hosts; i++) {
+    free(path);
+    if (asprintf(&path, "%s/%s.xml", dir, hosts[i]) < 0) {
+      path = NULL;
+      rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory");
+      goto fail;
+    }
+    if (dpt_node_load(&nodes[i], path, err)) {
+      nodes[i] = NULL;
+      dpt_err_prefix(err, "--node-xml-dir %s: host %s", dir, hosts[i]);
+      rc = -1;
+      goto fail;
+    }
+  }
+  free(path);
+  *out = nodes;
+  return 0;
+fail:
+  free(path);
+  free_host_nodes(nodes, n_hosts);
+  return rc;
+}
+
 int dpt_topo_plan_main(int argc, char **argv)
 {
   static const struct option longopts[] = {
@@ -158,6 +205,7 @@ int dpt_topo_plan_main(int argc, char **argv)
     {"nodes", required_argument, NULL, OPT_NODES},
     {"gpus-per-node", required_argument, NULL, OPT_GPUS},
     {"node-xml", required_argument, NULL, OPT_XML},
+    {"node-xml-dir", required_argument, NULL, OPT_XML_DIR},
     {"ranks-per-node", required_argument, NULL, OPT_RPN},
     {"oversubscribe", no_argument, NULL, OPT_OVER},
     {"threads-per-rank", required_argument, NULL, OPT_TPR},
@@ -176,13 +224,14 @@ int dpt_topo_plan_main(int argc, char **argv)
     {NULL, 0, NULL, 0},
   };
   const char *tree_opt = NULL, *tree_file = NULL, *nodes = NULL, *xml = NULL, *output = NULL;
-  const char *report_path = NULL;
+  const char *report_path = NULL, *xml_dir = NULL;
   int gpus = -1, json = 0, c, status = 0, no_report = 0;
   struct dpt_report *rep = NULL;
   struct dpt_plan_opts o;
   struct dpt_err err;
   struct dpt_tree *tree = NULL;
   struct dpt_node *node = NULL;
+  struct dpt_node **host_nodes = NULL; /* [n_hosts] with --node-xml-dir */
   struct dpt_plan *plan = NULL;
   const struct dpt_node **topos = NULL;
   char **hosts = NULL, *doc = NULL, *text = NULL;
@@ -214,6 +263,7 @@ int dpt_topo_plan_main(int argc, char **argv)
         goto fail;
       break;
     case OPT_XML: xml = optarg; break;
+    case OPT_XML_DIR: xml_dir = optarg; break;
     case OPT_RPN:
       if (parse_int("--ranks-per-node", optarg, 1, &o.ranks_per_node, &err))
         goto fail;
@@ -280,12 +330,13 @@ int dpt_topo_plan_main(int argc, char **argv)
     dpt_err_set(&err, DPT_E_INPUT, "--nodes HOSTLIST is required: the job's nodes, e.g. --nodes 'n[001-016]'");
     goto fail;
   }
-  if (xml && gpus >= 0) {
-    dpt_err_set(&err, DPT_E_INPUT, "--gpus-per-node and --node-xml: give one of them");
+  if ((xml != NULL) + (xml_dir != NULL) + (gpus >= 0) > 1) {
+    dpt_err_set(&err, DPT_E_INPUT, "--gpus-per-node, --node-xml and --node-xml-dir: give one of them");
     goto fail;
   }
-  if (!xml && gpus < 0) {
-    dpt_err_set(&err, DPT_E_INPUT, "say what a node holds: --gpus-per-node N or --node-xml FILE");
+  if (!xml && !xml_dir && gpus < 0) {
+    dpt_err_set(&err, DPT_E_INPUT,
+                "say what a node holds: --gpus-per-node N, --node-xml FILE or --node-xml-dir DIR");
     goto fail;
   }
   if (report_path && no_report) {
@@ -316,22 +367,29 @@ int dpt_topo_plan_main(int argc, char **argv)
   } else if (dpt_tree_flat(&tree, (const char *const *)hosts, n_hosts, &err)) {
     goto fail;
   }
-  if (xml) {
-    if (dpt_node_load(&node, xml, &err)) {
-      dpt_err_prefix(&err, "--node-xml %s", xml);
-      goto fail;
-    }
-  } else if (dpt_node_synthetic(&node, "", gpus, &err)) {
-    dpt_err_prefix(&err, "--gpus-per-node %d", gpus);
-    goto fail;
-  }
   topos = malloc(sizeof *topos * (size_t)n_hosts);
   if (!topos) {
     dpt_err_set(&err, DPT_E_NOMEM, "out of memory for %d hosts", n_hosts);
     goto fail;
   }
-  for (int i = 0; i < n_hosts; i++)
-    topos[i] = node;
+  if (xml_dir) {
+    if (load_host_xmls(xml_dir, hosts, n_hosts, &host_nodes, &err))
+      goto fail;
+    for (int i = 0; i < n_hosts; i++)
+      topos[i] = host_nodes[i];
+  } else {
+    if (xml) {
+      if (dpt_node_load(&node, xml, &err)) {
+        dpt_err_prefix(&err, "--node-xml %s", xml);
+        goto fail;
+      }
+    } else if (dpt_node_synthetic(&node, "", gpus, &err)) {
+      dpt_err_prefix(&err, "--gpus-per-node %d", gpus);
+      goto fail;
+    }
+    for (int i = 0; i < n_hosts; i++)
+      topos[i] = node;
+  }
   if (dpt_plan_compute(&plan, tree, (const char *const *)hosts, n_hosts, topos, &o, &err))
     goto fail;
 
@@ -394,6 +452,7 @@ out:
   free(topos);
   if (node)
     dpt_node_destroy(node);
+  free_host_nodes(host_nodes, n_hosts);
   if (tree)
     dpt_tree_destroy(tree);
   if (hosts)

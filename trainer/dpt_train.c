@@ -39,6 +39,7 @@
 #ifdef DPT_TRAIN_HAVE_COMM
 #include <oneapi/dnnl/dnnl.h>
 
+#include "dpt_bind.h"
 #include "dpt_comm.h"
 #include "dpt_ctx.h"
 #include "dpt_report.h"
@@ -59,6 +60,8 @@ struct opts {
   double lr, warmup_epochs, momentum, weight_decay, width, smoothing, gamma, step_epochs, power;
   char milestones[128];
   uint64_t seed;
+  const char *baseline; /* job report: --baseline REPORT (scaling efficiency) */
+  int no_report;        /* job report: --no-report */
 };
 
 static void defaults(struct opts *o)
@@ -139,7 +142,12 @@ static void usage(FILE *f)
           "  --double-buffering    overlap step t's all-reduce with step t+1 (update lags one step)\n"
           "  --checkpoint-dir DIR  --checkpoint-every N (steps; default: each epoch when a dir is given)\n"
           "  --resume auto|PATH    continue from the newest good checkpoint in DIR, or PATH\n"
-          "  --report PATH         JSON job report (rank 0)\n"
+          "  --report PATH         JSON job report dpt.report/1, written by rank 0 on every run\n"
+          "                        (default $DPT_REPORT, else dpt-report-<jobid>.<stepid>.json under\n"
+          "                        Slurm, else dpt-report-dpt-train-<pid>.json; %%j %%s %%p expand)\n"
+          "  --baseline REPORT     a report of a run to compare with (e.g. 1 rank): the report gets\n"
+          "                        scaling efficiency e = t / (t0 * n / n0)\n"
+          "  --no-report           write no job report\n"
           "  --stop-after N        stop after N steps of this invocation (checkpoint written): resume\n"
           "                        later with --resume auto\n"
           "  --no-val              skip validation   --log-every N (steps, default %d)\n"
@@ -190,7 +198,8 @@ static int parse(int argc, char **argv, struct opts *o)
     O_DATASET = 256, O_DATADIR, O_IMG, O_NCLS, O_BATCH, O_EPOCHS, O_ITERS, O_LR, O_WARM, O_SCHED,
     O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
     O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
-    O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC
+    O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
+    O_NOREPORT, O_BASELINE
   };
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
@@ -208,6 +217,7 @@ static int parse(int argc, char **argv, struct opts *o)
       {"crop-pad", 1, 0, O_CROP}, {"skip-bad", 0, 0, O_SKIP}, {"prefetch", 1, 0, O_PREF},
       {"synthetic-images", 1, 0, O_NSYN}, {"no-val", 0, 0, O_NOVAL}, {"log-every", 1, 0, O_LOG},
       {"stop-after", 1, 0, O_STOP}, {"accumulate", 1, 0, O_ACC},
+      {"no-report", 0, 0, O_NOREPORT}, {"baseline", 1, 0, O_BASELINE},
       {0, 0, 0, 0}};
   int c, rc = 0, have_epochs = 0, have_iters = 0;
   double d;
@@ -235,6 +245,8 @@ static int parse(int argc, char **argv, struct opts *o)
     case O_CKEVERY: rc = inum("--checkpoint-every", optarg, 1, 1000000000, &o->ckpt_every); break;
     case O_RESUME: o->resume = optarg; break;
     case O_REPORT: o->report = optarg; break;
+    case O_NOREPORT: o->no_report = 1; break;
+    case O_BASELINE: o->baseline = optarg; break;
     case O_SEED: rc = num("--seed", optarg, 0, 1e15, &d); o->seed = (uint64_t)d; break;
     case O_HELP: case 'h': usage(stdout); exit(0);
     case O_WIDTH: rc = num("--width", optarg, 0.01, 8, &o->width); break;
@@ -282,6 +294,8 @@ static int parse(int argc, char **argv, struct opts *o)
     return bad("--milestones only applies to --schedule multistep (got --schedule %s)", o->schedule);
   if (!strcmp(o->schedule, "multistep") && !o->milestones[0])
     return bad("--schedule multistep needs --milestones E1,E2,...");
+  if (o->no_report && (o->report || o->baseline))
+    return bad("--no-report with %s: give one of them", o->report ? "--report" : "--baseline");
   if (o->ckpt_every && !o->ckpt_dir) return bad("--checkpoint-every needs --checkpoint-dir");
   if (o->stop_after && !o->ckpt_dir) return bad("--stop-after needs --checkpoint-dir (to resume from)");
   if (o->resume && !o->ckpt_dir && !strcmp(o->resume, "auto"))
@@ -528,15 +542,27 @@ int main(int argc, char **argv)
 
   defaults(&o);
   if ((status = parse(argc, argv, &o))) return status;
+#ifdef DPT_TRAIN_HAVE_COMM
+  /* a bad --baseline is refused now, not after the run (rank 0 reads it at the end) */
+  if (o.baseline && dpt_report_check_baseline(o.baseline, &err)) return bad("%s", err.msg);
+#endif
   curve = json_array();
   if ((rc = ranks_init(&rk, &argc, &argv, &o, &err))) goto fail;
   R = rk.size;
   me = rk.rank;
   if ((rc = preempt_install(&err))) goto fail; /* after MPI_Init: ours is the handler */
 #ifdef DPT_TRAIN_HAVE_COMM
-  /* the job report, through the runtime's one writer (dpt_report): --report or $DPT_REPORT */
-  if ((o.report || getenv("DPT_REPORT")) && (rc = dpt_report_create(&rep, "dpt-train", argc, argv, me, R, &err)))
-    goto fail;
+  /* the job report, through the runtime's one writer (dpt_report), on every run unless
+   * --no-report: --report, $DPT_REPORT, else the default name (dpt_report_path) */
+  if (!o.no_report) {
+    char applied[2048];
+    if ((rc = dpt_report_create(&rep, "dpt-train", argc, argv, me, R, &err))) goto fail;
+    dpt_bind_describe_applied(applied, sizeof applied);
+    if (dpt_report_set_binding(rep, applied) || (o.baseline && dpt_report_set_baseline(rep, o.baseline))) {
+      rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for the job report");
+      goto fail;
+    }
+  }
 #endif
   if (o.threads > 0) omp_set_num_threads(o.threads);
   int threads = omp_get_max_threads();

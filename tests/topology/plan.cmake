@@ -76,7 +76,38 @@ plan_bad(missing_node_xml "--node-xml /nonexistent/node.xml"
 plan_bad(two_tree_sources "--topology-conf and --addr-list"
          ${_topo} plan ${_conf} --addr-list ${_plan}/data/cluster.addr --gpus-per-node 1 --nodes n1)
 plan_bad(no_nodes "--nodes HOSTLIST is required" ${_topo} plan --gpus-per-node 1)
-plan_bad(no_gpu_count "--gpus-per-node N or --node-xml" ${_topo} plan --nodes n1)
+plan_bad(no_gpu_count "--gpus-per-node N, --node-xml FILE or --node-xml-dir DIR" ${_topo} plan --nodes n1)
+plan_bad(node_under_two_switches "bad-two-switches.conf:4: node 'node02' is under two switches: 'leaf1' \\(line 3\\) and 'leaf2'"
+         ${_topo} plan --topology-conf ${_plan}/data/bad-two-switches.conf --gpus-per-node 1 --nodes node[01-03])
+plan_bad(switches_cycle "bad-cycle.conf:2: cycle in Switches= .*s1 \\(line 2\\) -> s3 \\(line 4\\) -> s2 \\(line 3\\) -> s1"
+         ${_topo} plan --topology-conf ${_plan}/data/bad-cycle.conf --gpus-per-node 1 --nodes node[01-02])
+
+# --node-xml-dir DIR: DIR/<host>.xml per host (what etc/mn1/sbatch/topo-survey.sbatch collects).
+# A directory made here: mn001 and mn003 are the 2-HCA example node, mn002 the 4-HCA fixture.
+set(_xdir ${CMAKE_CURRENT_BINARY_DIR}/node-xml-dir)
+file(MAKE_DIRECTORY ${_xdir} ${_xdir}/same)
+file(COPY_FILE ${CMAKE_SOURCE_DIR}/etc/mn1/mn1-node.xml ${_xdir}/mn001.xml ONLY_IF_DIFFERENT)
+file(COPY_FILE ${_mn1xml} ${_xdir}/mn002.xml ONLY_IF_DIFFERENT)
+file(COPY_FILE ${CMAKE_SOURCE_DIR}/etc/mn1/mn1-node.xml ${_xdir}/mn003.xml ONLY_IF_DIFFERENT)
+foreach(_h mn001 mn002 mn003)
+  file(COPY_FILE ${_mn1xml} ${_xdir}/same/${_h}.xml ONLY_IF_DIFFERENT)
+endforeach()
+# every host with the same XML: the plan of --node-xml FILE
+add_test(NAME plan_cli_node_xml_dir_same_as_node_xml
+         COMMAND ${CMAKE_COMMAND}
+                 "-DCMD_A=${_topo};plan;--topology-conf;${CMAKE_SOURCE_DIR}/etc/mn1/topology.conf;--nodes;mn[001-003];--node-xml;${_mn1xml};--no-report"
+                 "-DCMD_B=${_topo};plan;--topology-conf;${CMAKE_SOURCE_DIR}/etc/mn1/topology.conf;--nodes;mn[001-003];--node-xml-dir;${_xdir}/same;--no-report"
+                 -P ${_plan}/same_digest.cmake)
+# each host its own XML: per-node HCA lists and GPU order
+add_test(NAME plan_cli_node_xml_dir_per_host
+         COMMAND ${_topo} plan --topology-conf ${CMAKE_SOURCE_DIR}/etc/mn1/topology.conf
+                 --nodes mn[001-003] --node-xml-dir ${_xdir} --no-report)
+set_tests_properties(plan_cli_node_xml_dir_per_host PROPERTIES PASS_REGULAR_EXPRESSION
+  "mn001  ib-leaf01  0-7 +8  mlx5_0,mlx5_1\n[^\n]*mn002  ib-leaf01  8-15 +8  mlx5_0,mlx5_1,mlx5_2,mlx5_3\n[^\n]*mn003  ib-leaf01  16-23 +8  mlx5_0,mlx5_1\n")
+plan_bad(node_xml_dir_missing_host "--node-xml-dir [^:]*: host mn004: .*mn004.xml"
+         ${_topo} plan --nodes mn[001-004] --node-xml-dir ${_xdir})
+plan_bad(node_xml_and_dir "--gpus-per-node, --node-xml and --node-xml-dir: give one of them"
+         ${_topo} plan --nodes mn001 --node-xml ${_mn1xml} --node-xml-dir ${_xdir})
 plan_bad(bad_size "--size '12x'" ${_topo} plan --nodes n1 --gpus-per-node 1 --size 12x)
 plan_bad(oversubscribe_needs_rpn "--oversubscribe needs --ranks-per-node"
          ${_topo} plan --nodes n1 --gpus-per-node 1 --oversubscribe)

@@ -4,11 +4,16 @@
 # steps straight vs stop after k, resume, finish -> byte-identical final
 # checkpoints (plain and double-buffered); with the newest checkpoint corrupted
 # the resume falls back to the previous good one and still ends identical.
-# usage: test_cli.sh PATH/TO/dpt-train
-T=$1
+# Every run writes its job report into REPORT_DIR (dpt-train's default is one per
+# run: DPT_REPORT names them here), all checked with dpt-report --check at the end
+# (and by report.schema); --no-report writes none.
+# usage: test_cli.sh PATH/TO/dpt-train PATH/TO/dpt-report REPORT_DIR
+T=$1 R=$2 RD=$3
 tmp=$(mktemp -d /tmp/dpt-test-cli.XXXXXX)
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+mkdir -p "$RD" && rm -f "$RD"/cli-*.json* || fail "cannot use the report directory '$RD'"
+export DPT_REPORT="$RD/cli-%p.json"
 
 expect() { # expect STATUS PATTERN -- args...
   want=$1; pat=$2; shift 3
@@ -35,6 +40,9 @@ expect 1 "without the GPU backend|no usable CUDA device" -- --backend cuda
 expect 2 "10 classes" -- --num-classes 5
 expect 2 "needs --backend cuda" -- --comm nccl --backend cpu
 expect 2 "comm" -- --comm carrier-pigeon
+expect 2 "--no-report with --report" -- --no-report --report x.json
+expect 2 "--no-report with --baseline" -- --no-report --baseline x.json
+expect 0 "--no-report +write no job report" -- --help
 
 common="--dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625 --batch-size 8
         --iterations 8 --no-val --threads 1 --seed 5 --log-every 100 --prefetch 1"
@@ -57,9 +65,22 @@ for mode in plain dbuf; do
   cmp -s "$tmp/$mode-a/$final" "$tmp/$mode-c/$final" || fail "$mode: run resumed from the older checkpoint differs"
 done
 cmp -s "$tmp/plain-a/$final" "$tmp/dbuf-a/$final" && fail "double buffering changed nothing (the update should lag one step)"
+# the default report name (no --report, no DPT_REPORT) in the working directory; --no-report: none
+mkdir -p "$tmp/cwd" && (cd "$tmp/cwd" && env -u DPT_REPORT "$T" $common --iterations 1 >"$tmp/out" 2>&1) ||
+  fail "run without --report failed: $(tail -3 "$tmp/out")"
+f=$(ls "$tmp/cwd"/dpt-report-dpt-train-*.json 2>/dev/null)
+[ -n "$f" ] && grep -q "^dpt-train: report dpt-report-dpt-train-[0-9]*.json" "$tmp/out" &&
+  "$R" --check $f >/dev/null 2>&1 || fail "no valid default report dpt-report-dpt-train-<pid>.json: $(ls "$tmp/cwd")"
+mv $f "$RD/cli-default.json" 2>/dev/null
+n0=$(ls "$RD" | wc -l)
+"$T" $common --iterations 1 --no-report >"$tmp/out" 2>&1 || fail "--no-report run failed: $(tail -3 "$tmp/out")"
+[ "$(ls "$RD" | wc -l)" = "$n0" ] && ! grep -q "report" "$tmp/out" || fail "--no-report wrote a report"
 # a checkpoint from another model is refused
 "$T" $common --width 0.125 --checkpoint-dir "$tmp/plain-a" --resume "$tmp/plain-a/$final" >"$tmp/out" 2>"$tmp/err"
 [ $? = 2 ] && grep -q "same model" "$tmp/err" || fail "model mismatch not refused: $(cat "$tmp/err")"
 
-if [ $fails = 0 ]; then echo "ok: CLI errors, --help, --backend cuda, bit-identical resume (plain, double-buffered, after corruption)"; rm -rf "$tmp"; fi
+# the failed runs' reports too (exit status and error recorded)
+grep -l '"exit_status": 2' "$RD"/cli-*.json >/dev/null 2>&1 || fail "no report of a failed run (exit 2) in $RD"
+"$R" --check "$RD"/cli-*.json >"$tmp/check" 2>&1 || fail "invalid report: $(cat "$tmp/check")"
+if [ $fails = 0 ]; then echo "ok: CLI errors, --help, --backend cuda, bit-identical resume (plain, double-buffered, after corruption); $(ls "$RD"/cli-*.json | wc -l) valid reports"; rm -rf "$tmp"; fi
 [ $fails = 0 ]

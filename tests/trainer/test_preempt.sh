@@ -5,11 +5,15 @@
 # --resume auto then says it resumed and from which step and finishes (exit 0).
 # One rank with SIGTERM (scancel) the same; without --checkpoint-dir: exit 1
 # with a message that nothing was saved.
-# usage: test_preempt.sh dpt-launch dpt-train
-L=$1 T=$2
+# Every run's job report goes to REPORT_DIR, checked with dpt-report --check (the
+# preempted runs' reports say exit 3).
+# usage: test_preempt.sh dpt-launch dpt-train dpt-report REPORT_DIR
+L=$1 T=$2 R=$3 RD=$4
 tmp=$(mktemp -d /tmp/dpt-test-preempt.XXXXXX)
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+mkdir -p "$RD" && rm -f "$RD"/preempt-*.json* || fail "cannot use the report directory '$RD'"
+export DPT_REPORT="$RD/preempt-%p.json"
 # enough steps that a run is never over before the signal lands (a step takes 0.05-0.2 s)
 N=40
 common="--dataset synthetic --synthetic-images 256 --image-size 32 --width 0.0625 --batch-size 8
@@ -74,5 +78,7 @@ start_and_signal USR1 "$tmp/nock.log" env OMP_NUM_THREADS=1 "$T" $common
 grep -q "preempted by SIGUSR1 at step [0-9]*, but no --checkpoint-dir was given" "$tmp/nock.log" ||
   fail "no --checkpoint-dir: no message: $(tail -3 "$tmp/nock.log")"
 
+grep -l '"exit_status": 3' "$RD"/preempt-*.json >/dev/null 2>&1 || fail "no report of a preempted run (exit 3) in $RD"
+"$R" --check "$RD"/preempt-*.json >"$tmp/check" 2>&1 || fail "invalid report: $(cat "$tmp/check")"
 if [ $fails = 0 ]; then echo "ok: preemption (2 ranks SIGUSR1, 1 rank SIGTERM double-buffered): exit 3, checkpoint, resumed; without --checkpoint-dir exit 1"; rm -rf "$tmp"; fi
 [ $fails = 0 ]
