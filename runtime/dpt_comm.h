@@ -49,7 +49,7 @@ struct dpt_comm_opts {
   int node;             /* this rank's node index (hierarchical); -1: group ranks by host name */
   size_t chunk_bytes;   /* ring pipeline chunk; 0: DPT_COMM_CHUNK_BYTES or 1 MiB */
   int window;           /* ring: chunks in flight; 0: DPT_COMM_WINDOW or 4 */
-  double watchdog_s;    /* 0: DPT_WATCHDOG_SECONDS or 300 s; < 0: no watchdog */
+  double watchdog_s;    /* 0: DPT_WATCHDOG_SECONDS or 30 s; < 0: no watchdog */
   int async;            /* 1 (default): worker thread when MPI_THREAD_MULTIPLE; 0: never */
   int record_peers;     /* test hook: record each ring step's send/recv peers */
   int gpu;              /* nccl: CUDA device; -1: the node-local rank */

@@ -1,8 +1,11 @@
 /* dpt_watchdog.c — see dpt_watchdog.h */
 #include "dpt_watchdog.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +34,250 @@ struct dpt_watchdog {
   dpt_watchdog_suspect_fn suspect;
   void *suspect_arg;
 };
+
+/* ---- process-wide phase and error file ------------------------------------ */
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_phase[48] = "";        /* guarded by g_mu (read racily by the signal path) */
+static long g_step = -1;
+static int g_phase_fd = -2;          /* -2: not opened yet, -1: none */
+static char g_errfile[4096];         /* "" : none */
+static int g_err_rank = -1;
+static char g_err_node[128] = "?";
+
+/* the phase a rank records when its watchdog fired (a survivor, not a cause) */
+#define WATCHDOG_FIRED "stopped by its watchdog"
+
+static int status_rank(void)
+{
+  const char *r = getenv("DPT_RANK");
+  return r && *r ? atoi(r) : -1;
+}
+
+void dpt_watchdog_set_phase(const char *phase, long step)
+{
+  pthread_mutex_lock(&g_mu);
+  snprintf(g_phase, sizeof g_phase, "%s", phase ? phase : "");
+  g_step = step;
+  if (g_phase_fd == -2) {
+    const char *dir = getenv("DPT_LAUNCH_STATUS_DIR");
+    int r = status_rank();
+    g_phase_fd = -1;
+    if (dir && *dir && r >= 0) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s/rank.%d.phase", dir, r);
+      g_phase_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
+  }
+  if (g_phase_fd >= 0) {
+    char line[64];
+    memset(line, ' ', sizeof line);
+    int n = step >= 0 ? snprintf(line, sizeof line, "%s (step %ld)", g_phase, step)
+                      : snprintf(line, sizeof line, "%s", g_phase);
+    if (n >= 0 && n < (int)sizeof line) line[n] = ' ';
+    line[sizeof line - 1] = '\n';
+    ssize_t w = pwrite(g_phase_fd, line, sizeof line, 0);
+    (void)w;
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+void dpt_watchdog_phase(char *buf, size_t len)
+{
+  pthread_mutex_lock(&g_mu);
+  if (g_step >= 0) snprintf(buf, len, "%s (step %ld)", g_phase, g_step);
+  else snprintf(buf, len, "%s", g_phase);
+  pthread_mutex_unlock(&g_mu);
+}
+
+void dpt_watchdog_set_error_file(const char *path, int rank, const char *node)
+{
+  pthread_mutex_lock(&g_mu);
+  snprintf(g_errfile, sizeof g_errfile, "%s", path ? path : "");
+  g_err_rank = rank;
+  snprintf(g_err_node, sizeof g_err_node, "%s", node && *node ? node : "?");
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+void dpt_watchdog_write_error(const char *kind, const char *msg, int suspect_rank, const char *suspect_node,
+                              const char *suspect_phase)
+{
+  char path[4096], tmp[4200], node[128], phase[48], ts[64];
+  int rank;
+  long step;
+  pthread_mutex_lock(&g_mu);
+  snprintf(path, sizeof path, "%s", g_errfile);
+  snprintf(node, sizeof node, "%s", g_err_node);
+  snprintf(phase, sizeof phase, "%s", g_phase);
+  rank = g_err_rank;
+  step = g_step;
+  pthread_mutex_unlock(&g_mu);
+  if (!path[0]) return;
+  time_t t = time(NULL);
+  struct tm tmv;
+  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tmv));
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "{\"schema\": \"dpt.error/1\", \"kind\": ");
+  json_str(f, kind);
+  fprintf(f, ", \"time\": \"%s\", \"rank\": %d, \"node\": ", ts, rank);
+  json_str(f, node);
+  fprintf(f, ", \"pid\": %d, \"phase\": ", (int)getpid());
+  json_str(f, phase);
+  fprintf(f, ", \"step\": %ld, \"message\": ", step);
+  json_str(f, msg);
+  fprintf(f, ", \"suspect\": ");
+  if (suspect_rank >= 0) {
+    fprintf(f, "{\"rank\": %d, \"node\": ", suspect_rank);
+    json_str(f, suspect_node ? suspect_node : "?");
+    fprintf(f, ", \"phase\": ");
+    if (suspect_phase) json_str(f, suspect_phase);
+    else fprintf(f, "null");
+    fprintf(f, "}");
+  } else {
+    fprintf(f, "null");
+  }
+  fprintf(f, "}\n");
+  if (fclose(f) == 0) rename(tmp, path);
+  else unlink(tmp);
+}
+
+/* async-signal-safe pieces */
+static size_t put_s(char *b, size_t at, size_t cap, const char *s)
+{
+  while (s && *s && at + 1 < cap) b[at++] = *s++;
+  return at;
+}
+
+static size_t put_js(char *b, size_t at, size_t cap, const char *s)
+{
+  at = put_s(b, at, cap, "\"");
+  for (; s && *s && at + 3 < cap; s++)
+    if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20) b[at++] = '?';
+    else b[at++] = *s;
+  return put_s(b, at, cap, "\"");
+}
+
+static size_t put_i(char *b, size_t at, size_t cap, long v)
+{
+  char d[24];
+  int n = 0;
+  unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
+  if (v < 0) at = put_s(b, at, cap, "-");
+  do d[n++] = (char)('0' + u % 10); while ((u /= 10) && n < 23);
+  while (n && at + 1 < cap) b[at++] = d[--n];
+  return at;
+}
+
+void dpt_watchdog_write_error_signal(int sig)
+{
+  static char b[2048];
+  size_t at = 0, cap = sizeof b;
+  const char *name = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGABRT ? "SIGABRT"
+                     : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "a fatal signal";
+  if (!g_errfile[0]) return;
+  int fd = open(g_errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  at = put_s(b, at, cap, "{\"schema\": \"dpt.error/1\", \"kind\": \"signal\", \"signal\": ");
+  at = put_js(b, at, cap, name);
+  at = put_s(b, at, cap, ", \"rank\": ");
+  at = put_i(b, at, cap, g_err_rank);
+  at = put_s(b, at, cap, ", \"node\": ");
+  at = put_js(b, at, cap, g_err_node);
+  at = put_s(b, at, cap, ", \"pid\": ");
+  at = put_i(b, at, cap, (long)getpid());
+  at = put_s(b, at, cap, ", \"phase\": ");
+  at = put_js(b, at, cap, g_phase);
+  at = put_s(b, at, cap, ", \"step\": ");
+  at = put_i(b, at, cap, g_step);
+  at = put_s(b, at, cap, ", \"message\": \"rank ");
+  at = put_i(b, at, cap, g_err_rank);
+  at = put_s(b, at, cap, " on ");
+  at = put_s(b, at, cap, g_err_node);
+  at = put_s(b, at, cap, " died of ");
+  at = put_s(b, at, cap, name);
+  at = put_s(b, at, cap, " in phase ");
+  at = put_s(b, at, cap, g_phase);
+  at = put_s(b, at, cap, "\", \"suspect\": {\"rank\": ");
+  at = put_i(b, at, cap, g_err_rank);
+  at = put_s(b, at, cap, ", \"node\": ");
+  at = put_js(b, at, cap, g_err_node);
+  at = put_s(b, at, cap, ", \"phase\": ");
+  at = put_js(b, at, cap, g_phase);
+  at = put_s(b, at, cap, "}}\n");
+  ssize_t w = write(fd, b, at);
+  (void)w;
+  close(fd);
+}
+
+/* The phase rank r last recorded under dpt-launch ("" if none). */
+static void peer_phase(int r, char *buf, size_t len)
+{
+  const char *dir = getenv("DPT_LAUNCH_STATUS_DIR");
+  char path[4200];
+  buf[0] = '\0';
+  if (!dir || !*dir) return;
+  snprintf(path, sizeof path, "%s/rank.%d.phase", dir, r);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, buf, len - 1);
+  close(fd);
+  if (n < 0) n = 0;
+  buf[n] = '\0';
+  while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n')) buf[--n] = '\0';
+}
+
+/* A rank that died on its own, as dpt-launch's supervisors record it in
+ * $DPT_LAUNCH_STATUS_DIR/rank.<r> (ranks stopped by the launcher's teardown,
+ * "forwarded" = 1, are not causes).  The earliest one: 1 and its rank, node and
+ * how it ended; 0 when none. */
+static int peer_failure(int *rank, char *node, size_t nlen, char *how, size_t hlen)
+{
+  const char *dir = getenv("DPT_LAUNCH_STATUS_DIR");
+  int me = status_rank(), found = 0;
+  unsigned long long best = ~0ull;
+  if (!dir || !*dir) return 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  if (!d) return 0;
+  while ((e = readdir(d))) {
+    char path[4200], nd[256], hw[256] = "", rk[32];
+    unsigned long long t;
+    int code, fwd;
+    const char *p = e->d_name + 5;
+    if (strncmp(e->d_name, "rank.", 5) || !*p || strspn(p, "0123456789") != strlen(p)) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    char ph[80];
+    if (fscanf(f, "%llu %31s %d %d %255s\n", &t, rk, &code, &fwd, nd) == 5 && fgets(hw, sizeof hw, f) &&
+        !fwd && code && atoi(rk) != me && t < best &&
+        (peer_phase(atoi(rk), ph, sizeof ph), strcmp(ph, WATCHDOG_FIRED))) {
+      hw[strcspn(hw, "\n")] = '\0';
+      best = t;
+      found = 1;
+      *rank = atoi(rk);
+      snprintf(node, nlen, "%s", nd);
+      snprintf(how, hlen, "%s", hw);
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return found;
+}
 
 static double now_s(void)
 {
@@ -61,21 +308,44 @@ static void default_handler(void *arg, const char *msg)
   _exit(DPT_WATCHDOG_EXIT);
 }
 
-static void fire(struct dpt_watchdog *wd, const char *what, double idle)
+static void fire(struct dpt_watchdog *wd, const char *what, double idle, int peer_rank,
+                 const char *peer_node, const char *peer_how)
 {
-  char suspect[512] = "";
-  int on = atomic_load(&wd->waiting_on);
+  char suspect[512] = "", phase[96] = "", sphase[80] = "", snode[128] = "?";
+  int on = atomic_load(&wd->waiting_on), srank = -1;
 
-  if (wd->suspect)
-    wd->suspect(wd->suspect_arg, on, suspect, sizeof suspect);
-  else if (on >= 0)
-    snprintf(suspect, sizeof suspect, "rank %d (this rank was waiting on it)", on);
-  else
-    snprintf(suspect, sizeof suspect, "unknown");
-  snprintf(wd->msg, sizeof wd->msg,
-           "dpt watchdog: %s: %s made no progress for %.1f s (limit %.1f s, "
-           "DPT_WATCHDOG_SECONDS); suspected %s",
-           wd->self, what, idle, wd->seconds, suspect);
+  dpt_watchdog_phase(sphase, sizeof sphase);
+  if (sphase[0]) snprintf(phase, sizeof phase, " in phase %s", sphase);
+  sphase[0] = '\0';
+  if (peer_how) {
+    srank = peer_rank;
+    snprintf(snode, sizeof snode, "%.127s", peer_node);
+    peer_phase(srank, sphase, sizeof sphase);
+    snprintf(wd->msg, sizeof wd->msg,
+             "dpt watchdog: %s%s: %s: a peer died (no progress for %.1f s); suspected rank %d on %s "
+             "(%s, recorded by dpt-launch)%s%s; this rank stops too",
+             wd->self, phase, what, idle, srank, snode, peer_how, sphase[0] ? " in phase " : "", sphase);
+  } else {
+    if (wd->suspect)
+      wd->suspect(wd->suspect_arg, on, suspect, sizeof suspect);
+    else if (on >= 0)
+      snprintf(suspect, sizeof suspect, "rank %d (this rank was waiting on it)", on);
+    else
+      snprintf(suspect, sizeof suspect, "unknown");
+    if (sscanf(suspect, "rank %d on %127s", &srank, snode) >= 1) {
+      snode[strcspn(snode, " ,()")] = '\0';
+      peer_phase(srank, sphase, sizeof sphase);
+    } else {
+      srank = -1;
+    }
+    snprintf(wd->msg, sizeof wd->msg,
+             "dpt watchdog: %s%s: %s made no progress for %.1f s (limit %.1f s, "
+             "DPT_WATCHDOG_SECONDS); suspected %s%s%s",
+             wd->self, phase, what, idle, wd->seconds, suspect, sphase[0] ? "; its last phase: " : "", sphase);
+  }
+  dpt_watchdog_write_error("watchdog", wd->msg, srank, srank >= 0 ? snode : NULL, sphase[0] ? sphase : NULL);
+  /* the other survivors must not take this rank's exit for the cause */
+  dpt_watchdog_set_phase(WATCHDOG_FIRED, -1);
   wd->handler(wd->handler_arg, wd->msg); /* the default handler does not return */
   atomic_store(&wd->expired, 1);
 }
@@ -83,7 +353,7 @@ static void fire(struct dpt_watchdog *wd, const char *what, double idle)
 static void *watch(void *arg)
 {
   struct dpt_watchdog *wd = arg;
-  double tick = wd->seconds / 40.0, last_tick = now_s();
+  double tick = wd->seconds / 40.0, last_tick = now_s(), last_scan = 0;
 
   if (tick > 0.1)
     tick = 0.1;
@@ -109,13 +379,21 @@ static void *watch(void *arg)
       last_tick = t_now;
     }
     if (wd->armed && !atomic_load(&wd->expired)) {
-      double idle = now_s() - atomic_load(&wd->last);
-      if (idle >= wd->seconds) {
+      double t_now = now_s(), idle = t_now - atomic_load(&wd->last);
+      int prank = -1;
+      char pnode[256], phow[256];
+      /* stuck for a while: did dpt-launch record a dead peer? (at most 5 looks a second) */
+      int dead = 0;
+      if (idle >= 0.2 && idle < wd->seconds && t_now - last_scan >= 0.2) {
+        last_scan = t_now;
+        dead = peer_failure(&prank, pnode, sizeof pnode, phow, sizeof phow);
+      }
+      if (idle >= wd->seconds || dead) {
         char what[256];
         memcpy(what, wd->what, sizeof what);
         wd->armed = 0;
         pthread_mutex_unlock(&wd->mu);
-        fire(wd, what, idle);
+        fire(wd, what, idle, prank, pnode, dead ? phow : NULL);
         pthread_mutex_lock(&wd->mu);
       }
     }

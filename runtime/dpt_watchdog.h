@@ -8,7 +8,18 @@
  * with _exit(DPT_WATCHDOG_EXIT): a rank stuck inside MPI cannot be unwound, and
  * a job whose peer died must not hang (this is the one place in the libraries
  * that ends the process; install another handler to change that).  Code that
- * polls can also ask dpt_watchdog_expired() and fail the operation itself. */
+ * polls can also ask dpt_watchdog_expired() and fail the operation itself.
+ *
+ * Under dpt-launch each rank's supervisor records a rank that died in
+ * $DPT_LAUNCH_STATUS_DIR/rank.<r> ("<ns> <rank> <status> <forwarded> <node>\n
+ * <how>"); an armed watchdog that has seen no progress for a tick looks there
+ * and fires at once, naming that rank (dpt-launch's teardown follows within a
+ * second, too soon for the deadline).  The process-wide phase
+ * (dpt_watchdog_set_phase) is named in every message and mirrored to
+ * $DPT_LAUNCH_STATUS_DIR/rank.<DPT_RANK>.phase, so the survivors also name the
+ * phase the dead rank was in.  With dpt_watchdog_set_error_file every firing
+ * also writes a JSON error file (schema dpt.error/1) for the job report's
+ * absence: a rank that died takes the report's gather with it. */
 #ifndef DPT_WATCHDOG_H
 #define DPT_WATCHDOG_H
 
@@ -17,7 +28,7 @@
 #include "dpt_err.h"
 
 #define DPT_WATCHDOG_EXIT 1
-#define DPT_WATCHDOG_DEFAULT_S 300.0
+#define DPT_WATCHDOG_DEFAULT_S 30.0
 
 struct dpt_watchdog;
 
@@ -51,5 +62,24 @@ int dpt_watchdog_expired(const struct dpt_watchdog *wd);
 /* The message of the last firing ("" if none). */
 const char *dpt_watchdog_message(const struct dpt_watchdog *wd);
 double dpt_watchdog_seconds(const struct dpt_watchdog *wd); /* 0 when disabled */
+
+/* Process-wide: what this process is doing ("startup", "allreduce",
+ * "checkpoint", "validation", ...; copied, at most 47 characters) and at which
+ * training step (< 0: none).  Cheap: a mutex and, under dpt-launch, one pwrite. */
+void dpt_watchdog_set_phase(const char *phase, long step);
+/* "phase" or "phase (step N)" into buf. */
+void dpt_watchdog_phase(char *buf, size_t len);
+/* Process-wide: write a dpt.error/1 JSON file at path (NULL: none) when a
+ * watchdog fires or dpt_watchdog_write_error is called; rank/node name this
+ * process in it. */
+void dpt_watchdog_set_error_file(const char *path, int rank, const char *node);
+/* Write the error file now (no-op without one): kind ("watchdog",
+ * "signal", "error", ...), the message, and the suspected rank (-1: none or
+ * this process), its node and phase (NULL: unknown).  Not async-signal-safe;
+ * see dpt_watchdog_write_error_signal. */
+void dpt_watchdog_write_error(const char *kind, const char *msg, int suspect_rank, const char *suspect_node,
+                              const char *suspect_phase);
+/* From a fatal-signal handler (SIGSEGV, SIGBUS, SIGABRT, SIGFPE): only write(2). */
+void dpt_watchdog_write_error_signal(int sig);
 
 #endif /* DPT_WATCHDOG_H */

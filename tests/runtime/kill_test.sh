@@ -2,7 +2,8 @@
 # kill_test.sh LAUNCH SIG NP WATCHDOG_S PROGRAM -- kill (SIGKILL) or stop
 # (SIGSTOP: no progress) rank 1 of NP mid-collective and check that every
 # other rank exits non-zero within the watchdog time, with a message naming
-# rank 1.  LAUNCH is "mpirun" or the path of dpt-launch.
+# rank 1 (under dpt-launch, a killed rank 1 is named by every survivor's
+# watchdog, from the launcher's record).  LAUNCH is "mpirun" or the path of dpt-launch.
 set -u
 launch=$1 sig=$2 np=$3 wd=$4 prog=$5
 dir=$(mktemp -d)
@@ -38,6 +39,18 @@ fail=0
 # Within the watchdog time (+2 s for mpirun to tear the job down).
 if [ "$(echo "$elapsed > $wd + 2" | bc)" = 1 ]; then echo "FAIL: took ${elapsed}s"; fail=1; fi
 grep -q "rank 1" "$dir/err" || { echo "FAIL: no message names rank 1"; fail=1; }
+if [ "$sig" = KILL ] && [ "$launch" != mpirun ]; then
+  # dpt-launch records the dead rank at once: every survivor's watchdog reads it and
+  # names rank 1 well before the deadline (not only the launcher's teardown).
+  for r in $(seq 0 $((np - 1))); do
+    [ "$r" -eq 1 ] && continue
+    grep -q "dpt watchdog: rank $r .*a peer died .*suspected rank 1 on .*killed by signal 9" "$dir/err" ||
+      { echo "FAIL: survivor rank $r did not name the killed rank 1"; fail=1; }
+  done
+elif [ "$sig" = KILL ]; then
+  grep -q "mpirun noticed that process rank 1 .*exited on signal 9\|Process name: \[\[[0-9]*,1\],1\]" "$dir/err" ||
+    { echo "FAIL: mpirun does not name rank 1"; fail=1; }
+fi
 if [ "$sig" = STOP ]; then
   # A watchdog names the collective and the stopped rank, and every survivor ends
   # either by its own watchdog (naming rank 1) or, once the first rank has failed,
