@@ -10,7 +10,7 @@ static void usage(FILE *f)
   fprintf(f,
           "usage: dpt-topo [show] [--input FILE.xml] [--json]\n"
           "       dpt-topo plan (--topology-conf FILE | --ibnetdiscover FILE | --addr-list FILE)\n"
-          "                     --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE] ...\n"
+          "                     --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE | --node-xml-dir DIR] ...\n"
           "       dpt-topo --help | --version\n"
           "\n"
           "  show   this node's GPUs, HCAs and their PCIe/NVLink paths (like nvidia-smi topo -m)\n"

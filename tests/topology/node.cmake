@@ -133,3 +133,19 @@ add_test(NAME node_fuzz_mutated_xml
 # (ASan still checks every memory access, and our own leaks stay visible).
 set_tests_properties(node_fuzz_mutated_xml PROPERTIES TIMEOUT 900
   ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/node/lsan-hwloc.supp")
+
+# The tool's own usage: --help and --version exit 0 on stdout; plan --help lists its inputs.
+add_test(NAME node_tool_help
+  COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:dpt-topo>;--help" -DEXPECT_EXIT=0
+          "-DSTDOUT_REGEX=usage: dpt-topo \\[show\\].*dpt-topo plan .*--node-xml-dir DIR.*dpt-topo --help \\| --version"
+          -P ${_node_expect})
+add_test(NAME node_tool_version
+  COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:dpt-topo>;--version" -DEXPECT_EXIT=0
+          "-DSTDOUT_REGEX=^dpt-topo ${PROJECT_VERSION}\n$" -P ${_node_expect})
+add_test(NAME node_tool_plan_help
+  COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:dpt-topo>;plan;--help" -DEXPECT_EXIT=0
+          "-DSTDOUT_REGEX=usage: dpt-topo plan .*--topology-conf FILE.*--ibnetdiscover FILE.*--addr-list FILE.*--node-xml-dir DIR"
+          -P ${_node_expect})
+add_test(NAME node_tool_bad_subcommand_option
+  COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:dpt-topo>;plan;--frobnicate" -DEXPECT_EXIT=2 -DSTDOUT_EMPTY=1
+          "-DSTDERR_REGEX=unknown option '--frobnicate'" -P ${_node_expect})
