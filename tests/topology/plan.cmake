@@ -123,3 +123,30 @@ dpt_golden_test(plan_etc_mn1_example ${CMAKE_SOURCE_DIR}/etc/mn1/plan.txt
                 ${CMAKE_COMMAND} -E chdir ${CMAKE_SOURCE_DIR}
                 ${_topo} plan --topology-conf etc/mn1/topology.conf
                 --nodes mn[001-128] --node-xml etc/mn1/mn1-node.xml --no-report)
+
+# NVLink inside a node: the POWER8 dump (4 P100, NVLink pairs GPU0-GPU1 and GPU2-GPU3, each
+# pair on one socket) with its NVLinkBandwidth matrix relabelled so that the pairs are
+# GPU0-GPU2 and GPU1-GPU3, across the sockets: bus order is then the worst ring (no NVLink
+# edge) and the plan must put each NVLink pair next to each other: 0,2,3,1
+# (NV2, NODE, NV2 -- not 0,2,1,3 with a SYS edge).  Made at configure time from ../shared.
+set(_p8 ${DPT_FIXTURES}/hwloc/power8-4p100-nvlink.xml)
+set(_p8x ${CMAKE_CURRENT_BINARY_DIR}/power8-nvlink-crossed.xml)
+file(READ ${_p8} _p8_doc)
+string(REPLACE "OSDev:332 OSDev:333 OSDev:334 OSDev:335" "OSDev:332 OSDev:334 OSDev:333 OSDev:335"
+       _p8x_doc "${_p8_doc}")
+if(_p8x_doc STREQUAL _p8_doc)
+  message(FATAL_ERROR "${_p8}: its NVLinkBandwidth indexes changed; update tests/topology/plan.cmake")
+endif()
+file(WRITE ${_p8x} "${_p8x_doc}")
+add_test(NAME plan_nvlink_crossed_pairs_matrix COMMAND ${_topo} --input ${_p8x})
+set_tests_properties(plan_nvlink_crossed_pairs_matrix PROPERTIES PASS_REGULAR_EXPRESSION
+  "GPU0 +X +NODE +NV2 +SYS [^\n]*\nGPU1 +NODE +X +SYS +NV2 ")
+add_test(NAME plan_nvlink_pairs_adjacent_in_ring
+  COMMAND ${_topo} plan --nodes a,b --node-xml ${_p8x} --no-report)
+set_tests_properties(plan_nvlink_pairs_adjacent_in_ring PROPERTIES PASS_REGULAR_EXPRESSION
+  "\n +0 +a +0 +0 +0002:01:00.0[^\n]*\n +1 +a +1 +2 +000a:01:00.0[^\n]*\n +2 +a +2 +3 +000b:01:00.0[^\n]*\n +3 +a +3 +1 +0003:01:00.0")
+# ... and the unmodified dump keeps bus order, which already follows its NVLink pairs.
+add_test(NAME plan_nvlink_pairs_bus_order
+  COMMAND ${_topo} plan --nodes a,b --node-xml ${_p8} --no-report)
+set_tests_properties(plan_nvlink_pairs_bus_order PROPERTIES PASS_REGULAR_EXPRESSION
+  "\n +0 +a +0 +0 +0002:01:00.0[^\n]*\n +1 +a +1 +1 +0003:01:00.0[^\n]*\n +2 +a +2 +2 +000a:01:00.0[^\n]*\n +3 +a +3 +3 +000b:01:00.0")
