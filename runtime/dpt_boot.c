@@ -918,6 +918,12 @@ int dpt_boot_launcher_rank_of(const struct dpt_boot *b, int plan_rank)
 
 /* ------------------------------------------------------------ init */
 
+/* dpt_comm_opts.bcast_id: ring position 0 is plan rank 0 (ring position = plan rank). */
+static int boot_bcast_nccl_id(void *ctx, void *buf, size_t len, struct dpt_err *err)
+{
+  return dpt_boot_bcast_blob(ctx, 0, buf, len, err);
+}
+
 int dpt_boot_init(int *argc, char ***argv, const struct dpt_boot_opts *opts_in,
                   struct dpt_boot **boot, struct dpt_comm **comm, struct dpt_err *err)
 {
@@ -955,6 +961,8 @@ int dpt_boot_init(int *argc, char ***argv, const struct dpt_boot_opts *opts_in,
   co.ring_pos = (*boot)->rank;
   co.node = (*boot)->plan->ranks[(*boot)->rank].node;
   co.watchdog_s = opts->watchdog_s;
+  co.bcast_id = boot_bcast_nccl_id; /* the NCCL unique id travels like the plan: over PMIx */
+  co.bcast_ctx = *boot;
   if ((rc = dpt_comm_create(comm, MPI_COMM_WORLD, &co, err)) < 0)
     goto fail;
   return 0;

@@ -53,6 +53,11 @@ struct dpt_comm_opts {
   int async;            /* 1 (default): worker thread when MPI_THREAD_MULTIPLE; 0: never */
   int record_peers;     /* test hook: record each ring step's send/recv peers */
   int gpu;              /* nccl: CUDA device; -1: the node-local rank */
+  /* nccl: how ring position 0's ncclUniqueId reaches every rank (collective; len bytes of
+   * buf at ring position 0 to all).  NULL: MPI_Bcast on the ring communicator.
+   * dpt_boot_init passes its PMIx transport (dpt_boot_bcast_blob). */
+  int (*bcast_id)(void *ctx, void *buf, size_t len, struct dpt_err *err);
+  void *bcast_ctx;
 };
 
 struct dpt_comm;

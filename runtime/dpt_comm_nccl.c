@@ -94,9 +94,16 @@ static int nccl_init(struct dpt_comm *c, const struct dpt_comm_opts *opts, struc
     return cuda_err(c, ce, "cudaStreamCreate", err);
   if (c->rank == 0 && (nr = ncclGetUniqueId(&id)) != ncclSuccess)
     return nccl_err(c, nr, "ncclGetUniqueId", err);
-  rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->ring);
-  if (rc != MPI_SUCCESS)
-    return dpt_comm_mpi_err(c, rc, "MPI_Bcast (NCCL unique id)", err);
+  if (opts->bcast_id) { /* the bootstrap's transport (PMIx under srun / mpirun) */
+    if ((rc = opts->bcast_id(opts->bcast_ctx, &id, sizeof id, err)) < 0) {
+      dpt_err_prefix(err, "communicator nccl: NCCL unique id broadcast");
+      return rc;
+    }
+  } else {
+    rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->ring);
+    if (rc != MPI_SUCCESS)
+      return dpt_comm_mpi_err(c, rc, "MPI_Bcast (NCCL unique id)", err);
+  }
   if ((nr = ncclCommInitRank(&m->comm, c->size, id, c->rank)) != ncclSuccess)
     return nccl_err(c, nr, "ncclCommInitRank", err);
   return 0;
