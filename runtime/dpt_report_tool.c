@@ -383,7 +383,11 @@ static void esc(FILE *f, const char *s)
 static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                       "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 
-/* A "nice" axis maximum and tick step for data up to v. */
+/* A "nice" axis maximum and tick step for data up to v: max >= v, finite, and
+ * at most ~10 steps of `step` > 0.  Near DBL_MAX the rounded-up maximum
+ * overflows to inf (a report with allreduce.measured_s = 1.6e305 made the
+ * tick loops of --html run forever; tests/fuzz/regress/report): then the
+ * axis ends at v itself. */
 static void nice_axis(double v, double *max, double *step)
 {
   if (!(v > 0) || !isfinite(v))
@@ -392,6 +396,10 @@ static void nice_axis(double v, double *max, double *step)
   double s = m <= 1 ? 0.2 : m <= 2 ? 0.5 : m <= 5 ? 1 : 2;
   *step = s * e;
   *max = ceil(v / *step - 1e-9) * *step;
+  if (!isfinite(*max) || !(*step > 0) || !isfinite(*step) || !(*max >= v)) {
+    *max = v;
+    *step = v / 5;
+  }
 }
 
 struct plot {
@@ -426,13 +434,15 @@ static void plot_open(struct plot *p, const char *id, const char *title, const c
   fprintf(f, "</title>\n<text x=\"%.0f\" y=\"16\" class=\"t\">", p->w / 2);
   esc(f, title);
   fprintf(f, "</text>\n");
-  for (double y = 0; y <= p->ymax + ystep * 1e-6; y += ystep) {
+  /* ticks: bounded loops whatever the numbers (huge or tiny values do not advance y, x) */
+  int ticks = 0;
+  for (double y = 0; y <= p->ymax + ystep * 1e-6 && ticks++ < 50; y += ystep) {
     fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"g\"/>", p->l, p->w - p->r, py(p, y),
             py(p, y));
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"yl\">%g</text>\n", p->l - 4, py(p, y) + 4, y);
   }
   if (!xcat)
-    for (double x = xmin; x <= p->xmax + xstep * 1e-6; x += xstep)
+    for (double x = xmin, nx = 0; x <= p->xmax + xstep * 1e-6 && nx++ < 50; x += xstep)
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"xl\">%g</text>\n", px(p, x), p->h - p->b + 16, x);
   fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"ax\"/>", p->l, p->w - p->r,
           py(p, 0), py(p, 0));

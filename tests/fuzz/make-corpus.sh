@@ -28,7 +28,7 @@ def read(p):
         return f.read()
 
 for name in ("node_xml", "topology_conf", "addr_list", "ibnetdiscover", "spank_opts", "spank_plan",
-             "hostfile", "idx", "cifar10", "ckpt"):
+             "hostfile", "idx", "cifar10", "ckpt", "report"):
     shutil.rmtree(os.path.join(out, name), ignore_errors=True)
 
 # hwloc XML: the real servers up to ~45 KB (libFuzzer's -max_len follows the
@@ -142,4 +142,18 @@ put("ckpt", "valid-double-buffering", bytes([2]) + ckpt(pending=4))
 put("ckpt", "other-model", bytes([0]) + ckpt(model=b"resnet50"))
 put("ckpt", "bad-crc", bytes([0]) + ckpt(crc_ok=False))
 put("ckpt", "truncated", bytes([1]) + ckpt()[:100])
+
+# Job reports (dpt.report/1): the reports of real runs kept for the golden tests,
+# one with a scaling section, and a compact one (no indentation) of the same run.
+import json
+rd = os.path.join(root, "tests/report/data")
+for f in ("train-np1.json", "train-np2.json", "train-np2-fp16.json", "bench-np2.json"):
+    put("report", f, read(os.path.join(rd, f)))
+doc = json.loads(read(os.path.join(rd, "train-np2.json")))
+doc["scaling"] = {"baseline": "train-np1.json", "baseline_ranks": 1, "baseline_images_per_s": 100.5,
+                  "ranks": 2, "images_per_s": 180.0, "speedup": 1.79, "efficiency": 0.895,
+                  "definition": "e = t / (t0 * n / n0)"}
+put("report", "train-np2-scaling.json", json.dumps(doc, indent=1) + "\n")
+put("report", "train-np1-compact.json", json.dumps(json.loads(read(os.path.join(rd, "train-np1.json"))),
+                                                   separators=(",", ":")))
 PY
