@@ -1,4 +1,5 @@
-/* dpt_data.c — IDX / CIFAR-10 / synthetic datasets and the prefetching loader. */
+/* dpt_data.c — IDX / CIFAR-10 / synthetic datasets and the prefetching loader
+ * (JPEG folders: dpt_data_jpeg.c). */
 #include "dpt_data.h"
 
 #include <errno.h>
@@ -16,6 +17,12 @@ void dpt_data_free(struct dpt_dataset *d)
   if (!d) return;
   free(d->pixels);
   free(d->labels);
+  if (d->files) {
+    free(d->files->pool);
+    free(d->files->off);
+    free(d->files->bad);
+    free(d->files);
+  }
   memset(d, 0, sizeof *d);
 }
 
@@ -290,6 +297,8 @@ int dpt_data_load(struct dpt_dataset *d, const char *kind, const char *dir, int 
     if (!dir) return dpt_err_set(err, DPT_E_INPUT, "cifar10 needs --data-dir (the cifar-10-batches-bin folder)");
     return dpt_data_load_cifar10(d, dir, train, o, err);
   }
+  if (!strcmp(kind, "imagenet"))
+    return dpt_data_load_imagenet(d, dir, o ? (train ? o->train_list : o->val_list) : NULL, train, o, err);
   if (!strcmp(kind, "synthetic"))
     return dpt_data_synthetic(d, train ? n_synth : n_synth / 4 + 1, 3,
                               o && o->synth_size ? o->synth_size : 32,
@@ -299,18 +308,30 @@ int dpt_data_load(struct dpt_dataset *d, const char *kind, const char *dir, int 
 
 /* ---- loader -------------------------------------------------------------------- */
 
+enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY };
+
 struct slot {
   float *x;      /* [batch, c, out, out] */
   int *labels;   /* [batch] */
   int n_real;
   int step;
-  int ready;
+  int state;     /* SLOT_* */
+  int failed;    /* a record could not be read: err */
+  struct dpt_err err;
+};
+
+struct worker {
+  struct dpt_loader *L;
+  pthread_t th;
+  int started;
+  struct dpt_jpeg jpeg;  /* file-backed datasets */
 };
 
 struct dpt_loader {
   const struct dpt_dataset *d;
   struct dpt_loader_opts o;
   int out;              /* output side */
+  int side;             /* file-backed: shorter side after resizing */
   size_t img_floats;    /* c * out * out */
   int steps;
   int *perm;            /* [n] this epoch's permutation (train) */
@@ -319,9 +340,10 @@ struct dpt_loader {
   int held;             /* slot the consumer holds, -1 */
   int nslots;
   struct slot *slots;
-  /* prefetch thread */
-  int threaded;
-  pthread_t th;
+  struct dpt_err err;   /* behind a -1 from dpt_loader_next */
+  /* workers: [0] decodes for the consumer when synchronous; threads otherwise */
+  int nworkers, threaded;
+  struct worker *w;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int prod_step;
@@ -335,12 +357,40 @@ static uint64_t mix(uint64_t a, uint64_t b)
   return z ^ (z >> 31);
 }
 
-static void fill(struct dpt_loader *L, int step, struct slot *s)
+/* File-backed record idx into x; -1 with s->err on failure (the caller decides to skip). */
+static int fill_file(struct dpt_loader *L, struct worker *w, long idx, float *x, struct slot *s)
+{
+  const struct dpt_dataset *d = L->d;
+  const struct dpt_loader_opts *o = &L->o;
+  const char *path = dpt_data_path(d, idx);
+  struct dpt_jpeg *j = &w->jpeg;
+  int S = L->out, pad = o->train ? o->crop_pad : 0, rh, rw;
+  if (dpt_data_jpeg_read(j, path, idx, &s->err) ||
+      dpt_data_jpeg_decode(j, j->file, j->file_len, d->c, L->side, path, idx, &s->err))
+    return -1;
+  dpt_data_jpeg_resized(j, L->side, &rh, &rw);
+  int oy = (rh - S) / 2, ox = (rw - S) / 2, flip = 0;
+  if (o->train) {
+    struct dpt_rng r;
+    dpt_rng_seed(&r, mix(mix(o->seed, (uint64_t)L->epoch), (uint64_t)idx));
+    oy = (int)dpt_rng_below(&r, (uint64_t)(rh + 2 * pad - S + 1)) - pad;
+    ox = (int)dpt_rng_below(&r, (uint64_t)(rw + 2 * pad - S + 1)) - pad;
+    flip = o->flip && (dpt_rng_next(&r) >> 63);
+  }
+  if (dpt_data_jpeg_sample(j, L->side, oy, ox, S, flip, d->mean, d->std, x)) {
+    dpt_err_set(&s->err, DPT_E_NOMEM, "%s (record %ld): out of memory for the resampling tables", path, idx);
+    return -1;
+  }
+  return 0;
+}
+
+static void fill(struct dpt_loader *L, struct worker *w, int step, struct slot *s)
 {
   const struct dpt_dataset *d = L->d;
   const struct dpt_loader_opts *o = &L->o;
   int B = o->batch, C = d->c, H = d->h, W = d->w, S = L->out;
   s->n_real = 0;
+  s->failed = 0;
   for (int b = 0; b < B; b++) {
     long idx;
     if (o->train) {
@@ -354,6 +404,24 @@ static void fill(struct dpt_loader *L, int step, struct slot *s)
     if (idx < 0) {
       memset(x, 0, L->img_floats * sizeof *x);
       s->labels[b] = -1;
+      continue;
+    }
+    if (d->files) {
+      struct dpt_file_set *fs = d->files;
+      int bad = __atomic_load_n(&fs->bad[idx], __ATOMIC_RELAXED);
+      if (bad || fill_file(L, w, idx, x, s)) {
+        if (!fs->skip_bad) {
+          s->failed = 1;
+          break;
+        }
+        if (!bad && !__atomic_exchange_n(&fs->bad[idx], 1, __ATOMIC_RELAXED))
+          __atomic_fetch_add(&fs->bad_count, 1, __ATOMIC_RELAXED);
+        memset(x, 0, L->img_floats * sizeof *x);
+        s->labels[b] = -1;
+        continue;
+      }
+      s->labels[b] = d->labels[idx];
+      s->n_real++;
       continue;
     }
     s->labels[b] = d->labels[idx];
@@ -385,23 +453,28 @@ static void fill(struct dpt_loader *L, int step, struct slot *s)
   s->step = step;
 }
 
+/* A worker takes the next step whose slot is free; several workers fill different
+ * batches at once.  Every image depends only on (seed, epoch, index), so which
+ * worker fills a batch changes nothing. */
 static void *producer(void *arg)
 {
-  struct dpt_loader *L = arg;
+  struct worker *w = arg;
+  struct dpt_loader *L = w->L;
   pthread_mutex_lock(&L->mu);
   for (;;) {
-    while (!L->stop && !(L->prod_step < L->steps && !L->slots[L->prod_step % L->nslots].ready &&
+    while (!L->stop && !(L->prod_step < L->steps && L->slots[L->prod_step % L->nslots].state == SLOT_EMPTY &&
                          (L->prod_step % L->nslots) != L->held))
       pthread_cond_wait(&L->cv, &L->mu);
     if (L->stop) break;
     int step = L->prod_step++;
     struct slot *s = &L->slots[step % L->nslots];
-    L->busy = 1;
+    s->state = SLOT_FILLING;
+    L->busy++;
     pthread_mutex_unlock(&L->mu);
-    fill(L, step, s);
+    fill(L, w, step, s);
     pthread_mutex_lock(&L->mu);
-    L->busy = 0;
-    s->ready = 1;
+    L->busy--;
+    s->state = SLOT_READY;
     pthread_cond_broadcast(&L->cv);
   }
   pthread_mutex_unlock(&L->mu);
@@ -415,7 +488,7 @@ int dpt_loader_create(struct dpt_loader **out, const struct dpt_dataset *d,
   if (o->batch < 1 || o->size < 1 || o->rank < 0 || o->rank >= o->size)
     return dpt_err_set(err, DPT_E_INPUT, "loader: batch %d rank %d of %d", o->batch, o->rank, o->size);
   int S = o->out_size > 0 ? o->out_size : d->h;
-  if (S > d->h + 2 * o->crop_pad || S > d->w + 2 * o->crop_pad)
+  if (!d->files && (S > d->h + 2 * o->crop_pad || S > d->w + 2 * o->crop_pad))
     return dpt_err_set(err, DPT_E_INPUT, "loader: --image-size %d larger than the %dx%d images of %s (+%d padding)",
                        S, d->h, d->w, d->name, o->crop_pad);
   struct dpt_loader *L = calloc(1, sizeof *L);
@@ -425,6 +498,7 @@ int dpt_loader_create(struct dpt_loader **out, const struct dpt_dataset *d,
   L->d = d;
   L->o = *o;
   L->out = S;
+  L->side = (S * 8 + 3) / 7; /* 224 -> 256, as the usual ImageNet recipe */
   L->img_floats = (size_t)d->c * S * S;
   if (o->train) L->steps = d->n / (o->batch * o->size);
   else {
@@ -436,23 +510,39 @@ int dpt_loader_create(struct dpt_loader **out, const struct dpt_dataset *d,
     return dpt_err_set(err, DPT_E_INPUT, "loader: %s has %d images, fewer than one global batch of %d x %d ranks",
                        d->name, d->n, o->batch, o->size);
   }
-  L->nslots = o->prefetch > 0 ? o->prefetch + 1 : 1;
+  L->nworkers = o->prefetch > 0 ? (o->workers > 0 ? o->workers : 1) : 1;
+  L->nslots = o->prefetch > 0 ? (o->prefetch > L->nworkers ? o->prefetch : L->nworkers) + 1 : 1;
   L->slots = calloc((size_t)L->nslots, sizeof *L->slots);
   L->perm = malloc((size_t)d->n * sizeof *L->perm);
-  if (!L->slots || !L->perm) goto nomem;
+  L->w = calloc((size_t)L->nworkers, sizeof *L->w);
+  if (!L->slots || !L->perm || !L->w) goto nomem;
   for (int i = 0; i < L->nslots; i++) {
     L->slots[i].x = malloc((size_t)o->batch * L->img_floats * sizeof(float));
     L->slots[i].labels = malloc((size_t)o->batch * sizeof(int));
     if (!L->slots[i].x || !L->slots[i].labels) goto nomem;
   }
+  for (int i = 0; i < L->nworkers; i++) {
+    L->w[i].L = L;
+    if (d->files) {
+      int rc = dpt_data_jpeg_init(&L->w[i].jpeg, err);
+      if (rc) {
+        dpt_loader_destroy(L);
+        return rc;
+      }
+    }
+  }
   L->held = -1;
   L->prod_step = L->steps; /* idle until dpt_loader_start */
   if (o->prefetch > 0) {
-    if (pthread_create(&L->th, NULL, producer, L)) {
-      dpt_loader_destroy(L);
-      return dpt_err_set(err, DPT_E_RUNTIME, "loader: cannot start the prefetch thread");
-    }
     L->threaded = 1;
+    for (int i = 0; i < L->nworkers; i++) {
+      if (pthread_create(&L->w[i].th, NULL, producer, &L->w[i])) {
+        dpt_loader_destroy(L);
+        return dpt_err_set(err, DPT_E_RUNTIME, "loader: cannot start worker thread %d of %d: lower --data-threads",
+                           i + 1, o->workers);
+      }
+      L->w[i].started = 1;
+    }
   }
   *out = L;
   dpt_loader_start(L, 0, 0);
@@ -463,6 +553,8 @@ nomem:
 }
 
 int dpt_loader_steps(const struct dpt_loader *L) { return L->steps; }
+
+const struct dpt_err *dpt_loader_err(const struct dpt_loader *L) { return &L->err; }
 
 void dpt_loader_start(struct dpt_loader *L, int epoch, int step)
 {
@@ -480,7 +572,7 @@ void dpt_loader_start(struct dpt_loader *L, int epoch, int step)
       L->perm[j] = t;
     }
   }
-  for (int i = 0; i < L->nslots; i++) L->slots[i].ready = 0;
+  for (int i = 0; i < L->nslots; i++) L->slots[i].state = SLOT_EMPTY;
   L->held = -1;
   L->cons_step = step;
   L->prod_step = step;
@@ -503,19 +595,23 @@ int dpt_loader_next(struct dpt_loader *L, const float **x, const int **labels, d
   int step = L->cons_step++;
   struct slot *s = &L->slots[step % L->nslots];
   if (!L->threaded) {
-    fill(L, step, s);
+    fill(L, &L->w[0], step, s);
   } else {
     double t0 = now();
     pthread_mutex_lock(&L->mu);
     if (L->held >= 0) {
-      L->slots[L->held].ready = 0;
+      L->slots[L->held].state = SLOT_EMPTY;
       L->held = -1;
       pthread_cond_broadcast(&L->cv);
     }
-    while (!(s->ready && s->step == step)) pthread_cond_wait(&L->cv, &L->mu);
+    while (!(s->state == SLOT_READY && s->step == step)) pthread_cond_wait(&L->cv, &L->mu);
     L->held = step % L->nslots;
     pthread_mutex_unlock(&L->mu);
     if (wait_s) *wait_s += now() - t0;
+  }
+  if (s->failed) {
+    L->err = s->err;
+    return -1;
   }
   *x = s->x;
   *labels = s->labels;
@@ -530,7 +626,12 @@ void dpt_loader_destroy(struct dpt_loader *L)
     L->stop = 1;
     pthread_cond_broadcast(&L->cv);
     pthread_mutex_unlock(&L->mu);
-    pthread_join(L->th, NULL);
+  }
+  if (L->w) {
+    for (int i = 0; i < L->nworkers; i++) {
+      if (L->w[i].started) pthread_join(L->w[i].th, NULL);
+      dpt_data_jpeg_free(&L->w[i].jpeg);
+    }
   }
   pthread_mutex_destroy(&L->mu);
   pthread_cond_destroy(&L->cv);
@@ -540,6 +641,7 @@ void dpt_loader_destroy(struct dpt_loader *L)
       free(L->slots[i].labels);
     }
   }
+  free(L->w);
   free(L->slots);
   free(L->perm);
   free(L);

@@ -55,6 +55,9 @@ struct opts {
   int image_size, num_classes, batch, epochs, iterations, threads, ckpt_every, fp16, dbuf;
   int small_stem, prefetch, skip_bad, crop_pad, flip, no_decay_bn, lr_batch, n_synth, val;
   int log_every;
+  const char *train_list, *val_list; /* imagenet: "path label" list files instead of folders */
+  int data_threads;    /* loader worker threads per loader (0: 4 for imagenet, else 1) */
+  int in_channels;     /* imagenet: 3 RGB, 1 grayscale (0: 3) */
   int accum;           /* micro-batches per step (gradient accumulation) */
   long stop_after;     /* stop (with a checkpoint) after this many steps of this run: tests, preemption */
   double lr, warmup_epochs, momentum, weight_decay, width, smoothing, gamma, step_epochs, power;
@@ -107,13 +110,21 @@ static void usage(FILE *f)
           "Synchronous data-parallel ResNet-50 v1.5 training (one process per rank).\n\n"
           "data:\n"
           "  --dataset NAME        %s (default %s)\n"
-          "  --data-dir DIR        dataset folder (default fashion-mnist: " DPT_FASHION_MNIST_DIR ")\n"
-          "  --image-size N        input side after cropping (default: the dataset's, 28 / 32)\n"
-          "  --num-classes N       classes (default: the dataset's, 10)\n"
+          "  --data-dir DIR        dataset folder (default fashion-mnist: " DPT_FASHION_MNIST_DIR ");\n"
+          "                        imagenet: DIR/train/<class>/*.JPEG and DIR/val/<class>/*.JPEG,\n"
+          "                        labels = index of the class folder name in sorted order\n"
+          "  --train-list FILE, --val-list FILE   imagenet: \"path label\" lines instead of folders\n"
+          "                        (relative paths from the list's folder)\n"
+          "  --image-size N        input side after cropping (default: the dataset's, 28 / 32 / 224 for\n"
+          "                        imagenet: shorter side resized to 8/7 of it, random / centre crop)\n"
+          "  --num-classes N       classes (default: the dataset's, 10; imagenet: folders or max label+1)\n"
+          "  --in-channels N       imagenet: 3 = RGB (default), 1 = decode to grayscale\n"
+          "  --data-threads N      loader threads reading/decoding batches (default 4 for imagenet, else 1)\n"
           "  --synthetic-images N  size of the synthetic training set (default %d)\n"
           "  --crop-pad N          random-crop zero padding (default: 4 for cifar10, else 0)\n"
           "  --no-flip             no random horizontal flip\n"
-          "  --skip-bad            drop records with bad labels (counted) instead of failing\n"
+          "  --skip-bad            drop records with bad labels or (imagenet) undecodable JPEGs,\n"
+          "                        counted, instead of failing\n"
           "  --prefetch N          batches prepared ahead by the loader thread (default %d)\n"
           "model:\n"
           "  --width F             width multiplier (default %g; 1 = ResNet-50)\n"
@@ -194,6 +205,7 @@ static int inum(const char *opt, const char *s, long lo, long hi, int *v)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
+  enum { O_TLIST = 1000, O_VLIST, O_DTHR, O_INCH };
   enum {
     O_DATASET = 256, O_DATADIR, O_IMG, O_NCLS, O_BATCH, O_EPOCHS, O_ITERS, O_LR, O_WARM, O_SCHED,
     O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
@@ -204,6 +216,8 @@ static int parse(int argc, char **argv, struct opts *o)
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
       {"num-classes", 1, 0, O_NCLS}, {"batch-size", 1, 0, O_BATCH}, {"epochs", 1, 0, O_EPOCHS},
+      {"train-list", 1, 0, O_TLIST}, {"val-list", 1, 0, O_VLIST}, {"data-threads", 1, 0, O_DTHR},
+      {"in-channels", 1, 0, O_INCH},
       {"iterations", 1, 0, O_ITERS}, {"lr", 1, 0, O_LR}, {"warmup-epochs", 1, 0, O_WARM},
       {"schedule", 1, 0, O_SCHED}, {"momentum", 1, 0, O_MOM}, {"weight-decay", 1, 0, O_WD},
       {"backend", 1, 0, O_BACKEND}, {"comm", 1, 0, O_COMM}, {"fp16-allreduce", 0, 0, O_FP16},
@@ -226,6 +240,13 @@ static int parse(int argc, char **argv, struct opts *o)
     switch (c) {
     case O_DATASET: o->dataset = optarg; break;
     case O_DATADIR: o->data_dir = optarg; break;
+    case O_TLIST: o->train_list = optarg; break;
+    case O_VLIST: o->val_list = optarg; break;
+    case O_DTHR: rc = inum("--data-threads", optarg, 1, 64, &o->data_threads); break;
+    case O_INCH:
+      rc = inum("--in-channels", optarg, 1, 3, &o->in_channels);
+      if (!rc && o->in_channels == 2) rc = bad("--in-channels 2: 1 (grayscale) or 3 (RGB)");
+      break;
     case O_IMG: rc = inum("--image-size", optarg, 8, 1024, &o->image_size); break;
     case O_NCLS: rc = inum("--num-classes", optarg, 2, 100000, &o->num_classes); break;
     case O_BATCH: rc = inum("--batch-size", optarg, 1, 65536, &o->batch); break;
@@ -280,11 +301,19 @@ static int parse(int argc, char **argv, struct opts *o)
   }
   if (rc) return rc;
   if (optind < argc) return bad("unexpected argument '%s'", argv[optind]);
-  if (strcmp(o->dataset, "synthetic") && strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "cifar10")) {
-    if (!strcmp(o->dataset, "imagenet"))
-      return bad("--dataset imagenet (JPEG folders) is not implemented in this build; known: " DPT_DATASETS);
+  int inet = !strcmp(o->dataset, "imagenet");
+  if (strcmp(o->dataset, "synthetic") && strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "cifar10") &&
+      !inet)
     return bad("--dataset '%s' is unknown; known: " DPT_DATASETS, o->dataset);
-  }
+  if (!inet && (o->train_list || o->val_list || o->in_channels))
+    return bad("%s only applies to --dataset imagenet",
+               o->train_list ? "--train-list" : o->val_list ? "--val-list" : "--in-channels");
+  if (inet && !o->data_dir && !o->train_list)
+    return bad("--dataset imagenet needs --data-dir DIR (DIR/train/<class>/*.JPEG, DIR/val/<class>/*.JPEG) "
+               "or --train-list FILE (\"path label\" lines)");
+  if (inet && o->val && !o->data_dir && !o->val_list)
+    return bad("--dataset imagenet with --train-list needs --val-list FILE (or --data-dir DIR with DIR/val, "
+               "or --no-val)");
   if (dpt_schedule_parse_kind(o->schedule) < 0)
     return bad("--schedule '%s' is unknown: const, step, multistep, poly or cosine", o->schedule);
   if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda") && strcmp(o->backend, "auto"))
@@ -308,7 +337,7 @@ static int parse(int argc, char **argv, struct opts *o)
     if (!dpt_comm_check_name(o->comm, &e)) return bad("--comm: %s", e.msg);
   }
 #endif
-  if (o->num_classes && strcmp(o->dataset, "synthetic") && o->num_classes != 10)
+  if (o->num_classes && strcmp(o->dataset, "synthetic") && !inet && o->num_classes != 10)
     return bad("--num-classes %d does not match %s, which has 10 classes", o->num_classes, o->dataset);
   return 0;
 }
@@ -497,9 +526,11 @@ static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks 
   const int *lab;
   int n, rc;
   dpt_loader_start(vl, 0, 0);
-  for (;;) {
-    n = dpt_loader_next(vl, &x, &lab, NULL);
-    if (n <= 0) break;
+  for (int st = 0; st < dpt_loader_steps(vl); st++) {
+    if ((n = dpt_loader_next(vl, &x, &lab, NULL)) < 0) {
+      *err = *dpt_loader_err(vl);
+      return err->code;
+    }
     if ((rc = dpt_backend_forward(be, x, 0, logits, err))) return rc;
     int t1, t5;
     acc[0] += (float)dpt_softmax_xent(logits, lab, be->opts.batch, K, 0, 0, NULL, &t1, &t5);
@@ -567,10 +598,17 @@ int main(int argc, char **argv)
   if (o.threads > 0) omp_set_num_threads(o.threads);
   int threads = omp_get_max_threads();
 
-  struct dpt_data_opts dop = {o.skip_bad, o.image_size, o.num_classes};
+  struct dpt_data_opts dop = {.skip_bad = o.skip_bad, .synth_size = o.image_size, .synth_classes = o.num_classes,
+                              .train_list = o.train_list, .val_list = o.val_list, .num_classes = o.num_classes,
+                              .channels = o.in_channels};
   if ((rc = dpt_data_load(&train, o.dataset, o.data_dir, 1, o.n_synth, o.seed, &dop, &err))) goto fail;
   if (o.val && (rc = dpt_data_load(&val, o.dataset, o.data_dir, 0, o.n_synth, o.seed, &dop, &err))) goto fail;
   if (train.skipped && me == 0) fprintf(stderr, "dpt-train: skipped %d corrupt training records\n", train.skipped);
+  if (o.val && val.num_classes > (o.num_classes ? o.num_classes : train.num_classes)) {
+    rc = dpt_err_set(&err, DPT_E_INPUT, "validation labels reach %d but the training set has %d classes: "
+                     "give --num-classes %d", val.num_classes - 1, train.num_classes, val.num_classes);
+    goto fail;
+  }
   int S = o.image_size ? o.image_size : train.h;
   if (o.crop_pad < 0) o.crop_pad = !strcmp(train.name, "cifar10") ? 4 : 0;
   int K = o.num_classes ? o.num_classes : train.num_classes;
@@ -606,7 +644,8 @@ int main(int argc, char **argv)
     goto fail;
   }
   struct dpt_loader_opts lo = {.batch = o.batch, .rank = me, .size = R, .seed = o.seed, .train = 1,
-                               .crop_pad = o.crop_pad, .flip = o.flip, .out_size = S, .prefetch = o.prefetch};
+                               .crop_pad = o.crop_pad, .flip = o.flip, .out_size = S, .prefetch = o.prefetch,
+                               .workers = o.data_threads ? o.data_threads : train.files ? 4 : 1};
   for (int j = 0; j < o.accum; j++) {
     struct dpt_loader_opts lj = lo;
     lj.rank = me * o.accum + j;
@@ -764,8 +803,9 @@ int main(int argc, char **argv)
       int t1c = 0;
       for (int j = 0; j < o.accum; j++) {
         double t0 = now();
-        if (dpt_loader_next(tls[j], &x, &lab, &tm.data) <= 0) {
-          rc = dpt_err_set(&err, DPT_E_RUNTIME, "loader ran dry at step %d of %d", sie, spe);
+        if (dpt_loader_next(tls[j], &x, &lab, &tm.data) < 0) { /* a record failed to decode */
+          err = *dpt_loader_err(tls[j]);
+          rc = err.code;
           goto fail;
         }
         double t1 = now();
@@ -917,6 +957,19 @@ int main(int argc, char **argv)
     if (me == 0) printf("dpt-train: done: %ld steps in %.1f s, %.1f img/s total; parameter checksum %.6e%s\n",
                         steps_run, tm.total, steps_run * (double)o.batch * o.accum * R / tm.total, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
+  }
+  if (train.files) { /* imagenet: records that failed to decode and were skipped (--skip-bad), all ranks */
+    float sk[2] = {(float)(dpt_data_skipped(&train) - train.skipped), o.val ? (float)(dpt_data_skipped(&val) - val.skipped) : 0};
+    if ((rc = ranks_allreduce(&rk, sk, 2, 0, 0, &err))) goto fail;
+    if (me == 0 && (sk[0] > 0 || sk[1] > 0))
+      fprintf(stderr, "dpt-train: skipped %.0f training and %.0f validation images that failed to decode "
+              "(--skip-bad; counted once per file and rank)\n", sk[0], sk[1]);
+#ifdef DPT_TRAIN_HAVE_COMM
+    if (rep) {
+      dpt_report_set_config(rep, "skipped_records", json_integer(train.skipped + (json_int_t)sk[0]));
+      dpt_report_set_config(rep, "skipped_val_images", json_integer((json_int_t)sk[1] + val.skipped));
+    }
+#endif
   }
   if (psig && gstep == total_steps) { /* the signal came during the last step: nothing left to resume */
     if (me == 0) printf("dpt-train: %s received during the last step: training is complete\n",
