@@ -47,6 +47,8 @@ static char g_err_node[128] = "?";
 
 /* the phase a rank records when its watchdog fired (a survivor, not a cause) */
 #define WATCHDOG_FIRED "stopped by its watchdog"
+/* the phase line of a rank that failed and is on its way out */
+#define FAILED_IN "failed in "
 
 static int status_rank(void)
 {
@@ -70,10 +72,26 @@ void dpt_watchdog_set_phase(const char *phase, long step)
     }
   }
   if (g_phase_fd >= 0) {
-    char line[64];
+    char line[128];
     memset(line, ' ', sizeof line);
     int n = step >= 0 ? snprintf(line, sizeof line, "%s (step %ld)", g_phase, step)
                       : snprintf(line, sizeof line, "%s", g_phase);
+    if (n >= 0 && n < (int)sizeof line) line[n] = ' ';
+    line[sizeof line - 1] = '\n';
+    ssize_t w = pwrite(g_phase_fd, line, sizeof line, 0);
+    (void)w;
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+void dpt_watchdog_announce_failure(void)
+{
+  char line[128], phase[96];
+  dpt_watchdog_phase(phase, sizeof phase);
+  pthread_mutex_lock(&g_mu);
+  if (g_phase_fd >= 0) {
+    memset(line, ' ', sizeof line);
+    int n = snprintf(line, sizeof line, FAILED_IN "%s @%s", phase[0] ? phase : "?", g_err_node);
     if (n >= 0 && n < (int)sizeof line) line[n] = ' ';
     line[sizeof line - 1] = '\n';
     ssize_t w = pwrite(g_phase_fd, line, sizeof line, 0);
@@ -276,6 +294,25 @@ static int peer_failure(int *rank, char *node, size_t nlen, char *how, size_t hl
     fclose(f);
   }
   closedir(d);
+  if (found) return 1;
+  /* a rank on its way out after an error (its exit is not recorded yet) */
+  d = opendir(dir);
+  if (!d) return 0;
+  while ((e = readdir(d))) {
+    int r;
+    char ph[128], tail[8];
+    if (sscanf(e->d_name, "rank.%d.phas%7s", &r, tail) != 2 || strcmp(tail, "e") || r == me) continue;
+    peer_phase(r, ph, sizeof ph);
+    if (strncmp(ph, FAILED_IN, strlen(FAILED_IN))) continue;
+    char *at = strrchr(ph, '@');
+    *rank = r;
+    snprintf(node, nlen, "%s", at ? at + 1 : "?");
+    if (at) *(at > ph && at[-1] == ' ' ? at - 1 : at) = '\0';
+    snprintf(how, hlen, "exiting after an error");
+    found = 1;
+    break;
+  }
+  closedir(d);
   return found;
 }
 
@@ -321,9 +358,14 @@ static void fire(struct dpt_watchdog *wd, const char *what, double idle, int pee
     srank = peer_rank;
     snprintf(snode, sizeof snode, "%.127s", peer_node);
     peer_phase(srank, sphase, sizeof sphase);
+    if (!strncmp(sphase, FAILED_IN, strlen(FAILED_IN))) { /* "failed in <phase> @<node>" */
+      char *at = strrchr(sphase, '@');
+      if (at) *(at > sphase && at[-1] == ' ' ? at - 1 : at) = '\0';
+      memmove(sphase, sphase + strlen(FAILED_IN), strlen(sphase + strlen(FAILED_IN)) + 1);
+    }
     snprintf(wd->msg, sizeof wd->msg,
-             "dpt watchdog: %s%s: %s: a peer died (no progress for %.1f s); suspected rank %d on %s "
-             "(%s, recorded by dpt-launch)%s%s; this rank stops too",
+             "dpt watchdog: %s%s: %s: a peer failed (no progress for %.1f s); suspected rank %d on %s "
+             "(%s, seen in dpt-launch's status directory)%s%s; this rank stops too",
              wd->self, phase, what, idle, srank, snode, peer_how, sphase[0] ? " in phase " : "", sphase);
   } else {
     if (wd->suspect)

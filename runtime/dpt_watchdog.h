@@ -67,6 +67,10 @@ double dpt_watchdog_seconds(const struct dpt_watchdog *wd); /* 0 when disabled *
  * "checkpoint", "validation", ...; copied, at most 47 characters) and at which
  * training step (< 0: none).  Cheap: a mutex and, under dpt-launch, one pwrite. */
 void dpt_watchdog_set_phase(const char *phase, long step);
+/* This process failed and is on its way out (an error, not a hang): under
+ * dpt-launch its phase line says so, and the other ranks' watchdogs name it
+ * within a fraction of a second instead of waiting for the deadline. */
+void dpt_watchdog_announce_failure(void);
 /* "phase" or "phase (step N)" into buf. */
 void dpt_watchdog_phase(char *buf, size_t len);
 /* Process-wide: write a dpt.error/1 JSON file at path (NULL: none) when a

@@ -43,6 +43,7 @@
 #include "dpt_comm.h"
 #include "dpt_ctx.h"
 #include "dpt_report.h"
+#include "dpt_watchdog.h"
 #endif
 
 /* Exit status after SIGUSR1/SIGTERM when the checkpoint was written: non-zero so that
@@ -402,14 +403,11 @@ static int ranks_bcast(struct ranks *r, float *buf, size_t n, struct dpt_err *er
 {
   if (r->size == 1) return 0;
 #ifdef DPT_TRAIN_HAVE_COMM
-  MPI_Comm c = dpt_comm_mpi(r->comm);
-  for (size_t off = 0; off < n;) {
-    int k = (n - off) > (1u << 30) ? (1 << 30) : (int)(n - off);
-    if (MPI_Bcast(buf + off, k, MPI_FLOAT, 0, c) != MPI_SUCCESS)
-      return dpt_err_set(err, DPT_E_RUNTIME, "broadcast of %zu parameters from rank 0 failed", n);
-    off += (size_t)k;
-  }
-  return 0;
+  /* A sum with zeros elsewhere is rank 0's values exactly (x + 0 == x), and the
+   * communicator's all-reduce is under its watchdog: a rank that dies or stalls
+   * at start-up is named instead of hanging MPI_Bcast. */
+  if (r->rank) memset(buf, 0, n * sizeof *buf);
+  return dpt_comm_allreduce(r->comm, buf, n, 0, err);
 #else
   (void)buf, (void)n;
   return dpt_err_set(err, DPT_E_UNSUPPORTED, "broadcast without the runtime");
@@ -497,6 +495,119 @@ static int preempt_agree(struct ranks *r, int *sig, struct dpt_err *err)
   return 0;
 }
 
+/* ---- phases and fault injection (a testing aid) ---------------------------
+ * The phase (start-up, train, allreduce, checkpoint, validation, report) is
+ * recorded in the runtime's watchdog: its messages and the dpt.error/1 error
+ * files (<report>.rank<N>.err) name it, and under dpt-launch the survivors
+ * name the phase a dead rank was in.
+ * DPT_FAULT=PHASE:RANK:KIND[:STEP] makes rank RANK fail on purpose when it
+ * enters PHASE (startup, allreduce, checkpoint, validation) at step >= STEP
+ * (default 0): kill (SIGKILL, as the kernel's OOM killer does), segv (a write
+ * to address 0), oom (allocations under an address-space limit until one
+ * fails: the out-of-memory error path), stop (SIGSTOP: a hung rank).  Unset,
+ * it costs one compare per phase. */
+static struct {
+  int on, rank;
+  long step;
+  char phase[16], kind[8];
+} g_fault;
+
+static int fault_parse(int me, struct dpt_err *err)
+{
+  const char *v = getenv("DPT_FAULT");
+  char ph[16] = "", kd[8] = "";
+  int rank = -1, n = 0;
+  long step = 0;
+  if (!v || !*v) return 0;
+  if (sscanf(v, "%15[a-z]:%d:%7[a-z]%n:%ld%n", ph, &rank, kd, &n, &step, &n) < 3 || v[n] ||
+      (strcmp(ph, "startup") && strcmp(ph, "allreduce") && strcmp(ph, "checkpoint") && strcmp(ph, "validation")) ||
+      (strcmp(kd, "kill") && strcmp(kd, "segv") && strcmp(kd, "oom") && strcmp(kd, "stop")) || rank < 0)
+    return dpt_err_set(err, DPT_E_INPUT, "DPT_FAULT=\"%s\": expected PHASE:RANK:KIND[:STEP] with PHASE startup, "
+                       "allreduce, checkpoint or validation and KIND kill, segv, oom or stop (a testing aid: "
+                       "unset it for real runs)", v);
+  if (rank != me) return 0;
+  g_fault.on = 1;
+  g_fault.rank = rank;
+  g_fault.step = step;
+  snprintf(g_fault.phase, sizeof g_fault.phase, "%s", ph);
+  snprintf(g_fault.kind, sizeof g_fault.kind, "%s", kd);
+  return 0;
+}
+
+static int fault_oom(const char *phase, long step, struct dpt_err *err)
+{
+  /* cap the address space a little above what is mapped now, then allocate and
+   * touch until an allocation fails: the program's own out-of-memory path */
+  long pages = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f) {
+    if (fscanf(f, "%ld", &pages) != 1) pages = 0;
+    fclose(f);
+  }
+  struct rlimit rl;
+  getrlimit(RLIMIT_AS, &rl);
+  rl.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)256 << 20);
+  setrlimit(RLIMIT_AS, &rl);
+  void *chunks[4096];
+  int n = 0;
+  while (n < 4096 && (chunks[n] = malloc((size_t)16 << 20))) memset(chunks[n++], 1, (size_t)16 << 20);
+  for (int i = 0; i < n; i++) free(chunks[i]);
+  return dpt_err_set(err, DPT_E_NOMEM, "out of memory in phase %s (step %ld) after %d MiB more: no allocation "
+                     "possible (DPT_FAULT)", phase, step, n * 16);
+}
+
+static int enter_phase(const char *phase, long step, struct dpt_err *err)
+{
+#ifdef DPT_TRAIN_HAVE_COMM
+  dpt_watchdog_set_phase(phase, step);
+#endif
+  if (!g_fault.on || strcmp(g_fault.phase, phase) || (step >= 0 && step < g_fault.step)) return 0;
+  g_fault.on = 0;
+  char line[200];
+  int n = snprintf(line, sizeof line, "dpt-train: DPT_FAULT: rank %d (pid %d) fails on purpose (%s) in phase %s "
+                   "(step %ld)\n", g_fault.rank, (int)getpid(), g_fault.kind, phase, step);
+  fflush(stdout);
+  ssize_t w = write(STDERR_FILENO, line, n > 0 && n < (int)sizeof line ? (size_t)n : 0);
+  (void)w;
+  if (!strcmp(g_fault.kind, "kill")) raise(SIGKILL);
+  if (!strcmp(g_fault.kind, "stop")) raise(SIGSTOP);
+  if (!strcmp(g_fault.kind, "segv")) *(volatile int *)(uintptr_t)0 = 1;
+  if (!strcmp(g_fault.kind, "oom")) return fault_oom(phase, step, err);
+  return 0;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DPT_TRAIN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DPT_TRAIN_ASAN 1
+#endif
+#endif
+
+/* A fatal signal writes the error file (when there is one) and a line, then
+ * takes the default action (core dump).  Not under ASan: its report is better. */
+static void on_fatal(int sig)
+{
+#ifdef DPT_TRAIN_HAVE_COMM
+  dpt_watchdog_write_error_signal(sig);
+#endif
+  static const char m[] = "dpt-train: fatal signal (SIGSEGV/SIGBUS/SIGFPE/SIGILL): see the error file next to the "
+                          "job report\n";
+  ssize_t w = write(STDERR_FILENO, m, sizeof m - 1);
+  (void)w;
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void faults_install(void)
+{
+  signal(SIGXFSZ, SIG_IGN); /* a file size limit fails the checkpoint write (EFBIG), it does not kill */
+#ifndef DPT_TRAIN_ASAN
+  static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) signal(sigs[i], on_fatal);
+#endif
+}
+
 /* ---- training ------------------------------------------------------------ */
 
 struct times {
@@ -582,6 +693,8 @@ int main(int argc, char **argv)
   R = rk.size;
   me = rk.rank;
   if ((rc = preempt_install(&err))) goto fail; /* after MPI_Init: ours is the handler */
+  if ((rc = fault_parse(me, &err))) goto fail;
+  faults_install();
 #ifdef DPT_TRAIN_HAVE_COMM
   /* the job report, through the runtime's one writer (dpt_report), on every run unless
    * --no-report: --report, $DPT_REPORT, else the default name (dpt_report_path) */
@@ -594,7 +707,19 @@ int main(int argc, char **argv)
       goto fail;
     }
   }
+  if (rep) { /* failures (a watchdog, a fatal signal, an error) also go to <report>.rank<N>.err */
+    char rp[4096], ep[4200], host[256] = "?";
+    struct dpt_err pe = {0};
+    const char *node = getenv("DPT_NODE_NAME") ? getenv("DPT_NODE_NAME") : getenv("SLURMD_NODENAME");
+    if (!node) node = gethostname(host, sizeof host - 1) ? "?" : host;
+    if (dpt_report_path(rep, o.report, rp, sizeof rp, &pe) > 0) {
+      snprintf(ep, sizeof ep, "%s.rank%d.err", rp, me);
+      unlink(ep); /* a previous run's */
+      dpt_watchdog_set_error_file(ep, me, node);
+    }
+  }
 #endif
+  if ((rc = enter_phase("startup", -1, &err))) goto fail;
   if (o.threads > 0) omp_set_num_threads(o.threads);
   int threads = omp_get_max_threads();
 
@@ -799,6 +924,7 @@ int main(int argc, char **argv)
       const int *lab;
       struct times tm0 = tm;
       double t_step0 = now();
+      enter_phase("train", gstep, &err);
       double loss = 0, t3 = 0;
       int t1c = 0;
       for (int j = 0; j < o.accum; j++) {
@@ -829,6 +955,7 @@ int main(int argc, char **argv)
         tm.bwd += now() - t2;
         (void)t0;
       }
+      if ((rc = enter_phase("allreduce", gstep, &err))) goto fail;
       /* update with the learning rate of the step whose gradient is applied */
       if (o.dbuf) {
         if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
@@ -893,6 +1020,7 @@ int main(int argc, char **argv)
       int stopping = (o.stop_after && steps_run == o.stop_after) || psig;
       int do_ckpt = o.ckpt_dir && (gstep % ckpt_every == 0 || gstep == total_steps || stopping);
       if (do_ckpt || (end_epoch && o.val)) {
+        if ((rc = enter_phase(do_ckpt ? "checkpoint" : "validation", gstep, &err))) goto fail;
         /* BN running statistics are per rank during training: average them */
         if ((rc = ranks_allreduce(&rk, be->state, model.n_state, 1, 0, &err))) goto fail;
       }
@@ -910,6 +1038,7 @@ int main(int argc, char **argv)
         }
       }
       if (end_epoch && o.val) {
+        if ((rc = enter_phase("validation", gstep, &err))) goto fail;
         double tv = now();
         if ((rc = validate(be, vl, &rk, K, logits, &vr, &err))) goto fail;
         tm.val += now() - tv;
@@ -944,6 +1073,7 @@ int main(int argc, char **argv)
     }
   }
   tm.total = now() - t_train0;
+  enter_phase("finish", gstep, &err);
   {
     /* parameters must agree across ranks: checksum them */
     double sum = 0;
@@ -1005,6 +1135,10 @@ int main(int argc, char **argv)
   goto out;
 fail:
   fprintf(stderr, "dpt-train: rank %d: %s\n", rk.rank, err.msg);
+#ifdef DPT_TRAIN_HAVE_COMM
+  dpt_watchdog_write_error("error", err.msg, -1, NULL, NULL);
+  dpt_watchdog_announce_failure(); /* the other ranks stop now, naming this one */
+#endif
   status = dpt_err_exit_status(&err);
   if (!status) status = 1;
 out:

@@ -44,7 +44,7 @@ if [ "$sig" = KILL ] && [ "$launch" != mpirun ]; then
   # names rank 1 well before the deadline (not only the launcher's teardown).
   for r in $(seq 0 $((np - 1))); do
     [ "$r" -eq 1 ] && continue
-    grep -q "dpt watchdog: rank $r .*a peer died .*suspected rank 1 on .*killed by signal 9" "$dir/err" ||
+    grep -q "dpt watchdog: rank $r .*a peer failed .*suspected rank 1 on .*killed by signal 9" "$dir/err" ||
       { echo "FAIL: survivor rank $r did not name the killed rank 1"; fail=1; }
   done
 elif [ "$sig" = KILL ]; then

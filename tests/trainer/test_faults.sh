@@ -1,0 +1,57 @@
+#!/bin/sh
+# test_faults: a rank of dpt-train dies (kill: SIGKILL, segv: SIGSEGV, oom: an
+# allocation fails) or stalls (stop: SIGSTOP) during start-up, a gradient
+# all-reduce, a checkpoint or validation (DPT_FAULT=PHASE:RANK:KIND[:STEP]).
+# For each phase: dpt-launch exits non-zero within the watchdog time + a margin,
+# every survivor exits non-zero and writes <report>.rank<N>.err (dpt.error/1)
+# naming the failed rank, its node and the phase it was in; dpt-launch (kill,
+# segv) or the survivors' watchdog lines (oom, stop) name the rank and its node.
+# usage: test_faults.sh dpt-launch dpt-train KIND
+L=$1 T=$2 KIND=$3
+WD=4
+tmp=$(mktemp -d /tmp/dpt-test-faults.XXXXXX)
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+node=$(hostname)
+export DPT_WATCHDOG_SECONDS=$WD
+# 3 ranks, 4 steps per epoch, a checkpoint every 2 steps, validation at each epoch's end
+common="--dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625 --batch-size 8
+        --iterations 12 --seed 3 --log-every 50 --prefetch 1 --checkpoint-every 2"
+victim=1
+for phase in startup allreduce checkpoint validation; do
+  d=$tmp/$phase
+  mkdir -p "$d"
+  [ $phase = checkpoint ] && victim=0 || victim=$(( (victim + 1) % 3 )) # rank 0 too
+  t0=$(date +%s.%N)
+  DPT_FAULT=$phase:$victim:$KIND:2 "$L" -n 3 --threads 1 -- "$T" $common --checkpoint-dir "$d/ck" \
+      --report "$d/rep.json" >"$d/log" 2>&1
+  st=$?
+  el=$(echo "$(date +%s.%N) - $t0" | bc)
+  # a stopped rank stays stopped after its launcher is gone: end it (its pid is in the log)
+  pid=$(sed -n 's/.*DPT_FAULT: rank [0-9]* (pid \([0-9]*\)) fails on purpose.*/\1/p' "$d/log")
+  [ "$KIND" = stop ] && [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+  echo "$KIND in $phase (rank $victim): dpt-launch exit $st after ${el}s"
+  grep -q "DPT_FAULT: rank $victim .* in phase $phase" "$d/log" || { fail "$phase: the fault did not fire: $(tail -5 "$d/log")"; continue; }
+  [ "$st" != 0 ] || fail "$phase: dpt-launch exit 0"
+  # start-up (data, model: ~2 s) + the watchdog + teardown
+  [ "$(echo "$el < $WD + 12" | bc)" = 1 ] || fail "$phase: took ${el}s (watchdog ${WD}s)"
+  case $KIND in
+    kill|segv) grep -q "^dpt-launch: rank $victim on $node killed by signal .* (first failing rank" "$d/log" ||
+                 fail "$phase: dpt-launch does not name rank $victim on $node: $(grep '^dpt-launch' "$d/log")" ;;
+    *) grep -q "dpt watchdog: .*suspected rank $victim on $node" "$d/log" ||
+         fail "$phase: no watchdog line names rank $victim on $node: $(grep 'dpt watchdog' "$d/log")" ;;
+  esac
+  for r in 0 1 2; do
+    [ $r = $victim ] && continue
+    e=$d/rep.json.rank$r.err
+    [ -s "$e" ] || { fail "$phase: survivor rank $r wrote no $e"; continue; }
+    grep -q "\"schema\": \"dpt.error/1\", \"kind\": \"watchdog\"" "$e" &&
+      grep -q "\"suspect\": {\"rank\": $victim, \"node\": \"$node\", \"phase\": \"[a-z ]*$phase" "$e" ||
+      fail "$phase: $e does not name rank $victim on $node in phase $phase: $(cat "$e")"
+    # (its watchdog wrote the file and then _exit(1); its supervisor's line may be cut by the teardown)
+    ! grep -q "^dpt-launch: rank $r on .*exited with status 0" "$d/log" || fail "$phase: survivor rank $r exited 0"
+  done
+  [ $phase = checkpoint ] && [ "$KIND" = kill ] && cat "$d/log" "$d"/rep.json.rank*.err | grep -v '^ \|^--\|^$'
+done
+if [ $fails = 0 ]; then echo "ok: $KIND of a rank in start-up, all-reduce, checkpoint, validation: named by the survivors"; rm -rf "$tmp"; fi
+[ $fails = 0 ]
