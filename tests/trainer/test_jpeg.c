@@ -549,7 +549,7 @@ static void fuzz_corpus(const char *dir)
   mkdir(dir, 0777);
   for (int i = 0; i < 32 * 24 * 4; i++) px[i] = (unsigned char)((i * 37) ^ (i >> 5) * 11);
   const unsigned char rgb_scaled[3] = {0x02, 15, 0x44}, gray_flip[3] = {0x11, 7, 0x53}, full[3] = {0x0e, 31, 0x00},
-                      out_crop[3] = {0x16, 63, 0xf0};
+                      out_crop[3] = {0x17, 63, 0xf0};
   fuzz_seed(dir, "rgb420-32x24", rgb_scaled, px, 32, 24, TJPF_RGB, TJSAMP_420, 0, 0);
   fuzz_seed(dir, "gray-16x16-flip", gray_flip, px, 16, 16, TJPF_GRAY, TJSAMP_GRAY, 0, 0);
   fuzz_seed(dir, "rgb444-progressive-24x16", full, px, 24, 16, TJPF_RGB, TJSAMP_444, TJFLAG_PROGRESSIVE, 0);
