@@ -352,12 +352,12 @@ int main(int argc, char **argv)
         double busbw = algbw * (p > 1 ? 2.0 * (p - 1) / p : 0.0);
         json_array_append_new(results,
                                 json_pack("{s:s, s:I, s:I, s:s, s:f, s:f, s:f, s:f}", "comm",
-                                          names[c], "bytes", (json_int_t)sizes[s], "count",
+                                          dpt_comm_name(comms[c]), "bytes", (json_int_t)sizes[s], "count",
                                           (json_int_t)n, "type", "float", "time_us", maxdt * 1e6,
                                           "algbw_gbs", algbw, "busbw_gbs", busbw, "max_error",
                                           maxerr));
         if (!json)
-          printf("  %-13s %14llu %12zu %6s %12.1f %11.3f %11.3f %9.2g\n", names[c], sizes[s], n,
+          printf("  %-13s %14llu %12zu %6s %12.1f %11.3f %11.3f %9.2g\n", dpt_comm_name(comms[c]), sizes[s], n,
                  "float", maxdt * 1e6, algbw, busbw, maxerr);
         fflush(stdout);
       }

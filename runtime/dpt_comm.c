@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +37,22 @@ static const struct dpt_comm_ops *find_ops(const char *name)
   return NULL;
 }
 
+const char *dpt_comm_resolve(const char *name, int device_buffers)
+{
+  if (name && strcmp(name, "auto"))
+    return name;
+#ifdef DPT_HAVE_NCCL
+  if (device_buffers)
+    return "nccl";
+#else
+  (void)device_buffers;
+#endif
+  return "ring";
+}
+
 int dpt_comm_check_name(const char *name, struct dpt_err *err)
 {
-  if (name && find_ops(name))
+  if (name && (!strcmp(name, "auto") || find_ops(name)))
     return 1;
   if (name && !strcmp(name, "nccl"))
     dpt_err_set(err, DPT_E_UNSUPPORTED,
@@ -46,7 +60,7 @@ int dpt_comm_check_name(const char *name, struct dpt_err *err)
                 "configure time): use mpi, ring or hierarchical");
   else
     dpt_err_set(err, DPT_E_INPUT,
-                "unknown communicator \"%s\": choose one of mpi, ring, hierarchical%s",
+                "unknown communicator \"%s\": choose one of auto, mpi, ring, hierarchical%s",
                 name ? name : "(null)",
 #ifdef DPT_HAVE_NCCL
                 ", nccl"
@@ -73,6 +87,12 @@ int dpt_comm_mpi_init(int *argc, char ***argv, struct dpt_err *err)
   MPI_Initialized(&inited);
   if (inited)
     return 0;
+  /* A write to the socket of a peer that died must not kill this rank silently with
+   * SIGPIPE: the write fails (EPIPE) and the watchdog or the MPI error names the peer.
+   * Only the default disposition is changed; a program's own handler is kept. */
+  struct sigaction sa;
+  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
+    signal(SIGPIPE, SIG_IGN);
   rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   if (rc != MPI_SUCCESS)
     return dpt_err_set(err, DPT_E_RUNTIME,
@@ -239,8 +259,7 @@ int dpt_comm_create(struct dpt_comm **out, MPI_Comm world, const struct dpt_comm
     opts = *opts_in;
   else
     dpt_comm_opts_init(&opts);
-  if (!opts.name)
-    opts.name = "ring";
+  opts.name = dpt_comm_resolve(opts.name, 0); /* NULL / "auto": host buffers -> ring */
   if (!dpt_comm_check_name(opts.name, err))
     return err->code;
 

@@ -67,9 +67,13 @@ void dpt_comm_opts_init(struct dpt_comm_opts *opts);
 
 /* NULL-terminated list of the communicator names this build has. */
 const char *const *dpt_comm_names(void);
-/* 1 if `name` is a communicator of this build, 0 if unknown or not compiled in
+/* 1 if `name` is a communicator of this build (or "auto"), 0 if unknown or not compiled in
  * (message in err names the choices). */
 int dpt_comm_check_name(const char *name, struct dpt_err *err);
+/* "auto" (and NULL) as a communicator name, what `srun --dpt` passes by default
+ * (DPT_COMM=auto): "nccl" for device buffers when this build has NCCL, else "ring"
+ * (the plan's bandwidth-optimal ring).  Any other name is returned as it is. */
+const char *dpt_comm_resolve(const char *name, int device_buffers);
 
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE (no-op if already initialised). */
 int dpt_comm_mpi_init(int *argc, char ***argv, struct dpt_err *err);

@@ -11,7 +11,7 @@ endfunction()
 dpt_launch_expect(runtime.launch.usage.n0 2 "-n 0: expected a number of ranks >= 1"
                   ${_launch} -n 0 -- true)
 dpt_launch_expect(runtime.launch.usage.nonnum 2 "-n x: expected a number" ${_launch} -n x -- true)
-dpt_launch_expect(runtime.launch.usage.comm 2 "unknown communicator \"bogus\": choose one of mpi, ring, hierarchical"
+dpt_launch_expect(runtime.launch.usage.comm 2 "unknown communicator \"bogus\": choose one of auto, mpi, ring, hierarchical"
                   ${_launch} -n 2 --comm bogus -- true)
 dpt_launch_expect(runtime.launch.usage.noprog 2 "missing program" ${_launch} -n 2)
 dpt_launch_expect(runtime.launch.usage.badprog 2 "program \"no-such-program-dpt\" not found"
@@ -81,3 +81,8 @@ if(TARGET dpt_nccl_kernels)
                     "communicator nccl: no usable GPU on rank 0 .*cudaGetDeviceCount"
                     ${_launch} -n 2 -- $<TARGET_FILE:dpt-bench> allreduce --comm nccl --max-bytes 1K)
 endif()
+
+# DPT_COMM=auto, what srun --dpt passes by default: host buffers -> the plan's ring.
+dpt_launch_expect(runtime.bench.comm_auto 0 "\"comm\": \"ring\".*\"max_error\": 0.0"
+                  ${_launch} -n 2 --comm auto -- $<TARGET_FILE:dpt-bench> allreduce --max-bytes 4K --iters 2
+                  --warmup 1 --json --report ${CMAKE_CURRENT_BINARY_DIR}/bench-comm-auto.report.json)
