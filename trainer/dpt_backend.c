@@ -14,6 +14,7 @@ void dpt_backend_opts_default(struct dpt_backend_opts *o)
   o->need_input_grad = 0;
   o->bn_momentum = 0.1f;
   o->bn_eps = 1e-5f;
+  o->precision = NULL;
 }
 
 const char *dpt_backend_available(void)
@@ -25,6 +26,15 @@ const char *dpt_backend_available(void)
 #endif
 }
 
+const char *dpt_backend_auto(char *why, size_t why_len)
+{
+  if (why && why_len) why[0] = 0;
+#ifdef DPT_HAVE_CUDA_BACKEND
+  if (dpt_cuda_device_works(why, why_len)) return "cuda"; /* cuda only when a device works */
+#endif
+  return "cpu";
+}
+
 int dpt_backend_create(const char *name, const struct dpt_model *model,
                        const struct dpt_backend_opts *opts, struct dpt_backend **out,
                        struct dpt_err *err)
@@ -34,7 +44,7 @@ int dpt_backend_create(const char *name, const struct dpt_model *model,
     return dpt_backend_cpu_create(model, opts, out, err);
   if (!strcmp(name, "auto")) {
 #ifdef DPT_HAVE_CUDA_BACKEND
-    if (dpt_cuda_device_usable(NULL, 0)) /* cuda only when a device works */
+    if (!strcmp(dpt_backend_auto(NULL, 0), "cuda"))
       return dpt_backend_cuda_create(model, opts, out, err);
 #endif
     return dpt_backend_cpu_create(model, opts, out, err);

@@ -1,17 +1,25 @@
 /* dpt_backend.h — a compute backend: the model's layers on one device.
  *
- * cpu  : oneDNN 2.6 (this file's only implementation today; the oracle).
- * cuda : cuDNN/cuBLAS (issue 7) plugs in through the same struct
- *        dpt_backend_ops; until it is built, dpt_backend_create("cuda")
- *        fails with DPT_E_UNSUPPORTED and says so, and "auto" picks cpu.
+ * cpu  : oneDNN 2.6 (dpt_backend_cpu.c; the oracle).
+ * cuda : cuDNN/cuBLAS (trainer/cuda, GPU builds): dpt_backend_create("cuda")
+ *        fails with DPT_E_UNSUPPORTED without a working device (or in a build
+ *        without the GPU backend); "auto" picks cuda only when a device works
+ *        (dpt_backend_auto), else cpu.
  *
- * The backend owns three slabs in its memory space:
- *   params [model->n_params]  (PyTorch layout; one buffer for broadcast)
- *   grads  [model->n_params]  (same offsets; one buffer for the all-reduce)
- *   state  [model->n_state]   (BN running mean/var)
- * host_slabs = 1 means the three pointers are host memory the trainer may
- * read and write directly (cpu).  A device backend sets host_slabs = 0 and
- * provides copy_slab(). */
+ * The backend owns its slabs in its memory space:
+ *   params   [model->n_params]  (PyTorch layout; one buffer for broadcast)
+ *   grads    [model->n_params]  (same offsets; one buffer for the all-reduce)
+ *   state    [model->n_state]   (BN running mean/var)
+ *   velocity [model->n_params]  (momentum of sgd_step; after sgd_init)
+ * host_slabs = 1 means params/grads/state (and velocity) are host memory the
+ * trainer may read and write directly (cpu).  A device backend sets
+ * host_slabs = 0: the pointers are device memory (cuda) or NULL (the CPU
+ * backend's test-only simulated device, DPT_CPU_DEVICE_SLABS=1), and the
+ * trainer reaches the slabs only through copy_slab(), runs the optimizer with
+ * sgd_step() and calls sync() before it hands the gradient slab to a
+ * communicator that reads device memory (nccl).  dpt-train works on host
+ * mirrors (broadcast, checkpoints, checksum) only through these calls, so the
+ * same loop drives both kinds. */
 #ifndef DPT_BACKEND_H
 #define DPT_BACKEND_H
 
@@ -27,10 +35,13 @@ struct dpt_backend_opts {
   int need_input_grad;  /* 1: backward also computes dL/dinput (gradient checks) */
   float bn_momentum;    /* running-stat update factor (PyTorch: 0.1) */
   float bn_eps;         /* PyTorch: 1e-5 */
+  const char *precision; /* NULL: the backend's default; "fp32" (every backend), "tf32",
+                            "mixed" (cuda only; cpu refuses them with DPT_E_UNSUPPORTED) */
 };
 void dpt_backend_opts_default(struct dpt_backend_opts *o);
 
-enum dpt_slab { DPT_SLAB_PARAMS, DPT_SLAB_GRADS, DPT_SLAB_STATE };
+enum dpt_slab { DPT_SLAB_PARAMS, DPT_SLAB_GRADS, DPT_SLAB_STATE,
+                DPT_SLAB_VELOCITY /* [n_params]: sgd_init must have run */ };
 
 struct dpt_backend;
 
@@ -43,11 +54,33 @@ struct dpt_backend_ops {
   /* dout: host, same shape as out.  Overwrites the gradient slab.  dx: host
    * [N, C_in, H, W] or NULL (needs opts.need_input_grad). */
   int (*backward)(struct dpt_backend *be, const float *dout, float *dx, struct dpt_err *err);
-  /* Copy a slab between host and backend memory (to_backend = 1: host -> backend). */
+  /* Copy a slab between host and backend memory (to_backend = 1: host -> backend).
+   * host may be the slab itself (host_slabs): then nothing is copied. */
   int (*copy_slab)(struct dpt_backend *be, enum dpt_slab which, float *host, int to_backend,
                    struct dpt_err *err);
   size_t (*memory_bytes)(const struct dpt_backend *be); /* activations + workspaces + slabs */
   void (*destroy)(struct dpt_backend *be);
+  /* Momentum SGD on the backend's own slabs (torch.optim.SGD semantics of
+   * dpt_sgd_step, dpt_optim.h).  sgd_init once: hyper-parameters, the
+   * weight-decay mask (host [n_params], copied; NULL = decay everywhere), a
+   * zero velocity slab.  sgd_step: params -= lr * ... from grads = NULL (the
+   * gradient slab) or a HOST buffer [n_params] (the double-buffered averaged
+   * gradient; a device backend uploads it into its gradient slab first, so
+   * read the slab before).  cpu: dpt_sgd_step itself; cuda: its SGD kernel. */
+  int (*sgd_init)(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
+                  const unsigned char *mask, struct dpt_err *err);
+  int (*sgd_step)(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err);
+  /* Block until the work enqueued so far (backward's gradients) is complete:
+   * call before another stream or a communicator reads the gradient slab. */
+  int (*sync)(struct dpt_backend *be, struct dpt_err *err);
+  /* Highest memory_bytes() so far, including temporary buffers (the cuda
+   * algorithm search's workspace). */
+  size_t (*peak_bytes)(const struct dpt_backend *be);
+  /* Mixed precision (NULL when the backend has none): *finite = 1 when every
+   * element of the gradient slab is finite; the loss scale that backward()
+   * multiplies the output gradient by (it unscales the parameter gradients). */
+  int (*grads_finite)(struct dpt_backend *be, int *finite, struct dpt_err *err);
+  void (*set_loss_scale)(struct dpt_backend *be, float scale);
 };
 
 struct dpt_backend {
@@ -58,6 +91,8 @@ struct dpt_backend {
   float *params;                   /* [model->n_params] */
   float *grads;                    /* [model->n_params] */
   float *state;                    /* [model->n_state] */
+  float *velocity;                 /* [model->n_params] after sgd_init (host_slabs), else NULL */
+  const char *precision;           /* "fp32", "tf32" or "mixed": what the backend runs */
   struct dpt_layer *layers;        /* [model->n_layers] */
   void *impl;
 };
@@ -71,6 +106,11 @@ void dpt_backend_destroy(struct dpt_backend *be);
 
 /* Which backends this build has ("cpu" or "cpu,cuda"). */
 const char *dpt_backend_available(void);
+
+/* What "auto" picks: "cuda" when this build has the GPU backend and a device
+ * really works (cudaSetDevice and a small cudaMalloc/cudaFree succeed), else
+ * "cpu" with why[] saying what failed ("" when the build has no GPU backend). */
+const char *dpt_backend_auto(char *why, size_t why_len);
 
 /* Per-backend constructors (dpt_backend_create dispatches). */
 int dpt_backend_cpu_create(const struct dpt_model *model, const struct dpt_backend_opts *opts,

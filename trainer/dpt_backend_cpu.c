@@ -11,7 +11,14 @@
  *
  * Fusions: BN + ReLU (dnnl_fuse_norm_relu, training and inference), residual
  * add + ReLU (binary post-op).  conv + ReLU post-op does not occur in
- * ResNet training (a BN sits between them). */
+ * ResNet training (a BN sits between them).
+ *
+ * Slabs: host memory (host_slabs = 1), the optimizer is dpt_sgd_step.  Testing
+ * aid: DPT_CPU_DEVICE_SLABS=1 simulates a device backend: host_slabs = 0, the
+ * public params / grads / state / velocity pointers are NULL (any direct host
+ * access by the trainer crashes) and copy_slab() memcpy's between the caller's
+ * buffers and the backend's private slabs, so dpt-train's device path (the one
+ * the cuda backend takes) runs, bit for bit, on a machine without a GPU. */
 #include "dpt_backend.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -20,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dpt_optim.h"
 
 struct cpu_tensor {
   dnnl_memory_desc_t md; /* physical layout of [N, c, h, w] (2-D [N, c] after FC) */
@@ -86,6 +95,11 @@ struct cpu_backend {
   size_t bytes_total;
   int nhwc;               /* 1: channels-last everywhere (DPT_CPU_LAYOUT=nhwc, for
                              experiments); default: oneDNN's choice (blocked) */
+  float *params, *grads;  /* [n_params] each: the slabs (be->params / grads point here, */
+  float *state;           /* [n_state]      or are NULL with device_slabs) */
+  struct dpt_sgd sgd;     /* ops->sgd_init / sgd_step; velocity [n_params] */
+  int sgd_ready;
+  int device_slabs;       /* DPT_CPU_DEVICE_SLABS=1: simulated device (host_slabs = 0) */
 };
 
 #define CB(be) ((struct cpu_backend *)(be))
@@ -1049,8 +1063,13 @@ fail:
 static int cpu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host, int to_backend,
                          struct dpt_err *err)
 {
-  float *s = which == DPT_SLAB_PARAMS ? be->params : which == DPT_SLAB_GRADS ? be->grads : be->state;
+  struct cpu_backend *cb = CB(be);
+  if (which == DPT_SLAB_VELOCITY && !cb->sgd_ready)
+    return dpt_err_set(err, DPT_E_INPUT, "cpu backend: velocity slab asked for before sgd_init");
+  float *s = which == DPT_SLAB_PARAMS ? cb->params : which == DPT_SLAB_GRADS ? cb->grads
+             : which == DPT_SLAB_STATE ? cb->state : cb->sgd.velocity;
   size_t n = which == DPT_SLAB_STATE ? be->model->n_state : be->model->n_params;
+  if (!host) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: copy_slab with no host buffer");
   if (host == s) return 0;
   if (to_backend) memcpy(s, host, n * sizeof(float));
   else memcpy(host, s, n * sizeof(float));
@@ -1060,6 +1079,44 @@ static int cpu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *hos
 static size_t cpu_memory_bytes(const struct dpt_backend *be)
 {
   return CB(be)->bytes_total;
+}
+
+static int cpu_sgd_init(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
+                        const unsigned char *mask, struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  int rc;
+  if (cb->sgd_ready) {
+    cb->bytes_total -= cb->sgd.n * (sizeof(float) + 1);
+    dpt_sgd_free(&cb->sgd);
+    cb->sgd_ready = 0;
+    be->velocity = NULL;
+  }
+  if ((rc = dpt_sgd_init(&cb->sgd, be->model->n_params, momentum, weight_decay, mask, err))) return rc;
+  cb->sgd.nesterov = nesterov;
+  cb->sgd_ready = 1;
+  cb->bytes_total += cb->sgd.n * (sizeof(float) + 1); /* velocity + mask */
+  be->velocity = cb->device_slabs ? NULL : cb->sgd.velocity;
+  return 0;
+}
+
+static int cpu_sgd_step(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  if (!cb->sgd_ready) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: sgd_step before sgd_init");
+  /* a simulated device, like a real one, takes a host gradient into its gradient slab first */
+  if (grads && cb->device_slabs) {
+    memcpy(cb->grads, grads, be->model->n_params * sizeof(float));
+    grads = NULL;
+  }
+  dpt_sgd_step(&cb->sgd, lr, cb->params, grads ? grads : cb->grads);
+  return 0;
+}
+
+static int cpu_sync(struct dpt_backend *be, struct dpt_err *err)
+{
+  (void)be, (void)err; /* oneDNN's CPU stream has finished when backward() returns */
+  return 0;
 }
 
 static void cpu_destroy(struct dpt_backend *be)
@@ -1095,14 +1152,17 @@ static void cpu_destroy(struct dpt_backend *be)
   free(cb->t);
   free(cb->l);
   free(be->layers);
-  free(be->params);
-  free(be->grads);
-  free(be->state);
+  free(cb->params);
+  free(cb->grads);
+  free(cb->state);
+  dpt_sgd_free(&cb->sgd);
   free(cb);
 }
 
-static const struct dpt_backend_ops cpu_ops = {"cpu", cpu_forward, cpu_backward, cpu_copy_slab,
-                                               cpu_memory_bytes, cpu_destroy};
+static const struct dpt_backend_ops cpu_ops = {
+    .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,
+    .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init,
+    .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes};
 
 /* plain edge view + reorder between it and a tensor's layout */
 static int edge(struct cpu_backend *cb, int tid, dnnl_memory_t *user, dnnl_primitive_t *reorder,
@@ -1272,26 +1332,36 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   *out = NULL;
   if (m->n_layers < 1) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: the model has no layers");
   if (opts->batch < 1) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: batch size %d < 1", opts->batch);
+  if (opts->precision && strcmp(opts->precision, "fp32"))
+    return dpt_err_set(err, DPT_E_UNSUPPORTED, "cpu backend: precision '%s' is not supported: the cpu "
+                       "backend computes in fp32 only (tf32 and mixed are cuda modes)", opts->precision);
   struct cpu_backend *cb = calloc(1, sizeof *cb);
   if (!cb) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory");
   struct dpt_backend *be = &cb->pub;
   be->ops = &cpu_ops;
   be->model = m;
   be->opts = *opts;
-  be->host_slabs = 1;
+  be->precision = "fp32";
+  cb->device_slabs = getenv("DPT_CPU_DEVICE_SLABS") && atoi(getenv("DPT_CPU_DEVICE_SLABS")) > 0;
+  be->host_slabs = !cb->device_slabs;
   if (opts->threads > 0) omp_set_num_threads(opts->threads);
   cb->n_tensors = m->n_tensors;
   cb->t = calloc((size_t)m->n_tensors, sizeof *cb->t);
   cb->l = calloc((size_t)m->n_layers, sizeof *cb->l);
   be->layers = calloc((size_t)m->n_layers, sizeof *be->layers);
-  be->params = xalloc(cb, (m->n_params ? m->n_params : 1) * sizeof(float));
-  be->grads = xalloc(cb, (m->n_params ? m->n_params : 1) * sizeof(float));
-  be->state = xalloc(cb, (m->n_state ? m->n_state : 1) * sizeof(float));
-  if (!cb->t || !cb->l || !be->layers || !be->params || !be->grads || !be->state) {
+  cb->params = xalloc(cb, (m->n_params ? m->n_params : 1) * sizeof(float));
+  cb->grads = xalloc(cb, (m->n_params ? m->n_params : 1) * sizeof(float));
+  cb->state = xalloc(cb, (m->n_state ? m->n_state : 1) * sizeof(float));
+  if (!cb->t || !cb->l || !be->layers || !cb->params || !cb->grads || !cb->state) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for %zu parameters", m->n_params);
     goto fail;
   }
-  dpt_model_init_params(m, m->cfg.seed, be->params, be->state);
+  dpt_model_init_params(m, m->cfg.seed, cb->params, cb->state);
+  if (!cb->device_slabs) {
+    be->params = cb->params;
+    be->grads = cb->grads;
+    be->state = cb->state;
+  }
   DN(dnnl_engine_create(&cb->eng, dnnl_cpu, 0), "engine");
   DN(dnnl_stream_create(&cb->strm, cb->eng, dnnl_stream_default_flags), "stream");
   for (int i = 0; i < m->n_tensors; i++) cb->t[i].need_diff = i > 0 || opts->need_input_grad;
@@ -1305,9 +1375,9 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
     L->idx = i;
     l->desc = d;
     l->impl = L;
-    l->params = be->params + d->w_off;
-    l->grads = be->grads + d->w_off;
-    l->state = d->type == DPT_LAYER_BN ? be->state + d->s_off : NULL;
+    l->params = cb->params + d->w_off;
+    l->grads = cb->grads + d->w_off;
+    l->state = d->type == DPT_LAYER_BN ? cb->state + d->s_off : NULL;
     switch (d->type) {
     case DPT_LAYER_CONV: l->ops = &conv_ops; rc = conv_create(cb, L, l, err); break;
     case DPT_LAYER_BN: l->ops = &bn_ops; rc = bn_create(cb, L, l, err); break;

@@ -36,6 +36,9 @@
 #include "dpt_data.h"
 #include "dpt_model.h"
 #include "dpt_optim.h"
+#ifdef DPT_HAVE_CUDA_BACKEND
+#include "dpt_cuda_plan.h" /* struct dpt_loss_scaler: dynamic loss scaling for --precision mixed */
+#endif
 #ifdef DPT_TRAIN_HAVE_COMM
 #include <oneapi/dnnl/dnnl.h>
 
@@ -64,6 +67,7 @@ struct opts {
   double lr, warmup_epochs, momentum, weight_decay, width, smoothing, gamma, step_epochs, power;
   char milestones[128];
   uint64_t seed;
+  const char *precision; /* --precision fp32|tf32|mixed (NULL: the backend's default) */
   const char *baseline; /* job report: --baseline REPORT (scaling efficiency) */
   int no_report;        /* job report: --no-report */
 };
@@ -146,7 +150,11 @@ static void usage(FILE *f)
           "  --label-smoothing F   (default 0)\n"
           "  --seed N              (default %llu)\n"
           "system:\n"
-          "  --backend B           cpu|cuda|auto (default %s; this build has: %s)\n"
+          "  --backend B           cpu|cuda|auto (default %s; this build has: %s); auto = cuda\n"
+          "                        when a CUDA device works on every rank, else cpu (with a notice)\n"
+          "  --precision P         fp32|tf32|mixed (default fp32): cpu computes fp32 only; cuda: fp32\n"
+          "                        with TF32 off (the oracle), tf32 tensor-core math, or mixed (fp16\n"
+          "                        activations, fp32 master weights, dynamic loss scaling)\n"
           "  --threads N           CPU threads per rank (default: OMP_NUM_THREADS / all cores)\n"
           "  --comm NAME           communicator for >1 rank: mpi|ring|hierarchical|nccl (default\n"
           "                        $DPT_COMM or ring)\n"
@@ -206,7 +214,7 @@ static int inum(const char *opt, const char *s, long lo, long hi, int *v)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-  enum { O_TLIST = 1000, O_VLIST, O_DTHR, O_INCH };
+  enum { O_TLIST = 1000, O_VLIST, O_DTHR, O_INCH, O_PREC };
   enum {
     O_DATASET = 256, O_DATADIR, O_IMG, O_NCLS, O_BATCH, O_EPOCHS, O_ITERS, O_LR, O_WARM, O_SCHED,
     O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
@@ -218,7 +226,7 @@ static int parse(int argc, char **argv, struct opts *o)
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
       {"num-classes", 1, 0, O_NCLS}, {"batch-size", 1, 0, O_BATCH}, {"epochs", 1, 0, O_EPOCHS},
       {"train-list", 1, 0, O_TLIST}, {"val-list", 1, 0, O_VLIST}, {"data-threads", 1, 0, O_DTHR},
-      {"in-channels", 1, 0, O_INCH},
+      {"in-channels", 1, 0, O_INCH}, {"precision", 1, 0, O_PREC},
       {"iterations", 1, 0, O_ITERS}, {"lr", 1, 0, O_LR}, {"warmup-epochs", 1, 0, O_WARM},
       {"schedule", 1, 0, O_SCHED}, {"momentum", 1, 0, O_MOM}, {"weight-decay", 1, 0, O_WD},
       {"backend", 1, 0, O_BACKEND}, {"comm", 1, 0, O_COMM}, {"fp16-allreduce", 0, 0, O_FP16},
@@ -259,6 +267,7 @@ static int parse(int argc, char **argv, struct opts *o)
     case O_MOM: rc = num("--momentum", optarg, 0, 0.9999, &o->momentum); break;
     case O_WD: rc = num("--weight-decay", optarg, 0, 1, &o->weight_decay); break;
     case O_BACKEND: o->backend = optarg; break;
+    case O_PREC: o->precision = optarg; break;
     case O_COMM: o->comm = optarg; break;
     case O_FP16: o->fp16 = 1; break;
     case O_DBUF: o->dbuf = 1; break;
@@ -332,6 +341,13 @@ static int parse(int argc, char **argv, struct opts *o)
     return bad("--resume auto needs --checkpoint-dir");
   if (!strcmp(o->comm, "nccl") && !strcmp(o->backend, "cpu"))
     return bad("--comm nccl moves device buffers: it needs --backend cuda");
+  if (!strcmp(o->comm, "nccl") && o->dbuf)
+    return bad("--double-buffering with --comm nccl is not implemented yet (the averaged gradient it keeps "
+               "is a host buffer): use --comm ring, hierarchical or mpi with it, or drop --double-buffering");
+  if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "tf32") && strcmp(o->precision, "mixed"))
+    return bad("--precision '%s' is unknown: fp32, tf32 or mixed", o->precision);
+  if (o->precision && strcmp(o->precision, "fp32") && !strcmp(o->backend, "cpu"))
+    return bad("--precision %s needs --backend cuda: the cpu backend computes in fp32 only", o->precision);
 #ifdef DPT_TRAIN_HAVE_COMM
   {
     struct dpt_err e = {0};
@@ -355,7 +371,8 @@ static double now(void)
 struct ranks {
   int rank, size;
 #ifdef DPT_TRAIN_HAVE_COMM
-  struct dpt_comm *comm;
+  struct dpt_comm *comm;  /* gradients (device memory when it is nccl) */
+  struct dpt_comm *host;  /* host buffers: comm itself, or "mpi" next to nccl */
 #endif
 };
 
@@ -373,7 +390,19 @@ static int ranks_init(struct ranks *r, int *argc, char ***argv, const struct opt
   struct dpt_comm_opts co;
   dpt_comm_opts_init(&co);
   co.name = o->comm;
+  /* nccl: the device the cuda backend drives (dpt_bind's DPT_CUDA_DEVICE), not a guess */
+  if (!strcmp(o->comm, "nccl") && getenv("DPT_CUDA_DEVICE")) co.gpu = atoi(getenv("DPT_CUDA_DEVICE"));
   if ((rc = dpt_comm_create(&r->comm, MPI_COMM_WORLD, &co, err))) return rc;
+  r->host = r->comm;
+  if (!strcmp(o->comm, "nccl")) { /* flags, statistics, BN state, broadcast: host buffers, same ring order */
+    co.name = "mpi";
+    co.ring_pos = dpt_comm_rank(r->comm);
+    if ((rc = dpt_comm_create(&r->host, MPI_COMM_WORLD, &co, err))) {
+      r->host = NULL;
+      dpt_err_prefix(err, "the host communicator next to nccl");
+      return rc;
+    }
+  }
   r->rank = dpt_comm_rank(r->comm);
   r->size = dpt_comm_size(r->comm);
   return 0;
@@ -387,12 +416,12 @@ static int ranks_init(struct ranks *r, int *argc, char ***argv, const struct opt
 #endif
 }
 
-/* In-place sum or average over ranks (blocking). */
+/* In-place sum or average over ranks (blocking) of a HOST buffer. */
 static int ranks_allreduce(struct ranks *r, float *buf, size_t n, int avg, int fp16, struct dpt_err *err)
 {
   if (r->size == 1) return 0;
 #ifdef DPT_TRAIN_HAVE_COMM
-  return dpt_comm_allreduce(r->comm, buf, n, (avg ? DPT_COMM_AVG : 0) | (fp16 ? DPT_COMM_FP16 : 0), err);
+  return dpt_comm_allreduce(r->host, buf, n, (avg ? DPT_COMM_AVG : 0) | (fp16 ? DPT_COMM_FP16 : 0), err);
 #else
   (void)buf, (void)n, (void)avg, (void)fp16;
   return dpt_err_set(err, DPT_E_UNSUPPORTED, "all-reduce without the runtime");
@@ -407,7 +436,7 @@ static int ranks_bcast(struct ranks *r, float *buf, size_t n, struct dpt_err *er
    * communicator's all-reduce is under its watchdog: a rank that dies or stalls
    * at start-up is named instead of hanging MPI_Bcast. */
   if (r->rank) memset(buf, 0, n * sizeof *buf);
-  return dpt_comm_allreduce(r->comm, buf, n, 0, err);
+  return dpt_comm_allreduce(r->host, buf, n, 0, err);
 #else
   (void)buf, (void)n;
   return dpt_err_set(err, DPT_E_UNSUPPORTED, "broadcast without the runtime");
@@ -421,6 +450,18 @@ struct inflight {
 #endif
   int active;
 };
+
+/* The gradient average (blocking): buf is device memory for nccl, else host. */
+static int grad_allreduce(struct ranks *r, float *buf, size_t n, int fp16, struct dpt_err *err)
+{
+  if (r->size == 1) return 0;
+#ifdef DPT_TRAIN_HAVE_COMM
+  return dpt_comm_allreduce(r->comm, buf, n, DPT_COMM_AVG | (fp16 ? DPT_COMM_FP16 : 0), err);
+#else
+  (void)buf, (void)n, (void)fp16;
+  return dpt_err_set(err, DPT_E_UNSUPPORTED, "all-reduce without the runtime");
+#endif
+}
 
 static int grad_start(struct ranks *r, struct inflight *f, float *buf, size_t n, int fp16, struct dpt_err *err)
 {
@@ -451,6 +492,7 @@ static int grad_wait(struct ranks *r, struct inflight *f, struct dpt_err *err)
 static void ranks_fini(struct ranks *r)
 {
 #ifdef DPT_TRAIN_HAVE_COMM
+  if (r->host && r->host != r->comm) dpt_comm_destroy(r->host);
   if (r->comm) {
     dpt_comm_destroy(r->comm);
     MPI_Finalize();
@@ -586,6 +628,7 @@ static int enter_phase(const char *phase, long step, struct dpt_err *err)
 
 /* A fatal signal writes the error file (when there is one) and a line, then
  * takes the default action (core dump).  Not under ASan: its report is better. */
+#ifndef DPT_TRAIN_ASAN
 static void on_fatal(int sig)
 {
 #ifdef DPT_TRAIN_HAVE_COMM
@@ -598,6 +641,7 @@ static void on_fatal(int sig)
   signal(sig, SIG_DFL);
   raise(sig);
 }
+#endif
 
 static void faults_install(void)
 {
@@ -629,6 +673,48 @@ struct val_result {
   long n;
 };
 
+/* ---- backend slabs ----------------------------------------------------------
+ * The loop touches the backend's slabs only through these and host mirrors
+ * (hp, hs, hg, hv in main): for a host-slab backend (cpu) a mirror IS the slab
+ * and copy_slab() returns at once, so nothing is copied; for a device backend
+ * (cuda, or the cpu backend's simulated device DPT_CPU_DEVICE_SLABS=1) they are
+ * separate host buffers, allocated once. */
+static int slab_get(struct dpt_backend *be, enum dpt_slab w, float *host, struct dpt_err *err)
+{
+  return be->ops->copy_slab(be, w, host, 0, err);
+}
+
+static int slab_put(struct dpt_backend *be, enum dpt_slab w, float *host, struct dpt_err *err)
+{
+  return be->ops->copy_slab(be, w, host, 1, err);
+}
+
+/* BN running statistics are per rank during training: average them (host mirror hs). */
+static int state_average(struct ranks *rk, struct dpt_backend *be, float *hs, struct dpt_err *err)
+{
+  int rc;
+  if (rk->size == 1) return 0;
+  if ((rc = slab_get(be, DPT_SLAB_STATE, hs, err)) || (rc = ranks_allreduce(rk, hs, be->model->n_state, 1, 0, err)))
+    return rc;
+  return slab_put(be, DPT_SLAB_STATE, hs, err);
+}
+
+#ifdef DPT_HAVE_CUDA_BACKEND
+/* Mixed precision: is the averaged gradient finite?  host: the host copy, or
+ * NULL to ask the backend about its gradient slab.  Checked after the
+ * all-reduce, so every rank gets the same answer and skips the same steps. */
+static int grads_finite(struct dpt_backend *be, const float *host, size_t n, int *finite, struct dpt_err *err)
+{
+  *finite = 1;
+  if (!host) return be->ops->grads_finite ? be->ops->grads_finite(be, finite, err) : 0;
+  int bad = 0;
+#pragma omp parallel for reduction(| : bad) schedule(static)
+  for (size_t i = 0; i < n; i++) bad |= !isfinite(host[i]);
+  *finite = !bad;
+  return 0;
+}
+#endif
+
 static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks *rk, int K,
                     float *logits, struct val_result *out, struct dpt_err *err)
 {
@@ -657,6 +743,32 @@ static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks 
   return 0;
 }
 
+#ifndef DPT_HAVE_CUDA_BACKEND
+struct dpt_loss_scaler; /* mixed precision needs the cuda backend (dpt_cuda_plan.h) */
+#endif
+
+/* One optimizer step with the averaged gradient: host = the double-buffered
+ * host buffer, NULL = the gradient slab.  Mixed precision (sc): a gradient
+ * with an inf/NaN skips the step and backs the loss scale off; growth after
+ * growth_interval good steps in a row (dpt_loss_scaler_update).  The new
+ * scale goes to the backend for the next backward. */
+static int apply_step(struct dpt_backend *be, struct dpt_loss_scaler *sc, const float *host, size_t n, float lr,
+                      struct dpt_err *err)
+{
+#ifdef DPT_HAVE_CUDA_BACKEND
+  if (sc) {
+    int finite, rc;
+    if ((rc = grads_finite(be, host, n, &finite, err))) return rc;
+    int apply = dpt_loss_scaler_update(sc, !finite);
+    be->ops->set_loss_scale(be, sc->scale);
+    if (!apply) return 0;
+  }
+#else
+  (void)sc, (void)n;
+#endif
+  return be->ops->sgd_step(be, lr, host, err);
+}
+
 int main(int argc, char **argv)
 {
   struct opts o;
@@ -668,9 +780,11 @@ int main(int argc, char **argv)
   struct dpt_model model = {0};
   struct dpt_backend *be = NULL;
   struct dpt_loader *tls[64] = {0}, *vl = NULL;
-  struct dpt_sgd sgd = {0};
   struct inflight fl = {0};
   float *logits = NULL, *dlogits = NULL, *pending = NULL, *gacc = NULL;
+  float *mirrors = NULL;             /* device backends: host copies of the slabs (one allocation) */
+  float *hp = NULL, *hs = NULL;      /* host params [np], BN state [n_state] (the slabs on cpu) */
+  float *hg = NULL, *hv = NULL;      /* host gradients [np], momentum [np] (the slabs on cpu) */
   unsigned char *mask = NULL;
   json_t *curve = NULL;
   int rc = 0, status = 0;
@@ -759,8 +873,26 @@ int main(int argc, char **argv)
   dpt_backend_opts_default(&bo);
   bo.batch = o.batch;
   bo.threads = o.threads;
-  if ((rc = dpt_backend_create(o.backend, &model, &bo, &be, &err))) goto fail;
+  bo.precision = o.precision;
+  const char *bname = o.backend;
+  if (!strcmp(bname, "auto")) { /* cuda only when a device works, on every rank */
+    char why[320] = "";
+    float works = !strcmp(dpt_backend_auto(why, sizeof why), "cuda");
+    if ((rc = ranks_allreduce(&rk, &works, 1, 0, 0, &err))) goto fail;
+    bname = works == (float)R ? "cuda" : "cpu";
+    if (me == 0 && !strcmp(bname, "cpu") && strstr(dpt_backend_available(), "cuda"))
+      fprintf(stderr, "dpt-train: --backend auto: using cpu: %s\n",
+              why[0] ? why : "another rank has no working CUDA device");
+  }
+  if ((rc = dpt_backend_create(bname, &model, &bo, &be, &err))) goto fail;
   size_t np = model.n_params;
+  /* nccl reads the gradient slab in device memory: only the cuda backend has one */
+  int dev_comm = R > 1 && !strcmp(o.comm, "nccl");
+  if (dev_comm && (be->host_slabs || !be->grads)) {
+    rc = dpt_err_set(&err, DPT_E_INPUT, "--comm nccl moves device buffers but backend %s keeps its slabs in host "
+                     "memory: use --backend cuda (on GPU nodes) or --comm ring", be->ops->name);
+    goto fail;
+  }
 
   /* micro-batch j of rank r reads the shard of virtual rank r*K + j of R*K: one rank
    * with K micro-batches sees exactly the images K ranks would */
@@ -826,11 +958,39 @@ int main(int argc, char **argv)
     goto fail;
   }
   dpt_model_decay_mask(&model, o.no_decay_bn, mask);
-  if ((rc = dpt_sgd_init(&sgd, np, (float)o.momentum, (float)o.weight_decay, mask, &err))) goto fail;
+  if ((rc = be->ops->sgd_init(be, (float)o.momentum, (float)o.weight_decay, 0, mask, &err))) goto fail;
+  if (be->host_slabs) {
+    hp = be->params, hs = be->state, hg = be->grads, hv = be->velocity;
+  } else {
+    mirrors = malloc((3 * np + model.n_state + 1) * sizeof(float));
+    if (!mirrors) {
+      rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for the host copies of %zu parameters", np);
+      goto fail;
+    }
+    hp = mirrors, hg = hp + np, hv = hg + np, hs = hv + np;
+  }
+  struct dpt_loss_scaler *sc = NULL; /* --precision mixed: dynamic loss scaling */
+#ifdef DPT_HAVE_CUDA_BACKEND
+  struct dpt_loss_scaler scaler;
+  dpt_loss_scaler_init(&scaler);
+  if (!strcmp(be->precision, "mixed")) {
+    if (!be->ops->grads_finite || !be->ops->set_loss_scale) {
+      rc = dpt_err_set(&err, DPT_E_UNSUPPORTED, "backend %s runs mixed precision without overflow detection",
+                       be->ops->name);
+      goto fail;
+    }
+    sc = &scaler;
+    be->ops->set_loss_scale(be, scaler.scale);
+  }
+#endif
 
   /* same starting point everywhere */
-  if ((rc = ranks_bcast(&rk, be->params, np, &err)) || (rc = ranks_bcast(&rk, be->state, model.n_state, &err)))
-    goto fail;
+  if (R > 1) {
+    if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_get(be, DPT_SLAB_STATE, hs, &err)) ||
+        (rc = ranks_bcast(&rk, hp, np, &err)) || (rc = ranks_bcast(&rk, hs, model.n_state, &err)) ||
+        (rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)))
+      goto fail;
+  }
 
   struct dpt_ckpt_meta cm = {0};
   cm.seed = o.seed;
@@ -853,7 +1013,10 @@ int main(int argc, char **argv)
     }
     if (found) {
       struct dpt_ckpt_meta got;
-      if ((rc = dpt_ckpt_load(path, &cm, &got, be->params, be->state, sgd.velocity, pending, &err))) goto fail;
+      if ((rc = dpt_ckpt_load(path, &cm, &got, hp, hs, hv, pending, &err)) ||
+          (rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)) ||
+          (rc = slab_put(be, DPT_SLAB_VELOCITY, hv, &err)))
+        goto fail;
       gstep = (long)got.global_step;
       have_pending = o.dbuf && gstep > 0;
       if (me == 0) printf("dpt-train: resumed from %s at step %ld (epoch %d)\n", path, gstep, (int)(gstep / spe) + 1);
@@ -893,6 +1056,8 @@ int main(int argc, char **argv)
     dpt_report_set_config(rep, "weight_decay", json_real(o.weight_decay));
     dpt_report_set_config(rep, "double_buffering", json_boolean(o.dbuf));
     dpt_report_set_config(rep, "fp16_allreduce", json_boolean(o.fp16));
+    dpt_report_set_config(rep, "precision", json_string(be->precision));
+    dpt_report_set_config(rep, "backend_device_slabs", json_boolean(!be->host_slabs));
     dpt_report_set_config(rep, "seed", json_integer((json_int_t)o.seed));
     dpt_report_set_allreduce(rep, (uint64_t)np * 4, -1);
     struct dpt_err pe = {0};
@@ -902,9 +1067,10 @@ int main(int argc, char **argv)
 #endif
   if (me == 0) {
     printf("dpt-train: ResNet-50 v1.5 (%s), %zu parameters, %.3f GMAC/image\n", model_desc, np, model.macs / 1e9);
-    printf("dpt-train: %s %d train / %d val images, %d rank(s) x batch %d x %d thread(s), backend %s, "
+    printf("dpt-train: %s %d train / %d val images, %d rank(s) x batch %d x %d thread(s), backend %s %s%s, "
            "%s%s%s, lr %.4g (%s, warm-up %.2g epochs), %ld steps (%.2f epochs)\n",
-           train.name, train.n, val.n, R, o.batch, threads, be->ops->name, R > 1 ? "comm " : "single rank",
+           train.name, train.n, val.n, R, o.batch, threads, be->ops->name, be->precision,
+           be->host_slabs ? "" : " (device slabs)", R > 1 ? "comm " : "single rank",
            R > 1 ? o.comm : "", o.dbuf ? ", double buffering" : "", sch.peak_lr, o.schedule,
            o.warmup_epochs, total_steps, total_epochs);
     fflush(stdout);
@@ -943,13 +1109,17 @@ int main(int argc, char **argv)
         double t2 = now();
         if ((rc = dpt_backend_backward(be, dlogits, NULL, &err))) goto fail;
         t3 = now();
-        if (o.accum > 1) { /* backward overwrites the gradient slab: sum the micro-batches */
-          float *g = be->grads;
+        if (o.accum > 1) { /* backward overwrites the gradient slab: sum the micro-batches (on the host) */
+          float *g = hg;
+          if ((rc = be->ops->sync(be, &err)) || (rc = slab_get(be, DPT_SLAB_GRADS, g, &err))) goto fail;
           if (j == 0) memcpy(gacc, g, np * sizeof(float));
           else
 #pragma omp parallel for schedule(static)
             for (size_t i = 0; i < np; i++) gacc[i] += g[i];
-          if (j == o.accum - 1) memcpy(g, gacc, np * sizeof(float));
+          if (j == o.accum - 1) {
+            memcpy(g, gacc, np * sizeof(float));
+            if ((rc = slab_put(be, DPT_SLAB_GRADS, g, &err))) goto fail;
+          }
         }
         tm.fwd += t2 - t1;
         tm.bwd += now() - t2;
@@ -963,18 +1133,30 @@ int main(int argc, char **argv)
         if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
         double t4 = now();
         tm.ar_exposed += t4 - t3;
-        if (have_pending)
-          dpt_sgd_step(&sgd, (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), be->params, pending);
-        memcpy(pending, be->grads, np * sizeof(float));
+        /* this step's gradient to the host first: a device sgd_step(pending) overwrites the slab */
+        if ((rc = be->ops->sync(be, &err)) || (rc = slab_get(be, DPT_SLAB_GRADS, hg, &err))) goto fail;
+        if (have_pending && (rc = apply_step(be, sc, pending, np,
+                                             (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), &err)))
+          goto fail;
+        memcpy(pending, hg, np * sizeof(float));
         if ((rc = grad_start(&rk, &fl, pending, np, o.fp16, &err))) goto fail;
         have_pending = 1;
         tm.update += now() - t4;
       } else {
         if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
-        if ((rc = ranks_allreduce(&rk, be->grads, np, 1, o.fp16, &err))) goto fail;
+        if ((rc = be->ops->sync(be, &err))) goto fail; /* backward's gradients complete */
+        if (dev_comm) { /* nccl: the gradient slab itself */
+          if ((rc = grad_allreduce(&rk, be->grads, np, o.fp16, &err))) goto fail;
+        } else if (R > 1) {
+          if ((rc = slab_get(be, DPT_SLAB_GRADS, hg, &err)) || (rc = grad_allreduce(&rk, hg, np, o.fp16, &err)) ||
+              (rc = slab_put(be, DPT_SLAB_GRADS, hg, &err)))
+            goto fail;
+        }
         double t4 = now();
         tm.ar_exposed += t4 - t3;
-        dpt_sgd_step(&sgd, (float)dpt_schedule_lr(&sch, (double)gstep / spe), be->params, be->grads);
+        if ((rc = apply_step(be, sc, NULL, np, (float)dpt_schedule_lr(&sch, (double)gstep / spe),
+                             &err)))
+          goto fail;
         tm.update += now() - t4;
       }
       gstep++;
@@ -997,7 +1179,9 @@ int main(int argc, char **argv)
       ep_n += (long)o.batch * o.accum;
       if (o.dbuf && gstep == total_steps) { /* the last averaged gradient still has to be applied */
         if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
-        dpt_sgd_step(&sgd, (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), be->params, pending);
+        if ((rc = apply_step(be, sc, pending, np,
+                             (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), &err)))
+          goto fail;
         have_pending = 0;
       }
       run_loss += loss;
@@ -1022,7 +1206,7 @@ int main(int argc, char **argv)
       if (do_ckpt || (end_epoch && o.val)) {
         if ((rc = enter_phase(do_ckpt ? "checkpoint" : "validation", gstep, &err))) goto fail;
         /* BN running statistics are per rank during training: average them */
-        if ((rc = ranks_allreduce(&rk, be->state, model.n_state, 1, 0, &err))) goto fail;
+        if ((rc = state_average(&rk, be, hs, &err))) goto fail;
       }
       if (do_ckpt) {
         if ((rc = grad_wait(&rk, &fl, &err))) goto fail; /* pending must be complete on disk */
@@ -1032,7 +1216,10 @@ int main(int argc, char **argv)
           cm.epoch = (int)(gstep / spe);
           cm.step_in_epoch = (int)(gstep % spe);
           dpt_ckpt_path(o.ckpt_dir, (uint64_t)gstep, path, sizeof path);
-          if ((rc = dpt_ckpt_save(path, &cm, be->params, be->state, sgd.velocity, pending, &err))) goto fail;
+          if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_get(be, DPT_SLAB_STATE, hs, &err)) ||
+              (rc = slab_get(be, DPT_SLAB_VELOCITY, hv, &err)) ||
+              (rc = dpt_ckpt_save(path, &cm, hp, hs, hv, pending, &err)))
+            goto fail;
           snprintf(ckpt_last, sizeof ckpt_last, "%s", path);
           dpt_ckpt_prune(o.ckpt_dir, 2);
         }
@@ -1077,7 +1264,8 @@ int main(int argc, char **argv)
   {
     /* parameters must agree across ranks: checksum them */
     double sum = 0;
-    for (size_t i = 0; i < np; i++) sum += be->params[i] * (double)((i % 7) + 1);
+    if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err))) goto fail;
+    for (size_t i = 0; i < np; i++) sum += hp[i] * (double)((i % 7) + 1);
     float s = (float)sum, smin = s;
     if (R > 1) {
       float v[2] = {s, -s};
@@ -1087,6 +1275,14 @@ int main(int argc, char **argv)
     if (me == 0) printf("dpt-train: done: %ld steps in %.1f s, %.1f img/s total; parameter checksum %.6e%s\n",
                         steps_run, tm.total, steps_run * (double)o.batch * o.accum * R / tm.total, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
+    if (me == 0 && !be->host_slabs)
+      printf("dpt-train: backend %s memory (rank 0): %.1f MB allocated, peak %.1f MB\n", be->ops->name,
+             be->ops->memory_bytes(be) / 1e6, be->ops->peak_bytes(be) / 1e6);
+#ifdef DPT_HAVE_CUDA_BACKEND
+    if (me == 0 && sc)
+      printf("dpt-train: mixed precision: %ld step(s) skipped on gradient overflow, loss scale now %g\n",
+             sc->skipped, (double)sc->scale);
+#endif
   }
   if (train.files) { /* imagenet: records that failed to decode and were skipped (--skip-bad), all ranks */
     float sk[2] = {(float)(dpt_data_skipped(&train) - train.skipped), o.val ? (float)(dpt_data_skipped(&val) - val.skipped) : 0};
@@ -1130,6 +1326,16 @@ int main(int argc, char **argv)
         "images_per_s_rank0", ips, "final_top1", vr.top1, "final_top5", vr.top5,
         "peak_rss_bytes_rank0", (json_int_t)ru.ru_maxrss * 1024, "accuracy_curve", curve));
     curve = NULL;
+    /* the backend's memory (cuda: device bytes, peak including the algorithm search) */
+    json_t *mem = json_pack("{s:s,s:b,s:I,s:I}", "backend", be->ops->name, "device", !be->host_slabs,
+                            "allocated_bytes_rank0", (json_int_t)be->ops->memory_bytes(be),
+                            "peak_bytes_rank0", (json_int_t)be->ops->peak_bytes(be));
+#ifdef DPT_HAVE_CUDA_BACKEND
+    if (mem && sc)
+      json_object_update_new(mem, json_pack("{s:f,s:I}", "final_loss_scale", (double)sc->scale, "skipped_steps",
+                                            (json_int_t)sc->skipped));
+#endif
+    dpt_report_set_result(rep, "backend_memory", mem);
   }
 #endif
   goto out;
@@ -1163,7 +1369,7 @@ out:
   for (int j = 0; j < 64; j++) dpt_loader_destroy(tls[j]);
   dpt_loader_destroy(vl);
   dpt_backend_destroy(be);
-  dpt_sgd_free(&sgd);
+  free(mirrors);
   dpt_model_free(&model);
   dpt_data_free(&train);
   dpt_data_free(&val);

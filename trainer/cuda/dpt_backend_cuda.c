@@ -79,6 +79,8 @@ struct cu_backend {
   float *in32, *out32, *dout32, *dx32; /* fp32 staging: input, logits, dlogits, dinput */
   void *dy16;                       /* mixed: FC output gradient in fp16 [N, K] (in scratch2) */
   float *velocity;                  /* [n_params] SGD momentum (lazy) */
+  float sgd_momentum, sgd_wd;       /* ops->sgd_init's hyper-parameters */
+  int sgd_nesterov, sgd_ready;
   unsigned char *mask;              /* [n_params] weight-decay mask (lazy) */
   int *labels, *rank, *flag;        /* [N], [N], [1] */
   float *loss_rows;                 /* [N] */
@@ -718,6 +720,7 @@ static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host
                         struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
+  if (which == DPT_SLAB_VELOCITY) return dpt_backend_cuda_copy_velocity(be, host, to_backend, err);
   float *s = which == DPT_SLAB_PARAMS ? be->params : which == DPT_SLAB_GRADS ? be->grads : be->state;
   size_t n = (which == DPT_SLAB_STATE ? be->model->n_state : be->model->n_params) * sizeof(float);
   const char *what = which == DPT_SLAB_PARAMS ? "parameter slab" : which == DPT_SLAB_GRADS
@@ -769,8 +772,78 @@ static void cu_destroy(struct dpt_backend *be)
   free(cb);
 }
 
-static const struct dpt_backend_ops cuda_ops = {"cuda", cu_forward, cu_backward, cu_copy_slab,
-                                                cu_memory_bytes, cu_destroy};
+static int cu_sgd_init(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
+                       const unsigned char *mask, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  size_t n = be->model->n_params;
+  int rc = 0;
+  void *p;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD set-up");
+  if (!cb->velocity) { /* allocated once, here: no allocation during training */
+    if ((rc = dalloc(cb, &p, (n ? n : 1) * 4, "SGD momentum buffer", err))) return rc;
+    cb->velocity = p;
+  }
+  CUDA_CK(cudaMemsetAsync, (cb->velocity, 0, n * 4, cb->stream), -1, "SGD momentum buffer");
+  if (mask) {
+    if (!cb->mask) {
+      if ((rc = dalloc(cb, &p, n ? n : 1, "weight-decay mask", err))) return rc;
+      cb->mask = p;
+    }
+    CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1,
+            "weight-decay mask");
+  }
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD set-up");
+  cb->sgd_momentum = momentum;
+  cb->sgd_wd = weight_decay;
+  cb->sgd_nesterov = nesterov;
+  cb->sgd_ready = 1 + !!mask; /* 2: masked */
+  return 0;
+fail:
+  return rc;
+}
+
+static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  size_t n = be->model->n_params;
+  int rc = 0;
+  if (!cb->sgd_ready)
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: sgd_step before sgd_init");
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD");
+  if (grads) /* the double-buffered averaged gradient, from the host */
+    CUDA_CK(cudaMemcpyAsync, (be->grads, grads, n * 4, cudaMemcpyHostToDevice, cb->stream), -1,
+            "SGD gradient upload");
+  KERN_CK(dpt_cuda_sgd, (be->params, cb->velocity, be->grads, cb->sgd_ready == 2 ? cb->mask : NULL, lr,
+                         cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov, n, cb->stream), -1, "SGD");
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD");
+  return 0;
+fail:
+  return rc;
+}
+
+static int cu_sync(struct dpt_backend *be, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "sync");
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "end of backward (an asynchronous fault in any "
+          "layer; DPT_CUDA_SYNC_DEBUG=1 names it)");
+  return 0;
+fail:
+  return rc;
+}
+
+static size_t cu_peak_bytes(const struct dpt_backend *be)
+{
+  return CB(be)->peak;
+}
+
+static const struct dpt_backend_ops cuda_ops = {
+    .name = "cuda", .forward = cu_forward, .backward = cu_backward, .copy_slab = cu_copy_slab,
+    .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init,
+    .sgd_step = cu_sgd_step, .sync = cu_sync, .peak_bytes = cu_peak_bytes,
+    .grads_finite = dpt_backend_cuda_grads_finite, .set_loss_scale = dpt_backend_cuda_set_loss_scale};
 
 /* ---- creation --------------------------------------------------------------- */
 
@@ -804,12 +877,44 @@ int dpt_cuda_device_usable(char *why, size_t why_len)
   return 1;
 }
 
+int dpt_cuda_device_works(char *why, size_t why_len)
+{
+  if (!dpt_cuda_device_usable(why, why_len)) return 0;
+  int dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
+  void *p = NULL;
+  cudaError_t e = cudaSetDevice(dev);
+  const char *call = "cudaSetDevice";
+  if (e == cudaSuccess) {
+    call = "cudaMalloc(256 bytes)";
+    e = cudaMalloc(&p, 256);
+  }
+  if (e == cudaSuccess) {
+    call = "cudaFree";
+    e = cudaFree(p);
+  }
+  if (e != cudaSuccess) {
+    if (why) snprintf(why, why_len, "%s on device %d failed: %s (%s)", call, dev, cudaGetErrorString(e),
+                      cudaGetErrorName(e));
+    cudaGetLastError(); /* reset the runtime's last error: the cpu run that follows starts clean */
+    return 0;
+  }
+  return 1;
+}
+
 int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_backend_opts *opts,
                             struct dpt_backend **out, struct dpt_err *err)
 {
   struct dpt_cuda_opts co;
   dpt_cuda_opts_default(&co);
-  if (getenv("DPT_CUDA_PRECISION") && dpt_cuda_precision_parse(getenv("DPT_CUDA_PRECISION")) < 0) {
+  if (opts && opts->precision) { /* dpt-train --precision: wins over DPT_CUDA_PRECISION */
+    int p = dpt_cuda_precision_parse(opts->precision);
+    if (p < 0) {
+      *out = NULL;
+      return dpt_err_set(err, DPT_E_INPUT, "cuda backend: precision '%s': expected fp32, tf32 or mixed",
+                         opts->precision);
+    }
+    co.precision = (enum dpt_cuda_precision)p;
+  } else if (getenv("DPT_CUDA_PRECISION") && dpt_cuda_precision_parse(getenv("DPT_CUDA_PRECISION")) < 0) {
     *out = NULL;
     return dpt_err_set(err, DPT_E_INPUT, "DPT_CUDA_PRECISION='%s': expected fp32, tf32 or mixed",
                        getenv("DPT_CUDA_PRECISION"));
@@ -944,6 +1049,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   be->model = m;
   be->opts = *opts;
   be->host_slabs = 0;
+  be->precision = dpt_cuda_precision_name(copts->precision);
   cb->copts = *copts;
   cb->loss_scale = copts->precision == DPT_CUDA_MIXED ? copts->loss_scale : 1.0f;
   cb->sync_debug = getenv("DPT_CUDA_SYNC_DEBUG") && atoi(getenv("DPT_CUDA_SYNC_DEBUG")) > 0;

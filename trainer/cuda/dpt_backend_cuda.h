@@ -48,6 +48,11 @@ void dpt_cuda_opts_default(struct dpt_cuda_opts *o);
 /* 1 when cudaGetDeviceCount succeeds with at least one device; otherwise 0 and
  * why[] says what CUDA answered. */
 int dpt_cuda_device_usable(char *why, size_t why_len);
+/* Stronger (what --backend auto asks): the device the backend would use
+ * (DPT_CUDA_DEVICE, else 0) takes cudaSetDevice and a 256-byte
+ * cudaMalloc/cudaFree (a context is created: a broken driver or an
+ * exclusive-mode device taken by another process fail here).  1 when it works; otherwise 0 and why[] names the failing call. */
+int dpt_cuda_device_works(char *why, size_t why_len);
 
 /* dpt_backend_create("cuda") calls this with dpt_cuda_opts_default(). */
 int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_backend_opts *opts,
