@@ -4,7 +4,8 @@
  * F16C / CUDA __float2half_rn use); overflow gives +-inf, NaN stays NaN (quiet),
  * subnormal halves are produced and read exactly.  half -> float is exact.
  * Used by the communicators (fp16 on the wire, fp32 accumulation) and by the
- * trainer.  Plain C, no intrinsics: the loops vectorise. */
+ * trainer.  The buffer functions use F16C on x86-64 CPUs that have it (8 values per
+ * instruction, the same results), plain C elsewhere. */
 #ifndef DPT_FP16_H
 #define DPT_FP16_H
 
@@ -24,5 +25,10 @@ void dpt_fp16_unpack(float *dst, const dpt_half *src, size_t n);
 void dpt_fp16_accumulate(float *acc, const dpt_half *src, size_t n);
 /* x[i] = float(half(x[i])): round an fp32 buffer to values fp16 can hold. */
 void dpt_fp16_round(float *x, size_t n);
+
+/* Whether the buffer functions use the CPU's F16C instructions: enable < 0 asks,
+ * 0 forces the plain C loops, 1 uses F16C when the CPU has it (the default).
+ * Returns 1 if F16C is in use afterwards.  For tests and benchmarks. */
+int dpt_fp16_simd(int enable);
 
 #endif /* DPT_FP16_H */
