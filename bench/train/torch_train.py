@@ -1,19 +1,29 @@
 #!/usr/bin/python3
-"""PyTorch 1.13 side of the dpt-train benchmark (bench.sh): ResNet-50 v1.5
-training steps (forward, cross-entropy, backward, momentum SGD) on random data.
-Prints one JSON line: images/s (median over the timed steps) and peak RSS."""
+"""PyTorch 1.13 side of bench/train: ResNet-50 v1.5 (torchvision's definition; small stem
+3x3/1 without max pool at <= 64 px, as dpt-train) training steps on one fixed random batch:
+forward, cross-entropy, backward, momentum SGD (lr 0.01, momentum 0.9, weight decay 5e-5).
+More than one rank: torch.distributed gloo + DistributedDataParallel, started by the
+harness (bench.py) as WORLD_SIZE processes with RANK / MASTER_ADDR / MASTER_PORT in the
+environment (what torchrun sets; started directly so that each rank runs under its own
+/usr/bin/time).
+
+Protocol shared with chainer_train.py (bench.py reads it): after every step rank 0 prints
+  STEP <i> <time.time()> <in-process step seconds>
+(flushed), and each rank writes --out.<rank> (JSON: in-process step times, parameters,
+versions) at the end."""
 import argparse
 import json
-import resource
-import statistics
+import os
+import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+T_IMPORT = time.time()
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
-class Bottleneck(nn.Module):  # torchvision.models.resnet.Bottleneck (v1.5)
+class Bottleneck(nn.Module):  # torchvision.models.resnet.Bottleneck (v1.5: stride on the 3x3)
     def __init__(self, inplanes, planes, stride=1, downsample=None):
         super().__init__()
         self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
@@ -63,30 +73,43 @@ def main():
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=5, help="steps in all, the first one included")
     ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--out", required=True)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(1)
     model = ResNet50(a.classes, a.image_size <= 64)
     n_params = sum(p.numel() for p in model.parameters())
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-5)
-    x = torch.randn(a.batch, 3, a.image_size, a.image_size)
-    y = torch.randint(0, a.classes, (a.batch,))
+    g = torch.Generator().manual_seed(100 + rank)
+    x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g)
+    y = torch.randint(0, a.classes, (a.batch,), generator=g)
     times = []
-    for step in range(a.steps + 1):  # step 0 warms up
+    for step in range(a.steps):
         t = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
-        loss.backward()
+        loss.backward()  # DDP: gradients all-reduced (gloo) during backward
         opt.step()
-        if step:
-            times.append(time.perf_counter() - t)
-    print(json.dumps({"framework": "pytorch " + torch.__version__, "image_size": a.image_size,
-                      "batch": a.batch, "threads": a.threads, "parameters": n_params,
-                      "images_per_s": a.batch / statistics.median(times),
-                      "step_s": times,
-                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+        times.append(time.perf_counter() - t)
+        if rank == 0:
+            print(f"STEP {step + 1} {time.time():.6f} {times[-1]:.6f} loss {loss.item():.4f}", flush=True)
+    with open(f"{a.out}.{rank}", "w") as f:
+        json.dump({"framework": "pytorch " + torch.__version__, "python": sys.version.split()[0],
+                   "rank": rank, "world": world, "threads": a.threads, "parameters": n_params,
+                   "comm": "gloo DistributedDataParallel" if world > 1 else None,
+                   "import_done": T_IMPORT, "step_s": times}, f)
+    if world > 1:
+        import torch.distributed as dist
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
