@@ -83,7 +83,7 @@ inert)
   envnames='env | cut -d= -f1 | grep -v -E "^(SLURM_(JOB_ID|JOBID|STEP_LAUNCHER_PORT|SRUN_COMM_PORT|STEP_ID|STEPID|LAUNCH_NODE_IPADDR)|PMIX_.*|OMPI_.*)$" | sort'
   srun "${common[@]}" -o "$dir/env-with-%t.txt" sh -c "$envnames"
   : >"$dir/plugstack.conf" # the same without the plugin at all
-  srun "${common[@]}" "$probe" >"$dir/without.txt" 2>&1
+  srun "${common[@]}" "$probe" >"$dir/without.txt" 2>"$dir/without.err" # srun's own notes ("queued and waiting") stay out of the comparison
   srun "${common[@]}" -o "$dir/env-without-%t.txt" sh -c "$envnames"
   echo "required $plugin" >"$dir/plugstack.conf"
   check "32 tasks reported" [ "$(grep -c '^procid=' "$dir/with.txt")" -eq 32 ]
