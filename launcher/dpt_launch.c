@@ -15,11 +15,16 @@
  * with hwloc (dpt_bind_apply_from_env), forks the program, forwards signals to
  * it, and records how it ended; dpt-launch exits with the status of the first
  * rank that failed and names it.  -N mode adds a rankfile that places rank r
- * on its plan node.  SIGINT/SIGTERM/SIGHUP/SIGUSR1/SIGUSR2 are forwarded to
- * mpirun, which forwards them to the ranks.
+ * on its plan node.  SIGUSR1 and SIGUSR2 reach the ranks through mpirun;
+ * SIGTERM too, as a SIGUSR2 that the rank supervisors turn back into SIGTERM
+ * (mpirun would abort the job on a SIGTERM of its own); SIGINT/SIGHUP/SIGQUIT
+ * go to mpirun, which tears the job down.
  *
  * Exit: 0 when every rank succeeded; the first failing rank's status
- * (128+signal when killed); 2 for bad usage or input; 1 if mpirun fails. */
+ * (128+signal when killed) — a rank that died on its own, else one that failed
+ * with an error, else the one the survivors' watchdogs named; 3 when every
+ * rank that ended exited 3 after a forwarded SIGTERM/SIGUSR1 (dpt-train:
+ * preempted, checkpoint written); 2 for bad usage or input; 1 if mpirun fails. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -52,11 +58,42 @@
 static volatile sig_atomic_t child_pid = -1;
 static volatile sig_atomic_t got_signal = 0;
 
+/* mpirun takes SIGTERM (and SIGINT, SIGHUP) for itself: it aborts the job and
+ * SIGKILLs the rank supervisors a second later, before a rank has finished its
+ * step and checkpoint.  It forwards SIGUSR1 and SIGUSR2 to the ranks instead.
+ * So dpt-launch sends SIGTERM on as SIGUSR2, after writing which signal it
+ * meant to $DPT_LAUNCH_STATUS_DIR/forwarded ("T": SIGTERM, "U": a real
+ * SIGUSR2), and each rank supervisor turns a SIGUSR2 back into SIGTERM unless
+ * that file says "U" (or is unreadable: a node without the launcher's /tmp). */
+static char g_forwarded[PATH_MAX]; /* "" until the status directory exists */
+static int g_supervisor;           /* this process is a rank supervisor (--exec-rank) */
+
 static void forward(int sig)
 {
-  got_signal = sig;
-  if (child_pid > 0)
-    kill((pid_t)child_pid, sig);
+  int saved = errno, out = sig;
+  if (g_forwarded[0] && sig == SIGUSR2 && g_supervisor) {
+    char c = 'T';
+    int fd = open(g_forwarded, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      if (read(fd, &c, 1) != 1)
+        c = 'T';
+      close(fd);
+    }
+    out = c == 'U' ? SIGUSR2 : SIGTERM;
+  } else if (g_forwarded[0] && (sig == SIGTERM || sig == SIGUSR2) && !g_supervisor) {
+    int fd = open(g_forwarded, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ssize_t w = write(fd, sig == SIGTERM ? "T\n" : "U\n", 2);
+      (void)w;
+      close(fd);
+    }
+    out = SIGUSR2;
+  }
+  got_signal = g_supervisor ? out : sig; /* the launcher remembers what it was sent */
+  /* a supervisor signals the program's process group (the program and what it started) */
+  if (child_pid > 0 && (!g_supervisor || kill(-(pid_t)child_pid, out)))
+    kill((pid_t)child_pid, out);
+  errno = saved;
 }
 
 static void install_forwarding(void)
@@ -136,12 +173,15 @@ static int exec_rank(int argc, char **argv)
   const char *node = getenv("DPT_NODE_NAME") ? getenv("DPT_NODE_NAME") : "?";
   const char *dir = getenv("DPT_LAUNCH_STATUS_DIR");
   int status = 0, code;
-  pid_t pid;
+  pid_t pid, parent;
   char how[160];
 
   dpt_err_clear(&err);
   if (argc < 1)
     return bad("--exec-rank needs a program");
+  g_supervisor = 1;
+  if (dir && *dir)
+    snprintf(g_forwarded, sizeof g_forwarded, "%s/forwarded", dir);
   if (dpt_bind_apply_from_env(report, sizeof report, &err) < 0) {
     fprintf(stderr, "dpt-launch: rank %s on %s: binding failed: %s\n", rank, node, err.msg);
     code = dpt_err_exit_status(&err);
@@ -155,17 +195,28 @@ static int exec_rank(int argc, char **argv)
             getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES=" : "",
             getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
   install_forwarding();
+  parent = getpid();
   pid = fork();
   if (pid < 0) {
     fprintf(stderr, "dpt-launch: rank %s: fork failed: %s\n", rank, strerror(errno));
     return 1;
   }
   if (pid == 0) {
+    /* Its own process group: mpirun signals the supervisor's group, and the
+     * program must get what the supervisor forwards (SIGUSR2 may stand for
+     * SIGTERM), not mpirun's signal as well.  mpirun's teardown (SIGTERM, then
+     * SIGKILL a second later) still ends it: the supervisor forwards the
+     * SIGTERM to the program's group, and the program dies with the supervisor. */
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(128 + SIGKILL);
     execvp(argv[0], argv);
     fprintf(stderr, "dpt-launch: rank %s on %s: cannot run %s: %s\n", rank, node, argv[0],
             strerror(errno));
     _exit(127);
   }
+  setpgid(pid, pid); /* as the child does: no signal can come before its group exists */
   child_pid = pid;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) {
@@ -280,43 +331,170 @@ static int find_program(const char *prog, char *out, size_t len)
   return -1;
 }
 
-/* The first failure recorded by the rank supervisors (earliest timestamp,
- * preferring ranks that were not stopped by a forwarded signal). */
-static int first_failure(const char *dir, char *msg, size_t len)
+/* How one rank ended, from its supervisor's record ($dir/rank.<r>) and the
+ * phase it mirrored there (rank.<r>.phase, runtime/dpt_watchdog.c). */
+struct rank_end {
+  int recorded; /* rank.<r> was written: the rank exited non-zero or was killed */
+  unsigned long long t;
+  int code, fwd; /* fwd: its supervisor had forwarded a signal (a teardown, not a cause) */
+  char node[256], how[256], phase[160];
+};
+
+/* the phase lines dpt_watchdog.c writes for a rank whose watchdog fired (a
+ * survivor: "stopped by its watchdog; suspect rank R on NODE") and for one that
+ * failed and is on its way out ("failed in PHASE @NODE") */
+#define WATCHDOG_FIRED "stopped by its watchdog"
+#define FAILED_IN "failed in "
+
+static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
+
+static void read_phase(const char *path, char *buf, size_t len)
+{
+  FILE *f = fopen(path, "r");
+  buf[0] = '\0';
+  if (!f)
+    return;
+  if (!fgets(buf, (int)len, f))
+    buf[0] = '\0';
+  fclose(f);
+  for (size_t n = strlen(buf); n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n'); n--)
+    buf[n - 1] = '\0';
+}
+
+/* Reads and removes the status directory; returns the exit status for
+ * dpt-launch (0: no failure recorded) and in msg which rank caused it:
+ *  - after a forwarded SIGTERM/SIGUSR1/SIGUSR2, when every recorded rank
+ *    exited 3 (dpt-train: preempted, checkpoint written): 3;
+ *  - else the earliest rank that died on its own (not stopped by a forwarded
+ *    signal, not a survivor whose watchdog fired);
+ *  - else a rank that announced it failed (an error, e.g. out of memory);
+ *  - else the rank the survivors' watchdogs named most (a hung rank);
+ *  - else the earliest record, preferring those not stopped by a signal. */
+static int first_failure(const char *dir, int n_ranks, int forwarded, char *msg, size_t len)
 {
   DIR *d = opendir(dir);
   struct dirent *e;
+  struct rank_end *re = n_ranks > 0 ? calloc((size_t)n_ranks, sizeof *re) : NULL;
+  int *votes = n_ranks > 0 ? calloc((size_t)n_ranks, sizeof *votes) : NULL;
   unsigned long long best = ~0ull;
-  int best_code = 0, best_fwd = 2;
+  int code = 0, fb = -1, pick = -1, n_rec = 0, n_three = 0, r;
+  char voters[256] = "";
+
   if (!d)
-    return 0;
+    goto out;
   while ((e = readdir(d))) {
-    char path[PATH_MAX], node[256] = "?", how[256] = "", rank[32] = "?";
-    unsigned long long t;
-    int code, fwd;
-    FILE *f;
-    if (strncmp(e->d_name, "rank.", 5))
+    char path[PATH_MAX], tail[8] = "";
+    int n = -1;
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    else
       continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    f = fopen(path, "r");
-    if (!f)
-      continue;
-    if (fscanf(f, "%llu %31s %d %d %255s\n", &t, rank, &code, &fwd, node) == 5 &&
-        fgets(how, sizeof how, f)) {
-      how[strcspn(how, "\n")] = '\0';
-      if (fwd < best_fwd || (fwd == best_fwd && t < best)) {
-        best = t;
-        best_fwd = fwd;
-        best_code = code;
-        snprintf(msg, len, "rank %s on %s %s", rank, node, how);
+    if (sscanf(e->d_name, "rank.%d%n.%7s", &r, &n, tail) >= 1 && re && r >= 0 && r < n_ranks) {
+      if (!strcmp(tail, "phase")) {
+        read_phase(path, re[r].phase, sizeof re[r].phase);
+      } else if (n > 0 && !e->d_name[n]) {
+        FILE *f = fopen(path, "r");
+        char rk[32];
+        if (f && fscanf(f, "%llu %31s %d %d %255s\n", &re[r].t, rk, &re[r].code, &re[r].fwd,
+                        re[r].node) == 5 && fgets(re[r].how, sizeof re[r].how, f)) {
+          re[r].how[strcspn(re[r].how, "\n")] = '\0';
+          re[r].recorded = 1;
+        }
+        if (f)
+          fclose(f);
       }
     }
-    fclose(f);
-    unlink(path);
+    unlink(path); /* rank.<r>, rank.<r>.phase, forwarded, rankfile */
   }
   closedir(d);
   rmdir(dir);
-  return best_code;
+  if (!re || !votes)
+    goto out;
+
+  for (r = 0; r < n_ranks; r++) {
+    struct rank_end *x = &re[r];
+    if (!x->recorded)
+      continue;
+    n_rec++;
+    n_three += x->code == 3;
+    /* fallback: the earliest, not stopped by a forwarded signal if there is one */
+    if (fb < 0 || x->fwd < re[fb].fwd || (x->fwd == re[fb].fwd && x->t < re[fb].t))
+      fb = r;
+    if (!x->fwd && x->code && !starts(x->phase, WATCHDOG_FIRED) && x->t < best) {
+      best = x->t;
+      pick = r;
+    }
+  }
+  if (!n_rec) {
+    code = 0;
+    goto out;
+  }
+  if (forwarded && n_three == n_rec) {
+    snprintf(msg, len, "the ranks stopped after the forwarded %s: %d of %d exited with status 3 "
+             "(dpt-train: preempted, checkpoint written; run it again with --resume auto)",
+             forwarded == SIGTERM ? "SIGTERM" : forwarded == SIGUSR1 ? "SIGUSR1" : "SIGUSR2", n_rec, n_ranks);
+    code = 3;
+    goto out;
+  }
+  if (pick >= 0) { /* died on its own */
+    snprintf(msg, len, "rank %d on %s %s (first failing rank; the others were stopped)", pick,
+             re[pick].node, re[pick].how);
+    code = re[pick].code;
+    goto out;
+  }
+  for (r = 0; r < n_ranks && pick < 0; r++)
+    if (starts(re[r].phase, FAILED_IN))
+      pick = r;
+  if (pick >= 0) { /* "failed in PHASE @NODE": an error, e.g. out of memory */
+    char *ph = re[pick].phase + strlen(FAILED_IN), *at = strrchr(ph, '@');
+    const char *node = re[pick].recorded ? re[pick].node : at ? at + 1 : "?";
+    if (at)
+      *(at > ph && at[-1] == ' ' ? at - 1 : at) = '\0';
+    snprintf(msg, len, "rank %d on %s failed with an error in phase %s (%s) (first failing rank; the "
+             "others were stopped)", pick, node, ph, re[pick].recorded ? re[pick].how : "its exit was not recorded");
+    code = re[pick].recorded && re[pick].code ? re[pick].code : re[fb].code;
+    goto out;
+  }
+  /* a hung rank: the survivors' watchdogs name it ("...; suspect rank R on NODE") */
+  for (r = 0; r < n_ranks; r++) {
+    const char *s = strstr(re[r].phase, "; suspect rank ");
+    int v;
+    if (starts(re[r].phase, WATCHDOG_FIRED) && s && sscanf(s, "; suspect rank %d", &v) == 1 && v >= 0 &&
+        v < n_ranks && v != r)
+      votes[v]++;
+  }
+  for (r = 0; r < n_ranks; r++)
+    if (votes[r] && (pick < 0 || votes[r] > votes[pick]))
+      pick = r;
+  if (pick >= 0) {
+    char node[256] = "?";
+    size_t at = 0;
+    for (r = 0; r < n_ranks; r++) {
+      const char *s = strstr(re[r].phase, "; suspect rank ");
+      int v;
+      if (!starts(re[r].phase, WATCHDOG_FIRED) || !s || sscanf(s, "; suspect rank %d on %255s", &v, node) < 1 ||
+          v != pick)
+        continue;
+      if (at < sizeof voters)
+        at += (size_t)snprintf(voters + at, sizeof voters - at, "%s%d", at ? ", " : "", r);
+    }
+    if (re[pick].recorded)
+      snprintf(node, sizeof node, "%s", re[pick].node);
+    snprintf(msg, len, "rank %d on %s made no progress%s%s: named by the watchdogs of rank%s %s (first "
+             "failing rank; the others were stopped)", pick, node,
+             re[pick].phase[0] && !starts(re[pick].phase, WATCHDOG_FIRED) ? " in phase " : "",
+             starts(re[pick].phase, WATCHDOG_FIRED) ? "" : re[pick].phase, strchr(voters, ',') ? "s" : "",
+             voters);
+    code = re[fb].code;
+    goto out;
+  }
+  snprintf(msg, len, "rank %d on %s %s (first failing rank; the others were stopped)", fb, re[fb].node,
+           re[fb].how);
+  code = re[fb].code;
+out:
+  free(re);
+  free(votes);
+  return code;
 }
 
 int main(int argc, char **argv)
@@ -480,6 +658,7 @@ int main(int argc, char **argv)
       statusdir[0] = '\0';
       goto out;
     }
+    snprintf(g_forwarded, sizeof g_forwarded, "%s/forwarded", statusdir);
   } else {
     snprintf(statusdir, sizeof statusdir, "/tmp/dpt-launch.XXXXXX");
   }
@@ -591,7 +770,7 @@ int main(int argc, char **argv)
   {
     pid_t pid = fork();
     int status = 0, first;
-    char msg[512] = "";
+    char msg[2048] = "";
     if (pid < 0) {
       fprintf(stderr, "dpt-launch: fork failed: %s\n", strerror(errno));
       goto out;
@@ -609,10 +788,13 @@ int main(int argc, char **argv)
         goto out;
       }
     child_pid = -1;
-    first = first_failure(statusdir, msg, sizeof msg);
+    first = first_failure(statusdir, plan->n_ranks,
+                          got_signal == SIGTERM || got_signal == SIGUSR1 || got_signal == SIGUSR2 ? got_signal : 0,
+                          msg, sizeof msg);
     statusdir[0] = '\0';
+    g_forwarded[0] = '\0';
     if (first) {
-      fprintf(stderr, "dpt-launch: %s (first failing rank; the others were stopped)\n", msg);
+      fprintf(stderr, "dpt-launch: %s\n", msg);
       rc = first;
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       rc = 0;
@@ -631,7 +813,7 @@ out:
     char msg[8];
     if (rankfile[0])
       unlink(rankfile);
-    first_failure(statusdir, msg, sizeof msg);
+    first_failure(statusdir, 0, 0, msg, sizeof msg);
   }
   sv_free(&av);
   dpt_plan_destroy(plan);

@@ -84,20 +84,32 @@ void dpt_watchdog_set_phase(const char *phase, long step)
   pthread_mutex_unlock(&g_mu);
 }
 
-void dpt_watchdog_announce_failure(void)
+/* Overwrites the mirrored phase line (fixed 128 bytes) with text, the phase
+ * itself unchanged. */
+static void phase_line(const char *text)
 {
-  char line[128], phase[96];
-  dpt_watchdog_phase(phase, sizeof phase);
+  char line[128];
   pthread_mutex_lock(&g_mu);
   if (g_phase_fd >= 0) {
     memset(line, ' ', sizeof line);
-    int n = snprintf(line, sizeof line, FAILED_IN "%s @%s", phase[0] ? phase : "?", g_err_node);
+    int n = snprintf(line, sizeof line, "%s", text);
     if (n >= 0 && n < (int)sizeof line) line[n] = ' ';
     line[sizeof line - 1] = '\n';
     ssize_t w = pwrite(g_phase_fd, line, sizeof line, 0);
     (void)w;
   }
   pthread_mutex_unlock(&g_mu);
+}
+
+void dpt_watchdog_announce_failure(void)
+{
+  char line[256], phase[96], node[128];
+  dpt_watchdog_phase(phase, sizeof phase);
+  pthread_mutex_lock(&g_mu);
+  snprintf(node, sizeof node, "%s", g_err_node);
+  pthread_mutex_unlock(&g_mu);
+  snprintf(line, sizeof line, FAILED_IN "%s @%s", phase[0] ? phase : "?", node);
+  phase_line(line);
 }
 
 void dpt_watchdog_phase(char *buf, size_t len)
@@ -283,7 +295,7 @@ static int peer_failure(int *rank, char *node, size_t nlen, char *how, size_t hl
     char ph[80];
     if (fscanf(f, "%llu %31s %d %d %255s\n", &t, rk, &code, &fwd, nd) == 5 && fgets(hw, sizeof hw, f) &&
         !fwd && code && atoi(rk) != me && t < best &&
-        (peer_phase(atoi(rk), ph, sizeof ph), strcmp(ph, WATCHDOG_FIRED))) {
+        (peer_phase(atoi(rk), ph, sizeof ph), strncmp(ph, WATCHDOG_FIRED, strlen(WATCHDOG_FIRED)))) {
       hw[strcspn(hw, "\n")] = '\0';
       best = t;
       found = 1;
@@ -386,8 +398,14 @@ static void fire(struct dpt_watchdog *wd, const char *what, double idle, int pee
              wd->self, phase, what, idle, wd->seconds, suspect, sphase[0] ? "; its last phase: " : "", sphase);
   }
   dpt_watchdog_write_error("watchdog", wd->msg, srank, srank >= 0 ? snode : NULL, sphase[0] ? sphase : NULL);
-  /* the other survivors must not take this rank's exit for the cause */
+  /* the other survivors must not take this rank's exit for the cause, and
+   * dpt-launch names the rank the survivors suspect (a hung one has no record) */
   dpt_watchdog_set_phase(WATCHDOG_FIRED, -1);
+  if (srank >= 0) {
+    char line[128];
+    snprintf(line, sizeof line, WATCHDOG_FIRED "; suspect rank %d on %s", srank, snode);
+    phase_line(line);
+  }
   wd->handler(wd->handler_arg, wd->msg); /* the default handler does not return */
   atomic_store(&wd->expired, 1);
 }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,4 +262,92 @@ void dpt_ckpt_prune(const char *dir, int keep)
     free(names[i]);
   }
   if (n > 0) free(names);
+}
+
+/* ---- the learning curve next to the checkpoints ---------------------------- */
+
+#define CURVE_FILE "curve.txt"
+#define CURVE_HEAD "dpt-curve 1 epoch step train_loss train_top1 val_loss val_top1 val_top5 lr elapsed_s"
+
+int dpt_ckpt_curve_save(const char *dir, const struct dpt_ckpt_point *p, size_t n, struct dpt_err *err)
+{
+  char path[4200], tmp[4300];
+  snprintf(path, sizeof path, "%s/" CURVE_FILE, dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path); /* one writer per directory: a killed one's is overwritten */
+  FILE *f = fopen(tmp, "w");
+  if (!f)
+    return dpt_err_set(err, DPT_E_RUNTIME, "learning curve %s: cannot create (%s): check --checkpoint-dir",
+                       tmp, strerror(errno));
+  int bad = fprintf(f, CURVE_HEAD "\n") < 0;
+  for (size_t i = 0; i < n && !bad; i++)
+    bad = fprintf(f, "%.17g %ld %.17g %.17g %.17g %.17g %.17g %.17g %.17g\n", p[i].epoch, p[i].step,
+                  p[i].train_loss, p[i].train_top1, p[i].val_loss, p[i].val_top1, p[i].val_top5, p[i].lr,
+                  p[i].elapsed_s) < 0;
+  int e = bad ? errno : 0;
+  if (!bad && (fflush(f) || fsync(fileno(f)))) bad = 1, e = errno;
+  if (fclose(f) && !bad) bad = 1, e = errno;
+  if (bad || rename(tmp, path)) {
+    if (!bad) e = errno;
+    unlink(tmp);
+    return dpt_err_set(err, DPT_E_RUNTIME, "learning curve %s: write failed (%s): free space in --checkpoint-dir; "
+                       "the checkpoints are not affected", path, strerror(e ? e : EIO));
+  }
+  return 0;
+}
+
+int dpt_ckpt_curve_load(const char *dir, long max_step, struct dpt_ckpt_point **out, size_t *n,
+                        struct dpt_err *err)
+{
+  char path[4200], line[1024];
+  struct dpt_ckpt_point *v = NULL;
+  size_t cap = 0, k = 0;
+  int rc = 0, ln = 1;
+  *out = NULL;
+  *n = 0;
+  snprintf(path, sizeof path, "%s/" CURVE_FILE, dir);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return errno == ENOENT ? 0
+                           : dpt_err_set(err, DPT_E_INPUT, "learning curve %s: cannot open (%s)", path, strerror(errno));
+  if (!fgets(line, sizeof line, f) || strncmp(line, CURVE_HEAD, strlen(CURVE_HEAD))) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "learning curve %s: line 1 is not \"" CURVE_HEAD "\": not written by "
+                     "dpt-train, or damaged; remove it (the report then starts its curve at the resumed step)",
+                     path);
+    goto out;
+  }
+  while (fgets(line, sizeof line, f)) {
+    struct dpt_ckpt_point p;
+    int used = 0;
+    ln++;
+    if (sscanf(line, "%lf %ld %lf %lf %lf %lf %lf %lf %lf %n", &p.epoch, &p.step, &p.train_loss, &p.train_top1,
+               &p.val_loss, &p.val_top1, &p.val_top5, &p.lr, &p.elapsed_s, &used) != 9 || line[used] ||
+        !isfinite(p.epoch) || p.epoch < 0 || p.step < 0 || (k && p.step <= v[k - 1].step)) {
+      line[strcspn(line, "\n")] = '\0';
+      rc = dpt_err_set(err, DPT_E_INPUT, "learning curve %s: line %d is malformed or out of order: \"%.80s\"; "
+                       "remove the file (the report then starts its curve at the resumed step)", path, ln, line);
+      goto out;
+    }
+    if (p.step > max_step)
+      break;
+    if (k == cap) {
+      size_t nc = cap ? 2 * cap : 64;
+      struct dpt_ckpt_point *nv = realloc(v, nc * sizeof *nv);
+      if (!nv) {
+        rc = dpt_err_set(err, DPT_E_NOMEM, "learning curve %s: out of memory at line %d", path, ln);
+        goto out;
+      }
+      v = nv;
+      cap = nc;
+    }
+    v[k++] = p;
+  }
+out:
+  fclose(f);
+  if (rc) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *n = k;
+  return 0;
 }

@@ -44,6 +44,25 @@ int dpt_ckpt_find_latest(const char *dir, const struct dpt_ckpt_meta *expect, ch
                          void (*warn)(const char *msg), struct dpt_err *err);
 /* Path of the checkpoint for a step: "<dir>/ckpt-<step, 10 digits>.dpt". */
 void dpt_ckpt_path(const char *dir, uint64_t step, char *path, size_t len);
+/* One point of the learning curve (NAN: unknown). */
+struct dpt_ckpt_point {
+  double epoch;     /* epochs done */
+  long step;        /* global step of the point */
+  double train_loss, train_top1, val_loss, val_top1, val_top5, lr, elapsed_s;
+};
+/* The learning curve kept next to the checkpoints, "<dir>/curve.txt" (text:
+ * a "dpt-curve 1" line, then one line per point), so that a resumed run's
+ * report holds the epochs before the stop.  Written atomically (temporary
+ * file, fsync, rename) by the one writer of dir. */
+int dpt_ckpt_curve_save(const char *dir, const struct dpt_ckpt_point *p, size_t n, struct dpt_err *err);
+/* The points of "<dir>/curve.txt" with step <= max_step, in order (the run
+ * resumes after max_step, so later points belong to a run that is being
+ * redone); *out is malloc'd (free it), NULL when none.  0 and *n = 0 when the
+ * file does not exist (checkpoints of an older dpt-train); < 0 when it cannot
+ * be read or a line is malformed (the error names the file and line). */
+int dpt_ckpt_curve_load(const char *dir, long max_step, struct dpt_ckpt_point **out, size_t *n,
+                        struct dpt_err *err);
+
 /* Keep the newest `keep` checkpoints in dir, delete older ones, and the
  * temporary files of writers that were killed mid-write (other pids: a
  * checkpoint directory belongs to one job). */

@@ -537,6 +537,23 @@ static int preempt_agree(struct ranks *r, int *sig, struct dpt_err *err)
   return 0;
 }
 
+/* Rank 0's string (at most len - 1 bytes) on every rank, one float per byte
+ * through the watched all-reduce. */
+static int agree_path(struct ranks *r, char *s, size_t len, struct dpt_err *err)
+{
+  if (r->size == 1) return 0;
+  float *v = calloc(len, sizeof *v);
+  if (!v) return dpt_err_set(err, DPT_E_NOMEM, "out of memory agreeing on the report path");
+  for (size_t i = 0; i + 1 < len && s[i]; i++) v[i] = (float)(unsigned char)s[i];
+  int rc = ranks_bcast(r, v, len, err);
+  if (!rc) {
+    for (size_t i = 0; i < len; i++) s[i] = (char)(unsigned char)v[i];
+    s[len - 1] = '\0';
+  }
+  free(v);
+  return rc;
+}
+
 /* ---- phases and fault injection (a testing aid) ---------------------------
  * The phase (start-up, train, allreduce, checkpoint, validation, report) is
  * recorded in the runtime's watchdog: its messages and the dpt.error/1 error
@@ -668,6 +685,86 @@ static void fmt_eta(double s, char *buf, size_t n)
   else snprintf(buf, n, "%dm%02ds", m, sec);
 }
 
+/* ---- resume ----------------------------------------------------------------
+ * --resume: rank 0 alone picks the checkpoint (auto: the newest that verifies
+ * in --checkpoint-dir, ChainerMN's rule; only rank 0 writes there, and another
+ * rank's view of that directory may be older, empty or absent) and reads it.
+ * Whether there is one, its step and its arrays then reach every rank through
+ * the watched all-reduce (ranks_bcast), so all ranks continue from the same
+ * step with the same bits.  *found = 0: nothing to resume (a fresh start).
+ * path: rank 0's checkpoint ("" elsewhere). */
+static int resume_agreed(struct ranks *r, const char *resume, const char *dir, const struct dpt_ckpt_meta *cm,
+                         float *params, float *state, float *velocity, float *pending, long *step, int *found,
+                         char *path, size_t plen, struct dpt_err *err)
+{
+  float hdr[4] = {0, 0, 0, 0}; /* from rank 0: failed, found, step / 2^20, step % 2^20 (exact in floats) */
+  struct dpt_err be = {0};
+  int rc = 0;
+  *found = 0;
+  *step = 0;
+  path[0] = '\0';
+  if (r->rank == 0) {
+    int f = 1;
+    if (!strcmp(resume, "auto")) f = dpt_ckpt_find_latest(dir, cm, path, plen, warn_ckpt, err);
+    else snprintf(path, plen, "%s", resume);
+    if (f < 0) {
+      rc = f;
+    } else if (f) {
+      struct dpt_ckpt_meta got;
+      if (!(rc = dpt_ckpt_load(path, cm, &got, params, state, velocity, pending, err))) {
+        *found = 1;
+        *step = (long)got.global_step;
+      }
+    }
+    hdr[0] = rc ? 1.0f : 0.0f;
+    hdr[1] = (float)*found;
+    hdr[2] = (float)(*step >> 20);
+    hdr[3] = (float)(*step & 0xfffff);
+  }
+  if (r->size == 1) return rc;
+  if (ranks_bcast(r, hdr, 4, &be)) {
+    if (!rc) *err = be;
+    return rc ? rc : be.code;
+  }
+  if (rc) return rc;
+  if (hdr[0] != 0.0f)
+    return dpt_err_set(err, DPT_E_INPUT, "--resume %s: rank 0 could not read the checkpoint it chose (its error "
+                       "is above): every rank resumes from rank 0's checkpoint, so fix or remove that one", resume);
+  *found = hdr[1] != 0.0f;
+  *step = ((long)hdr[2] << 20) + (long)hdr[3];
+  if (!*found) return 0;
+  if ((rc = ranks_bcast(r, params, cm->n_params, err)) || (rc = ranks_bcast(r, state, cm->n_state, err)) ||
+      (rc = ranks_bcast(r, velocity, cm->n_params, err)) ||
+      (cm->n_pending && (rc = ranks_bcast(r, pending, cm->n_pending, err))))
+    dpt_err_prefix(err, "--resume: sending the checkpoint of step %ld from rank 0 to the other ranks", *step);
+  return rc;
+}
+
+/* The learning curve (rank 0): the points of the run(s) before a resume and
+ * this run's, kept next to the checkpoints after every validation. */
+struct curve_log {
+  struct dpt_ckpt_point *p;
+  size_t n, cap;
+};
+
+static void curve_keep(struct curve_log *c, const char *dir, const struct dpt_ckpt_point *pt)
+{
+  struct dpt_err e = {0};
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? 2 * c->cap : 64;
+    struct dpt_ckpt_point *p = realloc(c->p, cap * sizeof *p);
+    if (!p) {
+      fprintf(stderr, "dpt-train: warning: out of memory for the learning curve: a resume will lack it\n");
+      return;
+    }
+    c->p = p;
+    c->cap = cap;
+  }
+  c->p[c->n++] = *pt;
+  if (dir && dpt_ckpt_curve_save(dir, c->p, c->n, &e))
+    fprintf(stderr, "dpt-train: warning: %s (a resume will lack the learning curve so far)\n", e.msg);
+}
+
 struct val_result {
   double loss, top1, top5;
   long n;
@@ -787,6 +884,7 @@ int main(int argc, char **argv)
   float *hg = NULL, *hv = NULL;      /* host gradients [np], momentum [np] (the slabs on cpu) */
   unsigned char *mask = NULL;
   json_t *curve = NULL;
+  struct curve_log cl = {0}; /* rank 0: the learning curve, kept next to the checkpoints */
   int rc = 0, status = 0;
   struct times tm = {0};
   int R = 1, me = 0;
@@ -826,7 +924,11 @@ int main(int argc, char **argv)
     struct dpt_err pe = {0};
     const char *node = getenv("DPT_NODE_NAME") ? getenv("DPT_NODE_NAME") : getenv("SLURMD_NODENAME");
     if (!node) node = gethostname(host, sizeof host - 1) ? "?" : host;
-    if (dpt_report_path(rep, o.report, rp, sizeof rp, &pe) > 0) {
+    if (dpt_report_path(rep, o.report, rp, sizeof rp, &pe) <= 0) rp[0] = '\0';
+    /* one name for the whole job: rank 0's report path (the default name and %p
+     * carry the pid, which differs on every rank) */
+    if ((rc = agree_path(&rk, rp, sizeof rp, &err))) goto fail;
+    if (rp[0]) {
       snprintf(ep, sizeof ep, "%s.rank%d.err", rp, me);
       unlink(ep); /* a previous run's */
       dpt_watchdog_set_error_file(ep, me, node);
@@ -1004,22 +1106,45 @@ int main(int argc, char **argv)
   int have_pending = 0;
   if (o.resume) {
     char path[4300];
-    int found = 1;
-    if (!strcmp(o.resume, "auto")) {
-      found = dpt_ckpt_find_latest(o.ckpt_dir, &cm, path, sizeof path, me == 0 ? warn_ckpt : NULL, &err);
-      if (found < 0) { rc = found; goto fail; }
-    } else {
-      snprintf(path, sizeof path, "%s", o.resume);
-    }
+    int found;
+    if ((rc = resume_agreed(&rk, o.resume, o.ckpt_dir, &cm, hp, hs, hv, pending, &gstep, &found, path, sizeof path,
+                            &err)))
+      goto fail;
     if (found) {
-      struct dpt_ckpt_meta got;
-      if ((rc = dpt_ckpt_load(path, &cm, &got, hp, hs, hv, pending, &err)) ||
-          (rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)) ||
+      if ((rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)) ||
           (rc = slab_put(be, DPT_SLAB_VELOCITY, hv, &err)))
         goto fail;
-      gstep = (long)got.global_step;
       have_pending = o.dbuf && gstep > 0;
       if (me == 0) printf("dpt-train: resumed from %s at step %ld (epoch %d)\n", path, gstep, (int)(gstep / spe) + 1);
+      if (me == 0) { /* the learning curve up to that step, kept next to the checkpoint */
+        struct dpt_err ce = {0};
+        char *slash = strrchr(path, '/');
+        if (slash) *slash = '\0';
+        if (dpt_ckpt_curve_load(slash ? path : ".", gstep, &cl.p, &cl.n, &ce) < 0)
+          fprintf(stderr, "dpt-train: warning: %s\n", ce.msg);
+        cl.cap = cl.n;
+        for (size_t i = 0; i < cl.n; i++) {
+          const struct dpt_ckpt_point *q = &cl.p[i];
+          json_array_append_new(curve, json_pack("{s:f,s:I,s:f,s:f,s:f,s:f}", "epoch", q->epoch, "step",
+                                                 (json_int_t)q->step, "top1", q->val_top1, "top5", q->val_top5,
+                                                 "loss", q->val_loss, "elapsed_s", q->elapsed_s));
+#ifdef DPT_TRAIN_HAVE_COMM
+          struct dpt_report_epoch re;
+          dpt_report_epoch_init(&re);
+          re.epoch = q->epoch;
+          re.step = q->step;
+          re.train_loss = q->train_loss;
+          re.train_top1 = q->train_top1;
+          re.val_loss = q->val_loss;
+          re.val_top1 = q->val_top1;
+          re.val_top5 = q->val_top5;
+          re.lr = q->lr;
+          re.elapsed_s = q->elapsed_s;
+          if (rep && (rc = dpt_report_add_epoch(rep, &re, &err))) goto fail;
+#endif
+        }
+        if (cl.n) printf("dpt-train: learning curve: %zu point(s) up to step %ld carried over\n", cl.n, cl.p[cl.n - 1].step);
+      }
     } else if (me == 0) {
       printf("dpt-train: no checkpoint in %s yet, starting fresh\n", o.ckpt_dir);
     }
@@ -1253,6 +1378,12 @@ int main(int argc, char **argv)
           if ((rc = dpt_report_add_epoch(rep, &re, &err))) goto fail;
         }
 #endif
+        if (me == 0) {
+          struct dpt_ckpt_point pt = {(double)gstep / spe, gstep, ep_n ? ep_loss / ep_n : NAN,
+                                      ep_n ? (double)ep_correct / ep_n : NAN, vr.loss, vr.top1, vr.top5,
+                                      dpt_schedule_lr(&sch, (double)gstep / spe), now() - t_start};
+          curve_keep(&cl, o.ckpt_dir, &pt);
+        }
         ep_loss = 0;
         ep_correct = ep_n = 0;
       }
@@ -1366,6 +1497,7 @@ out:
   }
 #endif
   json_decref(curve);
+  free(cl.p);
   for (int j = 0; j < 64; j++) dpt_loader_destroy(tls[j]);
   dpt_loader_destroy(vl);
   dpt_backend_destroy(be);
