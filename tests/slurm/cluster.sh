@@ -22,6 +22,9 @@
 # namespace) and NodeAddr = the IPv4 address of DPT_SLURM_NETNS_IF (default mgmt0)
 # there; slurmctld runs in PREFIX-ctl.  Clients must run in PREFIX-ctl too: `env`
 # then prints DPT_SLURM_CLIENT_NETNS (the path for `nsenter --net=`).
+# DPT_SLURM_PRELOAD=LIB (an ASan build's tests: the sanitizer runtime) is preloaded
+# into slurmctld and every slurmd (and so slurmstepd), and `env` exports it for the
+# clients: an instrumented plugin needs the runtime first in every process loading it.
 set -euo pipefail
 
 cmd=${1:-}
@@ -38,6 +41,8 @@ client_env() {
   if [[ -s "$dir/netns" ]]; then echo "export DPT_SLURM_CLIENT_NETNS=/var/run/netns/$(cat "$dir/netns")-ctl"; fi
   echo "export OMPI_MCA_btl=self,tcp"
   echo "export PMIX_MCA_gds=hash"
+  if [[ -s "$dir/preload" ]]; then echo "export LD_PRELOAD=$(cat "$dir/preload")"; fi
+  echo "unset DPT_SLURM_PRELOAD" # not a DPT_ variable of the jobs (the inert test counts them)
 }
 
 stop_all() {
@@ -186,6 +191,12 @@ for i in $(seq 1 "$nodes"); do mkdir -p "$dir/tmp/n$i" "$dir/spool/n$i"; done
 mkdir -p "$dir/spool/ctld"
 
 export SLURM_CONF="$dir/slurm.conf"
+rm -f "$dir/preload"
+if [[ -n "${DPT_SLURM_PRELOAD:-}" ]]; then
+  [[ -r "$DPT_SLURM_PRELOAD" ]] || { echo "cluster.sh: DPT_SLURM_PRELOAD=$DPT_SLURM_PRELOAD: no such library" >&2; exit 2; }
+  echo "$DPT_SLURM_PRELOAD" >"$dir/preload"
+  export LD_PRELOAD="$DPT_SLURM_PRELOAD" # slurmctld, slurmd and the slurmstepds they start
+fi
 "${in_ctl[@]}" slurmctld -i -f "$dir/slurm.conf"
 for i in $(seq 1 "$nodes"); do
   if [[ -n "$netns" ]]; then
