@@ -11,7 +11,7 @@
 #     `dpt-launch -n 2 -- true`, `dpt-launch -n 2 -- python3 noop.py`,
 #     `torchrun --standalone --nproc_per_node 2 noop.py` (also with --monitor_interval 0.1).
 # Writes OUT_PREFIX.json (dpt.bench.peers/1) and OUT_PREFIX.md (default
-# bench/results/peers).  Knobs: REPEAT=3 ITERS=3 WARMUP=1 RANKS="2 4" LAUNCH_N=5
+# bench/results/peers).  Knobs: REPEAT=3 ITERS=3 WARMUP=1 RANKS="2 4" LAUNCH_N=5 MAX_BYTES=128M
 # TORCH_PYTHON (a python3 with torch; default: the first of python3, /usr/bin/python3).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +23,7 @@ iters=${ITERS:-3}
 warmup=${WARMUP:-1}
 ranks=${RANKS:-2 4}
 launch_n=${LAUNCH_N:-5}
+max_bytes=${MAX_BYTES:-128M} # 100M: 64 MiB and ResNet-50's 102,228,128 B only (run-all's budget)
 launch="$build/launcher/dpt-launch"
 bench="$build/runtime/dpt-bench"
 for f in "$launch" "$bench"; do
@@ -43,13 +44,17 @@ work=$(mktemp -d /tmp/dpt-peers.XXXXXX)
 torchrun=("$tpy" -m torch.distributed.run --redirects 1 --tee 1 --log_dir "$work/torchrun-logs")
 trap 'rm -rf "$work"' EXIT
 : >"$work/noop.py"
-sizes="67108864,102228128,134217728"
+case "$max_bytes" in
+  128M) sizes="67108864,102228128,134217728" ;;
+  100M) sizes="67108864,102228128" ;;
+  *) echo "run.sh: MAX_BYTES=$max_bytes: 100M (64 MiB + ResNet-50's gradient) or 128M" >&2; exit 2 ;;
+esac
 t_start=$(date +%s)
 : >"$work/allreduce.jsonl"
 for np in $ranks; do
   for r in $(seq "$repeat"); do
     cmd=("$launch" -n "$np" -- "$bench" allreduce --comm ring,hierarchical,mpi --min-bytes 64M
-      --max-bytes 128M --iters "$iters" --warmup "$warmup" --json --report "$work/report.json")
+      --max-bytes "$max_bytes" --iters "$iters" --warmup "$warmup" --json --report "$work/report.json")
     (cd "$work" && "${cmd[@]}") >"$work/dpt.json" 2>"$work/dpt.err" ||
       { echo "run.sh: failed: ${cmd[*]}" >&2; cat "$work/dpt.err" >&2; exit 1; }
     "$tpy" -c 'import json,sys; print(json.dumps({"tool": "dpt", "ranks": int(sys.argv[1]), "run": int(sys.argv[2]), "command": sys.argv[3], "bench": json.load(open(sys.argv[4]))}))' \

@@ -4,6 +4,8 @@
 #   netns.sh up   [NODES] [LEAVES] [RATE]   build it (defaults: 8 nodes, 2 leaves, 300mbit)
 #   netns.sh down                           remove every namespace it made (idempotent)
 #   netns.sh show                           namespaces, addresses, qdiscs
+#   netns.sh rate RATE [UPLINK]             change every fabric link's rate (node links RATE,
+#                                           leaf uplinks UPLINK, default RATE) in place
 #
 # Everything lives in network namespaces this script creates (prefix $DPT_TT_PREFIX,
 # default "dptt"); nothing is added to the machine's own namespace and no address
@@ -138,8 +140,25 @@ up() {
   echo "netns.sh: $nodes nodes in $leaves leaves, node links $rate, uplinks $uplink (prefix $prefix)"
 }
 
+rate() { # rate RATE [UPLINK]: the same tbf on every fabric link, new rates (in place)
+  local r=${1:-} u=${2:-${1:-}} ns dev n=0
+  [[ "$r" =~ ^[0-9]+(kbit|mbit|gbit)$ && "$u" =~ ^[0-9]+(kbit|mbit|gbit)$ ]] || die "rate: expected e.g. 300mbit [UPLINK]"
+  [[ -n "$(our_namespaces)" ]] || die "rate: no ${prefix}-* namespaces (run: netns.sh up)"
+  for ns in $(our_namespaces); do
+    for dev in $(ip netns exec "$ns" tc qdisc show | awk '$2 == "tbf" {print $5}'); do
+      case "$ns:$dev" in
+        "${prefix}"-leaf*:up0 | "${prefix}"-spine:*) tbf "$ns" "$dev" "$u" ;;
+        *) tbf "$ns" "$dev" "$r" ;;
+      esac
+      n=$((n + 1))
+    done
+  done
+  echo "netns.sh: $n fabric link directions: node links $r, uplinks $u"
+}
+
 case "$cmd" in
   up) shift; up "$@" ;;
+  rate) shift; rate "$@" ;;
   down) down ;;
   show)
     for ns in $(our_namespaces); do
@@ -147,5 +166,5 @@ case "$cmd" in
       ip -n "$ns" -br addr
       ip netns exec "$ns" tc qdisc show | grep tbf || true
     done ;;
-  *) echo "usage: netns.sh up [NODES] [LEAVES] [RATE] | down | show" >&2; exit 2 ;;
+  *) echo "usage: netns.sh up [NODES] [LEAVES] [RATE] | rate RATE [UPLINK] | down | show" >&2; exit 2 ;;
 esac

@@ -28,6 +28,9 @@ check "n2 sits on leaf2, n3 on leaf1 (names interleave the leaves)" \
 check "tbf 100Mbit on n1's fab0 and on leaf1's uplink" \
   'ip netns exec $DPT_TT_PREFIX-n1 tc qdisc show dev fab0 | grep -q "tbf.*rate 100Mbit" && ip netns exec $DPT_TT_PREFIX-leaf1 tc qdisc show dev up0 | grep -q "tbf.*rate 100Mbit"'
 check "nothing added to this namespace" '[ "$(root_links)" = "$before" ]'
+check "rate: node links 20 Mbit/s, uplinks 10 Mbit/s, in place" \
+  'bash "$here/netns.sh" rate 20mbit 10mbit >/dev/null && ip netns exec $DPT_TT_PREFIX-n3 tc qdisc show dev fab0 | grep -q "tbf.*rate 20Mbit" && ip netns exec $DPT_TT_PREFIX-leaf1 tc qdisc show dev n3 | grep -q "tbf.*rate 20Mbit" && ip netns exec $DPT_TT_PREFIX-leaf2 tc qdisc show dev up0 | grep -q "tbf.*rate 10Mbit" && ip netns exec $DPT_TT_PREFIX-spine tc qdisc show dev leaf1 | grep -q "tbf.*rate 10Mbit"'
+check "rate refuses a bad rate with exit 2" 'bash "$here/netns.sh" rate fast 2>/dev/null; [ $? -eq 2 ]'
 check "up refuses to run twice" '! bash "$here/netns.sh" up 4 2 100mbit 2>/dev/null'
 bash "$here/netns.sh" down
 check "down removes every namespace" '[ "$(ours)" -eq 0 ]'

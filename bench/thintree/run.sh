@@ -50,11 +50,13 @@ done
 [[ "$rate" =~ ^([0-9]+)mbit$ ]] || { echo "run.sh: RATE=$rate: expected <N>mbit" >&2; exit 2; }
 gbps=$("$py" -c "print(${BASH_REMATCH[1]} / 1000)")
 
+launch_pid=
 work=$(mktemp -d /tmp/dpt-thintree.XXXXXX)
 cluster="$work/cluster"
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  if [[ -n "${launch_pid:-}" ]]; then kill -TERM "$launch_pid" 2>/dev/null || true; sleep 1; fi
   bash "$root/tests/slurm/cluster.sh" stop "$cluster" >/dev/null 2>&1 || true
   bash "$here/netns.sh" down || rc=1
   if [[ -n "${DPT_BENCH_KEEP:-}" ]]; then echo "run.sh: kept $work" >&2; else rm -rf "$work"; fi
@@ -122,9 +124,16 @@ for r in $(seq 1 "$repeat"); do
     for attempt in 1 2; do # a failed launch is retried once and recorded in failures.jsonl
       before=$(uplinks)
       t0=$(date +%s.%N)
-      if (cd "$work" && timeout "${LAUNCH_TIMEOUT:-240}" "${in_ctl[@]}" "${cmd[@]}" --report "$work/report-$v-$r.json" >"$work/out-$v-$r.json" 2>"$work/err-$v-$r.txt"); then
+      # in the background: INT/TERM run the trap at once (not after the launch), and it stops
+      # the launch (timeout forwards TERM to srun, which cancels the step)
+      (cd "$work" && exec timeout "${LAUNCH_TIMEOUT:-240}" "${in_ctl[@]}" "${cmd[@]}" --report "$work/report-$v-$r.json") \
+        >"$work/out-$v-$r.json" 2>"$work/err-$v-$r.txt" &
+      launch_pid=$!
+      if wait "$launch_pid"; then
+        launch_pid=
         break
       fi
+      launch_pid=
       echo "run.sh: $v (run $r, attempt $attempt) failed: ${cmd[*]}" >&2
       tail -n 30 "$work/err-$v-$r.txt" >&2
       "$py" -c 'import json,sys; print(json.dumps({"variant": sys.argv[1], "run": int(sys.argv[2]), "attempt": int(sys.argv[3]), "command": sys.argv[4], "stderr_tail": open(sys.argv[5], errors="replace").read()[-3000:]}))' \

@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import statistics
@@ -164,9 +165,9 @@ def measure(fw, size, ranks, a, work, tag):
                       "OPENBLAS_NUM_THREADS"] + wrap_time(rss, "OMPI_COMM_WORLD_RANK") + script]
         envs = [env]
         step_re = re.compile(r"^STEP \d+ ")
-    command = " ".join(argvs[0]) if len(argvs) == 1 else " & ".join(
-        " ".join(f"{k}={envs[i][k]}" for k in ("RANK", "WORLD_SIZE") if k in envs[i]) + " " + " ".join(v)
-        for i, v in enumerate(argvs))
+    command = shlex.join(argvs[0]) if len(argvs) == 1 else " & ".join(
+        " ".join(f"{k}={envs[i][k]}" for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k in envs[i])
+        + " " + shlex.join(v) for i, v in enumerate(argvs))
     t_wall = time.time()
     print(f"bench: {tag}: {fw} {size}px {ranks} rank(s) x {threads} thread(s), {steps} steps", file=sys.stderr,
           flush=True)
@@ -228,6 +229,22 @@ def measure(fw, size, ranks, a, work, tag):
     return rec
 
 
+GMAC = {32: 1.298, 224: 4.089}  # ResNet-50 v1.5 per image: small stem at 32 px, ImageNet stem at 224 px
+
+
+def chainer_skip_reason(runs, size, ranks, a):
+    done = [r for r in runs if r["framework"] == "chainer" and r["ranks"] == ranks and "step_s_median" in r]
+    if not done:
+        return f"not run at {size} px (--chainer-sizes {','.join(map(str, a.chainer_sizes))})"
+    r = done[0]
+    est = r["step_s_median"] * GMAC.get(size, 1) / GMAC.get(r["image_size"], 1)
+    launch = est * a.chainer_steps.get(size, 2) + r["time_to_first_step_s"] - r["step_s_median"]
+    return (f"not run at {size} px: one ChainerMN step at {r['image_size']} px took {r['step_s_median']:.0f} s here "
+            f"({ranks} rank{'s' if ranks > 1 else ''}); {size} px costs {GMAC.get(size, 1) / GMAC.get(r['image_size'], 1):.2f}x the "
+            f"MACs, so ~{est:.0f} s per step and ~{launch / 60:.1f} min for a launch of {a.chainer_steps.get(size, 2)} steps, "
+            "too much for the suite's 20-minute budget; CHAINER_SIZES=32,224 bench/train/run.sh runs it")
+
+
 def summarize(runs, a):
     """One row per (size, ranks): per framework the median over its launches; ratios."""
     rows, goals = [], []
@@ -237,6 +254,9 @@ def summarize(runs, a):
             for fw in a.frameworks:
                 rs = [r for r in runs if r["framework"] == fw and r["image_size"] == size and r["ranks"] == ranks]
                 ok = [r for r in rs if "images_per_s" in r]
+                if not rs and fw == "chainer":
+                    row["frameworks"][fw] = {"not_run": chainer_skip_reason(runs, size, ranks, a)}
+                    continue
                 if not ok:
                     row["frameworks"][fw] = {"error": rs[0].get("error") if rs else "not run"}
                     continue
@@ -306,6 +326,9 @@ def write_md(doc, path):
          "|---:|---:|---|---:|---|---:|---:|---:|"]
     for row in doc["rows"]:
         for fw, f in row["frameworks"].items():
+            if "not_run" in f:
+                L.append(f"| {row['image_size']} | {row['ranks']} | {fw} | - | {f['not_run']} | | | |")
+                continue
             if "images_per_s" not in f:
                 L.append(f"| {row['image_size']} | {row['ranks']} | {fw} | - | failed: {f.get('error', '')[:200]} | | | |")
                 continue
@@ -357,6 +380,7 @@ def main():
     ap.add_argument("--frameworks", default="dpt,torch,chainer")
     ap.add_argument("--steps", default="32:9,224:5", help="steps per launch for dpt and torch, per size")
     ap.add_argument("--chainer-steps", default="32:3,224:2", help="steps per launch for chainer, per size")
+    ap.add_argument("--chainer-sizes", default="32", help="sizes chainer runs at (its 224 px steps take minutes)")
     ap.add_argument("--warmup", type=int, default=1, help="first steps left out of the steady state")
     ap.add_argument("--repeat", type=int, default=1, help="launches per framework and configuration")
     ap.add_argument("--batch", type=int, default=32)
@@ -371,6 +395,7 @@ def main():
     a.frameworks = a.frameworks.split(",")
     a.steps = parse_steps(a.steps)
     a.chainer_steps = parse_steps(a.chainer_steps)
+    a.chainer_sizes = [int(x) for x in a.chainer_sizes.split(",")]
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     work = a.work or os.path.dirname(a.out)
@@ -384,15 +409,18 @@ def main():
             for rep in range(a.repeat):
                 order = a.frameworks[rep % len(a.frameworks):] + a.frameworks[:rep % len(a.frameworks)]
                 for fw in order:
+                    if fw == "chainer" and size not in a.chainer_sizes:
+                        continue
                     i += 1
                     runs.append(measure(fw, size, ranks, a, work, f"{i:02d}-{fw}-{size}-{ranks}"))
     rows, goals = summarize(runs, a)
     notes = list(a.note)
     notes += [
-        "ChainerMN runs fewer steps (--chainer-steps) than dpt and PyTorch (--steps): one of its steps takes "
-        "tens of seconds on this machine (numpy/OpenBLAS im2col convolutions; the iDeep CPU acceleration, "
-        "ideep4py, has no build for this Python 3.11 and is not a Debian package), so its figures rest on "
-        "fewer steps; the goals compare dpt with PyTorch only.",
+        "ChainerMN runs fewer steps (--chainer-steps) than dpt and PyTorch (--steps), and by default only at 32 px "
+        "(--chainer-sizes; the 224 px rows say why): one of its steps takes tens of seconds on this machine "
+        "(numpy/OpenBLAS im2col convolutions; the iDeep CPU acceleration, ideep4py, has no build for this "
+        "Python 3.11 and is not a Debian package), so its figures rest on fewer steps; the goals compare dpt with "
+        "PyTorch only.",
         "PyTorch's DDP ranks are started directly (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, what torchrun sets) "
         "so that GNU time wraps each rank; torchrun's own start-up cost is measured in peers.md.",
         "dpt-train's synthetic data go through its loader (prefetch 1); the Python scripts reuse one random "

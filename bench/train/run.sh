@@ -16,7 +16,8 @@
 # When chainer cannot be installed the run goes on without it and the page says why.
 #
 # Knobs: SIZES=32,224 RANKS=1,2 FRAMEWORKS=dpt,torch,chainer STEPS=32:9,224:5
-# CHAINER_STEPS=32:3,224:2 (steps per launch, the first is warm-up) REPEAT=1 BATCH=32
+# CHAINER_STEPS=32:3,224:2 (steps per launch, the first is warm-up) CHAINER_SIZES=32 (its 224 px
+# steps take minutes here) REPEAT=1 BATCH=32
 # DPT_TRAIN (default BUILD_DIR/trainer/dpt-train), DPT_LAUNCH.  ~8 min here.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -78,6 +79,7 @@ src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/d
 commit=$(cat "$src/.commit" 2>/dev/null || git -C "${src:-$root}" describe --always --dirty 2>/dev/null || echo unknown)
 "$py" "$here/bench.py" --dpt-train "$dpt_train" --dpt-launch "$dpt_launch" --out "$out" --work "$work" \
   --sizes "${SIZES:-32,224}" --ranks "${RANKS:-1,2}" --frameworks "$frameworks" \
-  --steps "${STEPS:-32:9,224:5}" --chainer-steps "${CHAINER_STEPS:-32:3,224:2}" --repeat "${REPEAT:-1}" \
+  --steps "${STEPS:-32:9,224:5}" --chainer-steps "${CHAINER_STEPS:-32:3,224:2}" \
+  --chainer-sizes "${CHAINER_SIZES:-32}" --repeat "${REPEAT:-1}" \
   --batch "${BATCH:-32}" --build-commit "${DPT_BUILD_COMMIT:-$commit}" \
   --command "bench/train/run.sh $build${2:+ $2}" ${notes[@]+"${notes[@]}"}
