@@ -13,6 +13,7 @@ ap = argparse.ArgumentParser()
 for a in ("runs", "out", "fast", "slow", "width", "command"):
     ap.add_argument("--" + a, required=True)
 ap.add_argument("--failures")
+ap.add_argument("--slow-rule", default="")
 for a in ("nodes", "leaves", "steps", "elapsed"):
     ap.add_argument("--" + a, type=int, required=True)
 args = ap.parse_args()
@@ -67,7 +68,7 @@ if all(v in rows for v in ("fast", "slow", "slow-fp16-dbuf")):
                       "target": "<= 2 points", "measured": round(100 * band, 2), "met": band <= 0.02})
 doc = {"schema": "dpt.bench.thintree-train/1", "command": args.command, "elapsed_s": args.elapsed, **h,
        "config": {"nodes": args.nodes, "leaves": args.leaves, "fast": args.fast, "slow": args.slow,
-                  "steps": args.steps, "width": args.width, "batch_per_rank": 32, "dataset": "fashion-mnist",
+                  "steps": args.steps, "width": args.width, "slow_rule": args.slow_rule, "batch_per_rank": 32, "dataset": "fashion-mnist",
                   "threads_per_rank": 1},
        "chainermn_table_hours": CHAINERMN, "rows": rows, "goals": goals, "runs": runs, "failures": failures}
 json.dump(doc, open(args.out + ".json", "w"), indent=1)
@@ -80,6 +81,12 @@ L = ["# Thin-tree training: the shape of ChainerMN's 10 GbE table\n",
      f"{args.width}, batch 32 per rank, {args.steps} steps, ring all-reduce over TCP on the emulated fabric "
      "(node links and leaf uplinks rate-limited with tbf, changed in place between the runs), validation on the "
      "10,000 test images at the end.  ChainerMN's table: ResNet-50 on ImageNet, 90 epochs, hours.\n",
+     f"Slow rate {args.slow}: " + ("picked from the fast run (`SLOW=auto`): the rate at which the fp32 ring "
+     "all-reduce of the gradient takes about twice that run's compute per step (forward + backward p50), as "
+     "10 GbE did for ChainerMN (21.3 h vs 6.96 h); rate = C * 2(p-1)/p * 4 B * parameters * 8 / (2 * compute), "
+     "C = 2.0, the ring's measured time over the bound at a tbf rate on this emulation.  Computing it from the "
+     "run keeps the shape on a quiet and on a busy machine (a fixed 60 Mbit/s is 4.5x communication-bound when "
+     "quiet, 2.4x under a load of 10).\n" if args.slow_rule.startswith("auto") else f"given ({args.slow_rule}).\n"),
      "Time per step = median over the steps (the largest rank's `phases.step.p50_s` in the job report); "
      "p90 alongside.  Compute = forward + backward p50; exposed all-reduce = the part of the all-reduce the step "
      "waited for.\n",

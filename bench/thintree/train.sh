@@ -8,15 +8,21 @@
 # one rank per node, Fashion-MNIST (Debian's dataset-fashion-mnist), ResNet-50 v1.5
 # small stem at width WIDTH, batch 32 per rank, STEPS steps, validation at the end, in
 #   fast       node links and uplinks at FAST
-#   slow       the same at SLOW (picked so that the fp32 all-reduce takes about twice
-#              the compute of a step on this machine: communication-bound)
+#   slow       the same at SLOW; SLOW=auto (default) picks it from the fast run so that
+#              the fp32 all-reduce takes about twice a step's compute, as 10 GbE did for
+#              ChainerMN (21.3 h vs 6.96 h: communication about 2x computation):
+#              rate = C * 2(p-1)/p * 4 * parameters * 8 bit / (2 * compute p50 of the fast
+#              run), C = SLOW_C (2.0: the ring's measured all-reduce time over the bound
+#              at a tbf rate on this emulation, 0.60 s vs 0.30 s at 60 Mbit/s, 0.92 vs 0.45
+#              at 40).  The compute time follows the machine's load, so a fixed rate is
+#              communication-bound by a different factor on a quiet and on a busy machine.
 #   slow-fp16-dbuf  SLOW + --fp16-allreduce --double-buffering
 # (VARIANTS may add slow-fp16 and slow-dbuf, the two halves).  The rates change in place
 # between the runs (netns.sh rate); the cluster is started once.  Per run, from the job
 # report (--report): time per step (median over steps = the largest rank's phases.step
 # p50, with p90), the exposed all-reduce, final validation top-1; from srun: wall time.
 # Writes OUT_PREFIX.json (dpt.bench.thintree-train/1) and OUT_PREFIX.md (default
-# bench/results/thintree-train).  Knobs: NODES=4 LEAVES=2 FAST=2000mbit SLOW=60mbit
+# bench/results/thintree-train).  Knobs: NODES=4 LEAVES=2 FAST=2000mbit SLOW=auto SLOW_C=2.0
 # STEPS=80 WIDTH=0.125 REPEAT=1 VARIANTS="fast slow slow-fp16-dbuf".  Needs root.
 # Every daemon is stopped and every namespace removed on exit, INT or TERM.
 set -euo pipefail
@@ -27,7 +33,7 @@ out=${2:-$root/bench/results/thintree-train}
 nodes=${NODES:-4}
 leaves=${LEAVES:-2}
 fast=${FAST:-2000mbit}
-slow=${SLOW:-60mbit}
+slow=${SLOW:-auto}
 steps=${STEPS:-80}
 width=${WIDTH:-0.125}
 repeat=${REPEAT:-1}
@@ -77,6 +83,20 @@ targs=(--comm ring --dataset fashion-mnist --width "$width" --batch-size 32 --it
 : >"$work/failures.jsonl"
 for r in $(seq 1 "$repeat"); do
   for v in $variants; do
+    if [[ "$slow" == auto && "$v" == slow* ]]; then
+      slow=$("$py" - "$work/runs.jsonl" "$nodes" "${SLOW_C:-2.0}" "$fast" <<'PY'
+import json, math, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+p, c, fast = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4][:-4])
+f = next((r for r in runs if r["variant"] == "fast"), None)
+if f is None:
+    sys.exit("train.sh: SLOW=auto needs the fast run first (VARIANTS starting with fast)")
+bits = 2 * (p - 1) / p * 4 * f["config"]["parameters"] * 8
+print("%dmbit" % min(fast, max(5, math.ceil(c * bits / (2 * f["compute_p50_s"]) / 1e6))))
+PY
+)
+      echo "train.sh: SLOW=auto: $slow (fp32 all-reduce ~2x the fast run's compute p50)" >&2
+    fi
     case "$v" in
       fast) rate=$fast extra=() ;;
       slow) rate=$slow extra=() ;;
@@ -134,5 +154,5 @@ d = json.loads(sys.stdin.read()); print("%s: %.3f s/step (p90 %.3f), exposed all
   done
 done
 "$py" "$here/summarize_train.py" --runs "$work/runs.jsonl" --out "$out" --nodes "$nodes" --leaves "$leaves" \
-  --fast "$fast" --slow "$slow" --steps "$steps" --width "$width" --elapsed $(($(date +%s) - t_start)) \
+  --fast "$fast" --slow "$slow" --slow-rule "${SLOW:-auto} (SLOW_C=${SLOW_C:-2.0})" --steps "$steps" --width "$width" --elapsed $(($(date +%s) - t_start)) \
   --command "bench/thintree/train.sh $build${2:+ $2}" --failures "$work/failures.jsonl"
