@@ -474,6 +474,8 @@ struct search {
 static void bb(struct search *s, int depth, uint64_t cost)
 {
   if (depth == s->r) {
+    if (s->r < 1) /* nothing to order */
+      return;
     int last = s->cur[s->r - 1], first = s->cur[0];
     uint64_t total = cost + (s->closed ? (s->r > 1 ? s->w[last * s->n + first] : 0) : s->e[last]);
     if (total < s->best_cost) {

@@ -103,7 +103,7 @@ static int parse_u64(const char *opt, const char *s, int suffixes, uint64_t *out
 
 static int parse_int(const char *opt, const char *s, int min, int *out, struct dpt_err *err)
 {
-  uint64_t v;
+  uint64_t v = 0;
   if (parse_u64(opt, s, 0, &v, err))
     return err->code;
   if (v < (uint64_t)min || v > 1000000)

@@ -1090,7 +1090,7 @@ int dpt_tree_parse_topology_conf(struct dpt_tree **out, const char *buf, size_t 
    * Switches= order (so siblings keep that order). */
   if ((rc = dpt_tree_create(&t, "topology.conf", err)) < 0)
     goto fail;
-  if (!(stack = calloc((size_t)c.n, sizeof *stack))) {
+  if (!(stack = calloc(c.n > 0 ? (size_t)c.n : 1, sizeof *stack))) {
     rc = err_nomem(err, "reading topology.conf");
     goto fail;
   }
