@@ -119,7 +119,7 @@ static void usage(FILE *f)
           "  -N NODES           use the first NODES hosts of the hostfile\n"
           "  --gpus-per-node G  ranks (GPUs) per node when no --input describes the nodes\n"
           "  --input node.xml   hwloc XML of the node(s) instead of this machine\n"
-          "  --comm NAME        communicator for the program (DPT_COMM): mpi, ring, "
+          "  --comm NAME        communicator for the program (DPT_COMM): auto, mpi, ring, "
           "hierarchical, nccl\n"
           "  --threads T        OMP_NUM_THREADS per rank (default: cores of its cpuset)\n"
           "  --dry-run          print the plan, bindings and mpirun command; start nothing\n"
