@@ -402,7 +402,7 @@ int dpt_data_jpeg_decode(struct dpt_jpeg *j, const unsigned char *buf, size_t le
                          int min_side, const char *name, long record, struct dpt_err *err)
 {
 #ifdef DPT_HAVE_TURBOJPEG
-  int w, h, sub, cs, rc = 0;
+  int w = 0, h = 0, sub = 0, cs = -1, rc = 0; /* set: a header-only file left them unset (valgrind) */
   const char *what = "data";
   long maxp = j->max_pixels > 0 ? j->max_pixels : 1L << 28;
   j->w = j->h = 0;
