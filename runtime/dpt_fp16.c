@@ -74,6 +74,7 @@ float dpt_fp16_to_float(dpt_half h) { return to_float(h); }
  * the scalar code handles the tails and CPUs without F16C.  On the 8-rank thin-tree
  * benchmark the scalar conversions, not the links, bounded fp16 on the wire. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define DPT_FP16_X86 1
 #define F16C __attribute__((target("avx,f16c")))
@@ -111,6 +112,23 @@ F16C static size_t round_f16c(float *x, size_t n)
 }
 #endif
 
+#ifdef DPT_FP16_X86
+/* CPUID.1:ECX: F16C (bit 29), AVX (28), OSXSAVE (27); and the OS saves YMM state
+ * (XCR0 bits 1-2).  (clang 14's __builtin_cpu_supports does not know "f16c".) */
+static int cpu_has_f16c(void)
+{
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return 0;
+  if (!(c & (1u << 29)) || !(c & (1u << 28)) || !(c & (1u << 27)))
+    return 0;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  (void)hi;
+  return (lo & 6u) == 6u;
+}
+#endif
+
 static int simd_state = -1; /* -1: not probed yet, 0: scalar, 1: F16C */
 
 static int use_simd(void)
@@ -118,7 +136,7 @@ static int use_simd(void)
   int s = __atomic_load_n(&simd_state, __ATOMIC_RELAXED);
   if (s < 0) {
 #ifdef DPT_FP16_X86
-    s = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    s = cpu_has_f16c();
 #else
     s = 0;
 #endif
