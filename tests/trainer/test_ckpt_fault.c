@@ -20,16 +20,7 @@
 
 #include "dpt_ckpt.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                          \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      failures++;                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-      fprintf(stderr, __VA_ARGS__);                                                               \
-      fputc('\n', stderr);                                                                        \
-    }                                                                                             \
-  } while (0)
+#include "dpt_check.h"
 
 static void quiet(const char *m) { (void)m; }
 

@@ -24,16 +24,7 @@
 
 #include "dpt_backend.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                          \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      failures++;                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-      fprintf(stderr, __VA_ARGS__);                                                               \
-      fputc('\n', stderr);                                                                        \
-    }                                                                                             \
-  } while (0)
+#include "dpt_check.h"
 
 #define EPS 1e-5
 

@@ -23,16 +23,7 @@
 
 #include "dpt_data.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                          \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      failures++;                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-      fprintf(stderr, __VA_ARGS__);                                                               \
-      fputc('\n', stderr);                                                                        \
-    }                                                                                             \
-  } while (0)
+#include "dpt_check.h"
 
 static const char *classes[3] = {"n01_apple", "n02_bee", "n03_cat"}; /* sorted order = labels */
 
