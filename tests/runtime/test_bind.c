@@ -26,16 +26,7 @@
 #include "dpt_plan.h"
 #include "dpt_tree.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                       \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      failures++;                                                                              \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                     \
-      fprintf(stderr, __VA_ARGS__);                                                            \
-      fputc('\n', stderr);                                                                     \
-    }                                                                                          \
-  } while (0)
+#include "dpt_check.h"
 
 /* ---------------------------------------------------------------- fake env */
 #define NV 64

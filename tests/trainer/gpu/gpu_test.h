@@ -11,16 +11,7 @@
 
 #define SKIP_CODE 77 /* ctest SKIP_RETURN_CODE */
 
-static int failures;
-#define CHECK(cond, ...)                                                                          \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      failures++;                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-      fprintf(stderr, __VA_ARGS__);                                                               \
-      fputc('\n', stderr);                                                                        \
-    }                                                                                             \
-  } while (0)
+#include "dpt_check.h"
 
 /* Exit 77 (ctest: SKIPPED) with the reason when no CUDA device works. */
 static inline void gpu_or_skip(const char *test)

@@ -26,16 +26,7 @@
 #include "dpt_cuda_plan.h"
 #include "dpt_model.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                          \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      failures++;                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                        \
-      fprintf(stderr, __VA_ARGS__);                                                               \
-      fputc('\n', stderr);                                                                        \
-    }                                                                                             \
-  } while (0)
+#include "dpt_check.h"
 
 static const struct dpt_cuda_conv_plan *conv_named(const struct dpt_model *m,
                                                    const struct dpt_cuda_plan *p, const char *name)
