@@ -50,35 +50,8 @@ done
 [[ "$rate" =~ ^([0-9]+)mbit$ ]] || { echo "run.sh: RATE=$rate: expected <N>mbit" >&2; exit 2; }
 gbps=$("$py" -c "print(${BASH_REMATCH[1]} / 1000)")
 
-launch_pid=
-work=$(mktemp -d /tmp/dpt-thintree.XXXXXX)
-cluster="$work/cluster"
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [[ -n "${launch_pid:-}" ]]; then kill -TERM "$launch_pid" 2>/dev/null || true; sleep 1; fi
-  bash "$root/tests/slurm/cluster.sh" stop "$cluster" >/dev/null 2>&1 || true
-  bash "$here/netns.sh" down || rc=1
-  if [[ -n "${DPT_BENCH_KEEP:-}" ]]; then echo "run.sh: kept $work" >&2; else rm -rf "$work"; fi
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-t_start=$(date +%s)
-bash "$here/netns.sh" up "$nodes" "$leaves" "$rate"
-# one slurmd per node namespace; CPUs = this machine's (every "node" shares them)
-DPT_SLURM_NETNS=$DPT_TT_PREFIX DPT_SLURM_LEAVES=$leaves DPT_SLURM_CPUS=$(nproc) \
-  DPT_SLURM_CTL_PORT=${DPT_SLURM_CTL_PORT:-26817} DPT_SLURM_BASE_PORT=${DPT_SLURM_BASE_PORT:-27000} \
-  bash "$root/tests/slurm/cluster.sh" start "$cluster" "$nodes" 0 >/dev/null
-echo "required $plugin" >"$cluster/plugstack.conf"
-eval "$(bash "$root/tests/slurm/cluster.sh" env "$cluster")"
-# Open MPI over the emulated fabric only: TCP on fab0 (no shared memory, no UCX);
-# ranks poll with sched_yield (8 ranks share 2 cores)
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=fab0 \
-  OMPI_MCA_mpi_yield_when_idle=1
-in_ctl=(nsenter "--net=$DPT_SLURM_CLIENT_NETNS")
+. "$here/cluster-up.sh"
+tt_cluster_up run "$nodes" "$leaves" "$rate"
 
 plan_args=(plan --topology-conf "$cluster/topology.conf" --nodes "n[1-$nodes]" --gpus-per-node 0
   --ranks-per-node 1 --size "$size" --host-gbps "$gbps" --uplink-gbps "$gbps" --no-report --json)

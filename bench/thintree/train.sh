@@ -50,32 +50,8 @@ if ! dpkg -s dataset-fashion-mnist >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist >/dev/null
 fi
 
-launch_pid=
-work=$(mktemp -d /tmp/dpt-thintree-train.XXXXXX)
-cluster="$work/cluster"
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [[ -n "${launch_pid:-}" ]]; then kill -TERM "$launch_pid" 2>/dev/null || true; sleep 1; fi
-  bash "$root/tests/slurm/cluster.sh" stop "$cluster" >/dev/null 2>&1 || true
-  bash "$here/netns.sh" down || rc=1
-  if [[ -n "${DPT_BENCH_KEEP:-}" ]]; then echo "train.sh: kept $work" >&2; else rm -rf "$work"; fi
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-t_start=$(date +%s)
-bash "$here/netns.sh" up "$nodes" "$leaves" "$fast"
-DPT_SLURM_NETNS=$DPT_TT_PREFIX DPT_SLURM_LEAVES=$leaves DPT_SLURM_CPUS=$(nproc) \
-  DPT_SLURM_CTL_PORT=${DPT_SLURM_CTL_PORT:-26817} DPT_SLURM_BASE_PORT=${DPT_SLURM_BASE_PORT:-27000} \
-  bash "$root/tests/slurm/cluster.sh" start "$cluster" "$nodes" 0 >/dev/null
-echo "required $plugin" >"$cluster/plugstack.conf"
-eval "$(bash "$root/tests/slurm/cluster.sh" env "$cluster")"
-# Open MPI (start-up, the report's gather) over the emulated fabric too
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=fab0 OMPI_MCA_mpi_yield_when_idle=1
-in_ctl=(nsenter "--net=$DPT_SLURM_CLIENT_NETNS")
+. "$here/cluster-up.sh"
+tt_cluster_up train "$nodes" "$leaves" "$fast"
 # NODES ranks share this machine's cores: 1 thread each
 targs=(--comm ring --dataset fashion-mnist --width "$width" --batch-size 32 --iterations "$steps" --threads 1
   --warmup-epochs 0.02 --log-every 20 --prefetch 2)
