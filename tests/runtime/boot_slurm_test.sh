@@ -24,21 +24,10 @@ for c in munged slurmctld slurmd srun; do
 done
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (slurmd, mknod)"; exit 77; }
 
-dir=$(mktemp -d /tmp/dpt-boot-XXXXXX)
-chmod 0755 "$dir"
-failed=0
-cleanup() {
-  bash "$cluster" stop "$dir" >/dev/null 2>&1 || true
-  if ((failed)); then
-    echo "---- logs ($dir/log) ----"
-    tail -n 15 "$dir"/log/*.log 2>/dev/null
-  fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+. "$here/../slurm/testlib.sh"
+testlib_dir boot
+trap testlib_teardown EXIT
 trap 'exit 130' INT TERM
-fail() { echo "FAIL: $*"; failed=1; }
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else fail "$what"; fi; }
 
 ctl_port=$((21000 + ($$ % 200) * 50))
 if [[ -n "$plugin" ]]; then echo "required $plugin" >"$dir/plugstack.conf"; fi

@@ -38,9 +38,8 @@ for c in munged slurmctld slurmd srun sbatch scancel scontrol squeue bc; do
 done
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (slurmd, mknod)"; exit 77; }
 
-dir=$(mktemp -d /tmp/dpt-fault-$mode-XXXXXX)
-chmod 0755 "$dir"
-failed=0
+. "$here/testlib.sh"
+testlib_dir "fault-$mode"
 bg_pids=()     # background sruns of this script
 cleanup() {
   local p f
@@ -57,18 +56,11 @@ cleanup() {
   if [[ -n "${SLURM_CONF:-}" ]]; then
     for _ in $(seq 50); do [[ -z "$(squeue -h -o %i 2>/dev/null)" ]] && break; sleep 0.1; done
   fi
-  bash "$here/cluster.sh" stop "$dir" >/dev/null 2>&1 || true
-  if ((failed)); then
-    echo "---- logs ($dir/log) ----"
-    tail -n 15 "$dir"/log/*.log 2>/dev/null
-  fi
-  rm -rf "$dir"
+  testlib_teardown
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-fail() { echo "FAIL: $*"; failed=1; }
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else fail "$what"; fi; }
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }                     # seconds since T (float)
 between() { [[ $(echo "$1 >= $2 && $1 <= $3" | bc) == 1 ]]; } # X in [LO, HI]

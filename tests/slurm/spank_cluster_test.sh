@@ -28,22 +28,10 @@ for c in munged slurmctld slurmd srun sbatch python3; do
 done
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (slurmd, mknod)"; exit 77; }
 
-dir=$(mktemp -d /tmp/dpt-spank-$mode-XXXXXX)
-chmod 0755 "$dir"
-failed=0
-cleanup() {
-  bash "$here/cluster.sh" stop "$dir" >/dev/null 2>&1 || true
-  if ((failed)); then
-    echo "---- logs ($dir/log) ----"
-    tail -n 15 "$dir"/log/*.log 2>/dev/null
-  fi
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+. "$here/testlib.sh"
+testlib_dir "spank-$mode"
+trap testlib_teardown EXIT
 trap 'exit 130' INT TERM
-
-fail() { echo "FAIL: $*"; failed=1; }
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else fail "$what"; fi; }
 
 # own ports per run: other helpers' clusters (cluster.sh defaults) may be up
 ctl_port=$((20000 + ($$ % 200) * 50))
