@@ -49,7 +49,7 @@ static void usage(FILE *f)
   fprintf(f, "usage: dpt-bench allreduce [--comm NAME[,NAME...]] [--min-bytes N] [--max-bytes N]\n"
              "                           [--iters N] [--warmup N] [--fp16] [--json] [--no-resnet]\n"
              "                           [--report PATH] [--baseline REPORT] [--images-per-step N]\n"
-             "  --comm   mpi, ring, hierarchical, nccl (default: DPT_COMM, else ring,hierarchical,mpi)\n"
+             "  --comm   auto, mpi, ring, hierarchical, nccl (default: DPT_COMM, else ring,hierarchical,mpi)\n"
              "  sizes double from --min-bytes (4) to --max-bytes (134217728), plus ResNet-50's\n"
              "  gradient (102228128 bytes) unless --no-resnet\n"
              "  --report PATH  job report (dpt.report/1; default DPT_REPORT, else\n"
