@@ -208,7 +208,9 @@ static int run_one(struct dpt_comm *c, struct dpt_comm_req *r)
            (r->flags & DPT_COMM_AVG) ? ", avg" : "");
   dpt_err_clear(&r->err);
   dpt_watchdog_begin(c->wd, c->what);
-  r->rc = c->ops->allreduce(c, r->buf, r->n, r->flags, &r->err);
+  r->rc = r->ready ? c->ops->wait_ready(c, r->ready, &r->err) : 0;
+  if (!r->rc)
+    r->rc = c->ops->allreduce(c, r->buf, r->n, r->flags, &r->err);
   dpt_watchdog_end(c->wd);
   return r->rc;
 }
@@ -476,8 +478,18 @@ MPI_Comm dpt_comm_mpi(const struct dpt_comm *c) { return c->ring; }
 int dpt_comm_start(struct dpt_comm *c, float *buf, size_t n, unsigned flags,
                    struct dpt_comm_req **out, struct dpt_err *err)
 {
+  return dpt_comm_start_after(c, buf, n, flags, NULL, out, err);
+}
+
+int dpt_comm_start_after(struct dpt_comm *c, float *buf, size_t n, unsigned flags, void *ready,
+                         struct dpt_comm_req **out, struct dpt_err *err)
+{
   struct dpt_comm_req *r;
   *out = NULL;
+  if (ready && !c->ops->wait_ready)
+    return dpt_err_set(err, DPT_E_INPUT, "allreduce[%s]: asked to wait for a device event, but this "
+                       "communicator reads host buffers; complete the buffer on the host first (or "
+                       "use nccl for device buffers)", c->ops->name);
   if (n && !buf)
     return dpt_err_set(err, DPT_E_INPUT, "allreduce[%s]: NULL buffer for %zu floats",
                        c->ops->name, n);
@@ -490,6 +502,7 @@ int dpt_comm_start(struct dpt_comm *c, float *buf, size_t n, unsigned flags,
   r->buf = buf;
   r->n = n;
   r->flags = flags;
+  r->ready = ready;
   pthread_mutex_lock(&c->mu);
   if (c->tail)
     c->tail->next = r;

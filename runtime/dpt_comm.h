@@ -23,6 +23,11 @@
  * run in start order, and dpt_comm_wait() returns its result.  This needs
  * MPI_THREAD_MULTIPLE (dpt_comm_mpi_init asks for it); without it, or with
  * opts.async = 0, the work happens inside dpt_comm_wait().
+ * dpt_comm_start_after() adds an event to wait for (nccl: a cudaEvent_t the
+ * communicator's stream waits on with cudaStreamWaitEvent before it reads the
+ * buffer, so a gradient bucket's all-reduce is ordered after the kernels that
+ * produce it without the host waiting; the other communicators read host
+ * memory and refuse an event).
  *
  * Watchdog: every collective is armed on a dpt_watchdog (see dpt_watchdog.h):
  * when it makes no progress for the limit, the process exits non-zero with a
@@ -99,6 +104,9 @@ int dpt_comm_allreduce(struct dpt_comm *comm, float *buf, size_t n, unsigned fla
 /* Non-blocking: queue, then wait.  buf must stay untouched until the wait. */
 int dpt_comm_start(struct dpt_comm *comm, float *buf, size_t n, unsigned flags,
                    struct dpt_comm_req **req, struct dpt_err *err);
+/* The same, ordered after `ready` (a cudaEvent_t; NULL = dpt_comm_start). */
+int dpt_comm_start_after(struct dpt_comm *comm, float *buf, size_t n, unsigned flags, void *ready,
+                         struct dpt_comm_req **req, struct dpt_err *err);
 /* Waits, returns the collective's status, frees req. */
 int dpt_comm_wait(struct dpt_comm *comm, struct dpt_comm_req *req, struct dpt_err *err);
 

@@ -14,6 +14,10 @@ struct dpt_comm_ops {
   /* Blocking all-reduce, run on the worker thread or in wait. */
   int (*allreduce)(struct dpt_comm *c, float *buf, size_t n, unsigned flags,
                    struct dpt_err *err);
+  /* Device communicators: make the next allreduce wait for `ready` (a
+   * cudaEvent_t) on the communicator's stream, without blocking the host.
+   * NULL: the communicator reads host memory and refuses events. */
+  int (*wait_ready)(struct dpt_comm *c, void *ready, struct dpt_err *err);
   void (*fini)(struct dpt_comm *c);
 };
 
@@ -23,6 +27,7 @@ struct dpt_comm_req {
   float *buf;   /* [n] */
   size_t n;
   unsigned flags;
+  void *ready;  /* dpt_comm_start_after's event, or NULL */
   int done;     /* guarded by comm->mu */
   int rc;
   struct dpt_err err;

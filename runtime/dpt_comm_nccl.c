@@ -162,9 +162,22 @@ static int nccl_allreduce(struct dpt_comm *c, float *buf, size_t n, unsigned fla
   return 0;
 }
 
+/* The producer's event (a gradient bucket's, dpt_backend_set_buckets) orders the
+ * all-reduce after the kernels that wrote the buffer, on the device. */
+static int nccl_wait_ready(struct dpt_comm *c, void *ready, struct dpt_err *err)
+{
+  struct nccl_impl *m = c->impl;
+  cudaError_t ce;
+  cudaSetDevice(m->dev);
+  if ((ce = cudaStreamWaitEvent(m->stream, (cudaEvent_t)ready, 0)) != cudaSuccess)
+    return cuda_err(c, ce, "cudaStreamWaitEvent (buffer's ready event)", err);
+  return 0;
+}
+
 const struct dpt_comm_ops dpt_comm_nccl_ops = {
   .name = "nccl",
   .init = nccl_init,
   .allreduce = nccl_allreduce,
+  .wait_ready = nccl_wait_ready,
   .fini = nccl_fini,
 };

@@ -1,6 +1,7 @@
 /* dpt_backend.c — backend selection. */
 #include "dpt_backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef DPT_HAVE_CUDA_BACKEND
@@ -61,7 +62,63 @@ int dpt_backend_create(const char *name, const struct dpt_model *model,
   return dpt_err_set(err, DPT_E_INPUT, "unknown backend '%s': expected cpu, cuda or auto", name);
 }
 
+static void buckets_free(struct dpt_backend *be)
+{
+  free(be->buckets);
+  free(be->bucket_at);
+  be->buckets = NULL;
+  be->bucket_at = NULL;
+  be->n_buckets = 0;
+  be->bucket_fn = NULL;
+  be->bucket_ctx = NULL;
+}
+
+int dpt_backend_set_buckets(struct dpt_backend *be, const struct dpt_bucket *b, int n,
+                            dpt_bucket_ready_fn fn, void *ctx, struct dpt_err *err)
+{
+  const struct dpt_model *m = be->model;
+  int rc = 0;
+  buckets_free(be);
+  if (n <= 0 || !fn) goto out;
+  for (int k = 0; k < n; k++)
+    if (b[k].first_layer < 0 || b[k].first_layer > b[k].last_layer || b[k].last_layer >= m->n_layers ||
+        b[k].off + b[k].len > m->n_params || (k && b[k].last_layer >= b[k - 1].first_layer)) {
+      rc = dpt_err_set(err, DPT_E_INPUT, "%s backend: gradient bucket %d (layers %d..%d, slab [%zu, +%zu)) "
+                       "does not fit the model (%d layers, %zu parameters) or the buckets are not in "
+                       "backward order; plan them with dpt_bucket_plan for this model", be->ops->name, k,
+                       b[k].first_layer, b[k].last_layer, b[k].off, b[k].len, m->n_layers, m->n_params);
+      goto out;
+    }
+  be->buckets = malloc((size_t)n * sizeof *b);
+  be->bucket_at = malloc((size_t)m->n_layers * sizeof *be->bucket_at);
+  if (!be->buckets || !be->bucket_at) {
+    buckets_free(be);
+    rc = dpt_err_set(err, DPT_E_NOMEM, "%s backend: out of memory for %d gradient buckets", be->ops->name, n);
+    goto out;
+  }
+  memcpy(be->buckets, b, (size_t)n * sizeof *b);
+  for (int i = 0; i < m->n_layers; i++) be->bucket_at[i] = -1;
+  for (int k = 0; k < n; k++) be->bucket_at[b[k].first_layer] = k;
+  be->n_buckets = n;
+  be->bucket_fn = fn;
+  be->bucket_ctx = ctx;
+out:
+  if (!rc && be->ops->buckets_changed && (rc = be->ops->buckets_changed(be, err))) buckets_free(be);
+  return rc;
+}
+
+int dpt_backend_bucket_ready(struct dpt_backend *be, int bucket, void *ready, struct dpt_err *err)
+{
+  int rc = be->bucket_fn(be->bucket_ctx, bucket, ready, err);
+  if (rc)
+    dpt_err_prefix(err, "gradient bucket %d (layers %d..%d)", bucket, be->buckets[bucket].first_layer,
+                   be->buckets[bucket].last_layer);
+  return rc;
+}
+
 void dpt_backend_destroy(struct dpt_backend *be)
 {
-  if (be) be->ops->destroy(be);
+  if (!be) return;
+  buckets_free(be);
+  be->ops->destroy(be);
 }

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "dpt_bucket.h"
 #include "dpt_err.h"
 #include "dpt_layer.h"
 #include "dpt_model.h"
@@ -81,7 +82,19 @@ struct dpt_backend_ops {
    * multiplies the output gradient by (it unscales the parameter gradients). */
   int (*grads_finite)(struct dpt_backend *be, int *finite, struct dpt_err *err);
   void (*set_loss_scale)(struct dpt_backend *be, float scale);
+  /* Optional: dpt_backend_set_buckets changed the bucket table (cuda: one
+   * event per bucket).  NULL when the backend needs nothing. */
+  int (*buckets_changed)(struct dpt_backend *be, struct dpt_err *err);
 };
+
+/* Gradient-bucket hook (dpt_backend_set_buckets): backward() calls it once per
+ * bucket, in bucket order, as soon as the bucket's gradients are final in the
+ * gradient slab (cpu: written when the hook runs, ready = NULL) or enqueued on
+ * the backend's stream (cuda: ready = a cudaEvent_t recorded right after
+ * them; whoever reads the range waits for it, e.g. dpt_comm_start_after).
+ * Nothing writes the bucket's range again during this backward.  A non-zero
+ * return stops backward with that error. */
+typedef int (*dpt_bucket_ready_fn)(void *ctx, int bucket, void *ready, struct dpt_err *err);
 
 struct dpt_backend {
   const struct dpt_backend_ops *ops;
@@ -95,6 +108,12 @@ struct dpt_backend {
   const char *precision;           /* "fp32", "tf32" or "mixed": what the backend runs */
   struct dpt_layer *layers;        /* [model->n_layers] */
   void *impl;
+  /* gradient buckets (dpt_backend_set_buckets; n_buckets = 0: no hook) */
+  struct dpt_bucket *buckets;      /* [n_buckets] (owned copy) */
+  int n_buckets;
+  int *bucket_at;                  /* [model->n_layers] bucket whose first_layer this is, else -1 */
+  dpt_bucket_ready_fn bucket_fn;
+  void *bucket_ctx;
 };
 
 /* name: "cpu", "cuda" or "auto".  Parameters and state are initialised with
@@ -103,6 +122,21 @@ int dpt_backend_create(const char *name, const struct dpt_model *model,
                        const struct dpt_backend_opts *opts, struct dpt_backend **out,
                        struct dpt_err *err);
 void dpt_backend_destroy(struct dpt_backend *be);
+
+/* Call fn(ctx, k, ready, err) during every later backward() as bucket k's
+ * gradients become ready (see dpt_bucket_ready_fn).  b: [n] from
+ * dpt_bucket_plan for this backend's model (copied); n = 0 (or fn = NULL)
+ * removes the hook.  Errors (DPT_E_INPUT): a bucket whose layers or slab range
+ * do not belong to the model. */
+int dpt_backend_set_buckets(struct dpt_backend *be, const struct dpt_bucket *b, int n,
+                            dpt_bucket_ready_fn fn, void *ctx, struct dpt_err *err);
+/* Backends call this after layer li's backward: runs the hook when li closes
+ * a bucket (ready: see dpt_bucket_ready_fn). */
+static inline int dpt_backend_bucket_closes(const struct dpt_backend *be, int li)
+{
+  return be->n_buckets && be->bucket_at[li] >= 0 ? be->bucket_at[li] : -1;
+}
+int dpt_backend_bucket_ready(struct dpt_backend *be, int bucket, void *ready, struct dpt_err *err);
 
 /* Which backends this build has ("cpu" or "cpu,cuda"). */
 const char *dpt_backend_available(void);

@@ -1044,6 +1044,11 @@ static int cpu_backward(struct dpt_backend *be, const float *dout, float *dx, st
       goto fail;
     }
     if ((rc = l->ops->backward(l, err))) goto fail;
+    int k = dpt_backend_bucket_closes(be, i);
+    if (k >= 0) { /* the bucket's weight gradients are in the slab: hand them over */
+      DN(dnnl_stream_wait(cb->strm), "backward");
+      if ((rc = dpt_backend_bucket_ready(be, k, NULL, err))) goto fail;
+    }
   }
   if (dx) {
     DN(dnnl_memory_set_data_handle(cb->dx_user, dx), "input gradient");

@@ -70,6 +70,7 @@ struct opts {
   const char *precision; /* --precision fp32|tf32|mixed (NULL: the backend's default) */
   const char *baseline; /* job report: --baseline REPORT (scaling efficiency) */
   int no_report;        /* job report: --no-report */
+  double bucket_mb;     /* --bucket-mb: gradient bucket target in MiB (0: one all-reduce after backward) */
 };
 
 static void defaults(struct opts *o)
@@ -104,6 +105,7 @@ static void defaults(struct opts *o)
   o->log_every = 50;
   o->ckpt_every = 0;
   o->accum = 1;
+  o->bucket_mb = 25; /* PyTorch DDP's default bucket */
 }
 
 static void usage(FILE *f)
@@ -160,6 +162,9 @@ static void usage(FILE *f)
           "                        (default $DPT_COMM or ring; auto = the plan's ring)\n"
           "  --fp16-allreduce      fp16 on the wire (fp32 accumulation)\n"
           "  --double-buffering    overlap step t's all-reduce with step t+1 (update lags one step)\n"
+          "  --bucket-mb F         all-reduce the gradients in buckets of F MiB, each started as soon\n"
+          "                        as backward has produced it (default %g; 0 = one all-reduce after\n"
+          "                        backward; not with --double-buffering or --accumulate > 1)\n"
           "  --checkpoint-dir DIR  --checkpoint-every N (steps; default: each epoch when a dir is given)\n"
           "  --resume auto|PATH    continue from the newest good checkpoint in DIR, or PATH\n"
           "  --report PATH         JSON job report dpt.report/1, written by rank 0 on every run\n"
@@ -179,7 +184,7 @@ static void usage(FILE *f)
           "input, 3 preempted with a checkpoint written.\n",
           DPT_DATASETS, d.dataset, d.n_synth, d.prefetch, d.width, d.batch, d.epochs, d.lr, d.lr_batch,
           d.warmup_epochs, d.schedule, d.gamma, d.step_epochs, d.power, d.momentum, d.weight_decay,
-          (unsigned long long)d.seed, d.backend, dpt_backend_available(), d.log_every);
+          (unsigned long long)d.seed, d.backend, dpt_backend_available(), d.bucket_mb, d.log_every);
 }
 
 static int bad(const char *fmt, ...)
@@ -220,7 +225,7 @@ static int parse(int argc, char **argv, struct opts *o)
     O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
     O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
     O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
-    O_NOREPORT, O_BASELINE
+    O_NOREPORT, O_BASELINE, O_BUCKET
   };
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
@@ -240,7 +245,7 @@ static int parse(int argc, char **argv, struct opts *o)
       {"crop-pad", 1, 0, O_CROP}, {"skip-bad", 0, 0, O_SKIP}, {"prefetch", 1, 0, O_PREF},
       {"synthetic-images", 1, 0, O_NSYN}, {"no-val", 0, 0, O_NOVAL}, {"log-every", 1, 0, O_LOG},
       {"stop-after", 1, 0, O_STOP}, {"accumulate", 1, 0, O_ACC},
-      {"no-report", 0, 0, O_NOREPORT}, {"baseline", 1, 0, O_BASELINE},
+      {"no-report", 0, 0, O_NOREPORT}, {"baseline", 1, 0, O_BASELINE}, {"bucket-mb", 1, 0, O_BUCKET},
       {0, 0, 0, 0}};
   int c, rc = 0, have_epochs = 0, have_iters = 0;
   double d;
@@ -278,6 +283,7 @@ static int parse(int argc, char **argv, struct opts *o)
     case O_REPORT: o->report = optarg; break;
     case O_NOREPORT: o->no_report = 1; break;
     case O_BASELINE: o->baseline = optarg; break;
+    case O_BUCKET: rc = num("--bucket-mb", optarg, 0, 1e6, &o->bucket_mb); break;
     case O_SEED: rc = num("--seed", optarg, 0, 1e15, &d); o->seed = (uint64_t)d; break;
     case O_HELP: case 'h': usage(stdout); exit(0);
     case O_WIDTH: rc = num("--width", optarg, 0.01, 8, &o->width); break;
@@ -416,6 +422,37 @@ static int ranks_init(struct ranks *r, int *argc, char ***argv, const struct opt
 #endif
 }
 
+/* --comm auto (srun --dpt's default) once the backend is known: gradients in
+ * device memory (cuda) go over nccl when this build has it; the communicator
+ * made at start-up (the plan's ring) stays for host buffers.  Sets *name to
+ * what the gradients use. */
+static int ranks_resolve_auto(struct ranks *r, int device_grads, const char **name, struct dpt_err *err)
+{
+#ifdef DPT_TRAIN_HAVE_COMM
+  if (r->size == 1 || strcmp(*name, "auto")) return 0;
+  const char *want = dpt_comm_resolve("auto", device_grads);
+  if (strcmp(want, "nccl")) {
+    *name = dpt_comm_name(r->comm);
+    return 0;
+  }
+  struct dpt_comm_opts co;
+  struct dpt_comm *dc;
+  dpt_comm_opts_init(&co);
+  co.name = want;
+  co.ring_pos = dpt_comm_rank(r->comm);
+  if (getenv("DPT_CUDA_DEVICE")) co.gpu = atoi(getenv("DPT_CUDA_DEVICE"));
+  int rc = dpt_comm_create(&dc, MPI_COMM_WORLD, &co, err);
+  if (rc) return dpt_err_prefix(err, "--comm auto with gradients in device memory: the nccl communicator");
+  r->host = r->comm;
+  r->comm = dc;
+  *name = want;
+  return 0;
+#else
+  (void)r, (void)device_grads, (void)name, (void)err;
+  return 0;
+#endif
+}
+
 /* In-place sum or average over ranks (blocking) of a HOST buffer. */
 static int ranks_allreduce(struct ranks *r, float *buf, size_t n, int avg, int fp16, struct dpt_err *err)
 {
@@ -487,6 +524,55 @@ static int grad_wait(struct ranks *r, struct inflight *f, struct dpt_err *err)
   (void)r;
   return 0;
 #endif
+}
+
+/* Gradient buckets all-reduced during backward (--bucket-mb, dpt_bucket.h):
+ * the backend calls bucket_start as soon as backward has produced bucket k
+ * (cpu: written; cuda: enqueued, with an event the nccl stream waits for), so
+ * its all-reduce runs on the communicator's worker thread / stream while
+ * backward goes on with the layers below; the step then waits for them all. */
+struct bucket_ar {
+  struct ranks *rk;
+  struct dpt_backend *be;
+  unsigned flags;
+  int started;                  /* buckets queued in this backward */
+#ifdef DPT_TRAIN_HAVE_COMM
+  struct dpt_comm_req **req;    /* [be->n_buckets] */
+#endif
+};
+
+static int bucket_start(void *ctx, int k, void *ready, struct dpt_err *err)
+{
+  struct bucket_ar *ba = ctx;
+#ifdef DPT_TRAIN_HAVE_COMM
+  const struct dpt_bucket *b = &ba->be->buckets[k];
+  int rc = dpt_comm_start_after(ba->rk->comm, ba->be->grads + b->off, b->len, ba->flags, ready, &ba->req[k], err);
+  if (!rc) ba->started = k + 1;
+  return rc;
+#else
+  (void)ba, (void)k, (void)ready;
+  return dpt_err_set(err, DPT_E_UNSUPPORTED, "all-reduce without the runtime");
+#endif
+}
+
+/* Wait for every bucket queued in this backward (the first error is returned). */
+static int bucket_wait_all(struct bucket_ar *ba, struct dpt_err *err)
+{
+  int rc = 0;
+#ifdef DPT_TRAIN_HAVE_COMM
+  for (int k = 0; k < ba->started; k++) {
+    struct dpt_err e = {0};
+    int r = dpt_comm_wait(ba->rk->comm, ba->req[k], &e);
+    if (r && !rc) {
+      rc = r;
+      *err = e;
+    }
+  }
+#else
+  (void)err;
+#endif
+  ba->started = 0;
+  return rc;
 }
 
 static void ranks_fini(struct ranks *r)
@@ -878,6 +964,10 @@ int main(int argc, char **argv)
   struct dpt_backend *be = NULL;
   struct dpt_loader *tls[64] = {0}, *vl = NULL;
   struct inflight fl = {0};
+  struct bucket_ar ba = {.rk = &rk};
+  struct dpt_bucket *buckets = NULL;
+  int n_buckets = 0;
+  const char *no_buckets = "a single rank"; /* why the gradients are not all-reduced in buckets */
   float *logits = NULL, *dlogits = NULL, *pending = NULL, *gacc = NULL;
   float *mirrors = NULL;             /* device backends: host copies of the slabs (one allocation) */
   float *hp = NULL, *hs = NULL;      /* host params [np], BN state [n_state] (the slabs on cpu) */
@@ -988,6 +1078,12 @@ int main(int argc, char **argv)
   }
   if ((rc = dpt_backend_create(bname, &model, &bo, &be, &err))) goto fail;
   size_t np = model.n_params;
+  if ((rc = ranks_resolve_auto(&rk, !be->host_slabs && be->grads, &o.comm, &err))) goto fail;
+  if (!strcmp(o.comm, "nccl") && o.dbuf) {
+    rc = dpt_err_set(&err, DPT_E_INPUT, "--double-buffering with nccl (--comm auto picked it for backend %s) is "
+                     "not implemented yet: give --comm ring or drop --double-buffering", be->ops->name);
+    goto fail;
+  }
   /* nccl reads the gradient slab in device memory: only the cuda backend has one */
   int dev_comm = R > 1 && !strcmp(o.comm, "nccl");
   if (dev_comm && (be->host_slabs || !be->grads)) {
@@ -1070,6 +1166,28 @@ int main(int argc, char **argv)
       goto fail;
     }
     hp = mirrors, hg = hp + np, hv = hg + np, hs = hv + np;
+  }
+  /* gradient buckets all-reduced during backward (--bucket-mb) */
+  if (R > 1) {
+    no_buckets = o.bucket_mb <= 0 ? "--bucket-mb 0"
+                 : o.dbuf ? "double buffering overlaps the whole all-reduce with the next step"
+                 : o.accum > 1 ? "--accumulate sums the micro-batches on the host first"
+                 : !be->host_slabs && !dev_comm ? "the device gradients reach this communicator through host memory"
+                 : NULL;
+    if (!no_buckets) {
+      size_t target = (size_t)(o.bucket_mb * 1048576.0);
+      if ((rc = dpt_bucket_plan(&model, target < 4 ? 4 : target, &buckets, &n_buckets, &err))) goto fail;
+#ifdef DPT_TRAIN_HAVE_COMM
+      ba.req = calloc((size_t)n_buckets, sizeof *ba.req);
+      if (!ba.req) {
+        rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for %d gradient buckets", n_buckets);
+        goto fail;
+      }
+      ba.flags = DPT_COMM_AVG | (o.fp16 ? DPT_COMM_FP16 : 0);
+#endif
+      ba.be = be;
+      if ((rc = dpt_backend_set_buckets(be, buckets, n_buckets, bucket_start, &ba, &err))) goto fail;
+    }
   }
   struct dpt_loss_scaler *sc = NULL; /* --precision mixed: dynamic loss scaling */
 #ifdef DPT_HAVE_CUDA_BACKEND
@@ -1180,6 +1298,8 @@ int main(int argc, char **argv)
     dpt_report_set_config(rep, "momentum", json_real(o.momentum));
     dpt_report_set_config(rep, "weight_decay", json_real(o.weight_decay));
     dpt_report_set_config(rep, "double_buffering", json_boolean(o.dbuf));
+    dpt_report_set_config(rep, "allreduce_buckets", json_integer(n_buckets)); /* 0: after backward */
+    dpt_report_set_config(rep, "bucket_mb", json_real(o.bucket_mb));
     dpt_report_set_config(rep, "fp16_allreduce", json_boolean(o.fp16));
     dpt_report_set_config(rep, "precision", json_string(be->precision));
     dpt_report_set_config(rep, "backend_device_slabs", json_boolean(!be->host_slabs));
@@ -1198,6 +1318,11 @@ int main(int argc, char **argv)
            be->host_slabs ? "" : " (device slabs)", R > 1 ? "comm " : "single rank",
            R > 1 ? o.comm : "", o.dbuf ? ", double buffering" : "", sch.peak_lr, o.schedule,
            o.warmup_epochs, total_steps, total_epochs);
+    if (R > 1 && n_buckets)
+      printf("dpt-train: gradients all-reduced in %d bucket(s) of %g MiB during backward%s\n", n_buckets,
+             o.bucket_mb, dev_comm ? " (each behind its CUDA event on the nccl stream)" : "");
+    else if (R > 1)
+      printf("dpt-train: gradients all-reduced after backward (no buckets: %s)\n", no_buckets);
     fflush(stdout);
   }
 
@@ -1269,8 +1394,11 @@ int main(int argc, char **argv)
         tm.update += now() - t4;
       } else {
         if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
-        if ((rc = be->ops->sync(be, &err))) goto fail; /* backward's gradients complete */
-        if (dev_comm) { /* nccl: the gradient slab itself */
+        if (n_buckets) { /* queued bucket by bucket during backward */
+          if ((rc = bucket_wait_all(&ba, &err))) goto fail;
+        } else if ((rc = be->ops->sync(be, &err))) { /* backward's gradients complete */
+          goto fail;
+        } else if (dev_comm) { /* nccl: the gradient slab itself */
           if ((rc = grad_allreduce(&rk, be->grads, np, o.fp16, &err))) goto fail;
         } else if (R > 1) {
           if ((rc = slab_get(be, DPT_SLAB_GRADS, hg, &err)) || (rc = grad_allreduce(&rk, hg, np, o.fp16, &err)) ||
@@ -1498,6 +1626,10 @@ out:
 #endif
   json_decref(curve);
   free(cl.p);
+#ifdef DPT_TRAIN_HAVE_COMM
+  free(ba.req);
+#endif
+  free(buckets);
   for (int j = 0; j < 64; j++) dpt_loader_destroy(tls[j]);
   dpt_loader_destroy(vl);
   dpt_backend_destroy(be);

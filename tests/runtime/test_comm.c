@@ -166,6 +166,18 @@ static void check_nonblocking(struct dpt_comm *c, MPI_Comm w, size_t n)
     }
   }
   same_everywhere(w, a, n, "non-blocking a");
+  /* host communicators cannot wait for a device event (dpt_comm_start_after): refused
+   * before anything is queued, on every rank alike, saying why */
+  if (strcmp(dpt_comm_name(c), "nccl")) {
+    int token;
+    ra = (struct dpt_comm_req *)&token;
+    rc = dpt_comm_start_after(c, a, n, DPT_COMM_SUM, &token, &ra, &err);
+    CHECK(rc == DPT_E_INPUT && ra == NULL && strstr(err.msg, "device event") && strstr(err.msg, dpt_comm_name(c)),
+          "%s: start_after with an event: rc %d, %s", dpt_comm_name(c), rc, err.msg);
+    rc = dpt_comm_start_after(c, b, n, DPT_COMM_SUM, NULL, &rb, &err); /* NULL event = dpt_comm_start */
+    CHECK(rc == 0 && dpt_comm_wait(c, rb, &err) == 0, "%s: start_after without an event: %s", dpt_comm_name(c),
+          err.msg);
+  }
   free(a);
   free(b);
 }

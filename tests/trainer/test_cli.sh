@@ -43,6 +43,9 @@ expect 2 "comm" -- --comm carrier-pigeon
 expect 2 "--no-report with --report" -- --no-report --report x.json
 expect 2 "--no-report with --baseline" -- --no-report --baseline x.json
 expect 0 "--no-report +write no job report" -- --help
+expect 0 "--bucket-mb F .*buckets of F MiB" -- --help
+expect 2 "--bucket-mb: '-1' is not a number in \[0, 1e\+06\]" -- --bucket-mb -1
+expect 2 "--bucket-mb: 'big' is not a number" -- --bucket-mb big
 
 common="--dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625 --batch-size 8
         --iterations 8 --no-val --threads 1 --seed 5 --log-every 100 --prefetch 1"

@@ -3,7 +3,8 @@
 # equal 1 rank accumulating the same two micro-batches of B, to float
 # tolerance (summation order differs: ring reduce-scatter vs local sum);
 # the same with double buffering; fp16 on the wire stays within the fp16
-# all-reduce bound's neighbourhood of the fp32 result.  Every run writes its job
+# all-reduce bound's neighbourhood of the fp32 result; gradient buckets all-reduced
+# during backward give the result of one all-reduce after it.  Every run writes its job
 # report into REPORT_DIR (the build tree, where report.schema validates them too),
 # each checked here with dpt-report --check; the 2-rank runs record the binding
 # dpt-launch applied, the fp16 run its scaling efficiency against a 1-rank run.
@@ -22,6 +23,10 @@ for mode in plain dbuf; do
   [ $mode = dbuf ] && extra="--double-buffering"
   "$L" -n 2 --threads 1 -- "$T" $common $extra --comm ring --checkpoint-dir "$tmp/$mode-2r" \
       --report "$RD/ranks-$mode-2r.json" >"$tmp/log" 2>&1 || fail "$mode: 2 ranks failed: $(tail -5 "$tmp/log")"
+  case $mode in # double buffering already overlaps the whole all-reduce: no buckets, and it says why
+  plain) grep -q "gradients all-reduced in 1 bucket(s) of 25 MiB during backward" "$tmp/log" ;;
+  dbuf) grep -q "after backward (no buckets: double buffering overlaps" "$tmp/log" ;;
+  esac || fail "$mode: bucket line: $(grep gradients "$tmp/log")"
   # the job report (runtime's dpt.report/1 writer): both ranks, every step, the config,
   # the binding dpt-launch applied to each rank
   rep="$RD/ranks-$mode-2r.json"
@@ -46,10 +51,26 @@ grep -q '"baseline_ranks": 1' "$RD/ranks-scaling.json" && grep -q '"efficiency":
 [ $? = 2 ] && grep -q -- "--baseline: $tmp/none.json: cannot read" "$tmp/out" ||
   fail "a missing --baseline is not refused at start (exit 2): $(cat "$tmp/out")"
 "$C" "$tmp/fp16/$final" "$tmp/plain-2r/$final" 5e-2 || fail "fp16 on the wire drifts more than 5e-2 from fp32 after 6 steps"
+# gradient buckets all-reduced during backward (--bucket-mb): 0.05 MiB gives 7 buckets of this
+# model; with 2 ranks a+b is exact in any order, so the result is bit-equal to one all-reduce
+# after backward (--bucket-mb 0); 3 ranks: same up to summation order
+for n in 2 3; do
+  for mb in 0 0.05; do
+    "$L" -n $n --threads 1 -- "$T" $common --comm ring --bucket-mb $mb --no-report \
+        --checkpoint-dir "$tmp/bk$n-$mb" >"$tmp/log-bk$n-$mb" 2>&1 || fail "buckets: $n ranks --bucket-mb $mb failed: $(tail -5 "$tmp/log-bk$n-$mb")"
+  done
+  grep -q "gradients all-reduced in 7 bucket(s) of 0.05 MiB during backward" "$tmp/log-bk$n-0.05" ||
+    fail "buckets: $n ranks did not use 7 buckets: $(grep gradients "$tmp/log-bk$n-0.05")"
+  grep -q "gradients all-reduced after backward (no buckets: --bucket-mb 0)" "$tmp/log-bk$n-0" ||
+    fail "buckets: --bucket-mb 0 not reported: $(grep gradients "$tmp/log-bk$n-0")"
+done
+"$C" "$tmp/bk2-0.05/$final" "$tmp/bk2-0/$final" 0 || fail "buckets: 2 ranks with 7 buckets != one all-reduce after backward"
+"$C" "$tmp/bk3-0.05/$final" "$tmp/bk3-0/$final" 1e-5 || fail "buckets: 3 ranks with 7 buckets drift from one all-reduce"
+"$C" "$tmp/bk2-0/$final" "$tmp/plain-2r/$final" 0 || fail "buckets: the default (one 25 MiB bucket) != --bucket-mb 0"
 "$C" "$tmp/fp16/$final" "$tmp/plain-2r/$final" 1e-7 && fail "fp16 on the wire is bit-equal to fp32: was it used?"
 # every report these runs wrote is valid (report.schema checks them against the JSON Schema too)
 n=$(ls "$RD"/ranks-*.json | wc -l)
 [ "$n" -ge 6 ] || fail "only $n reports in $RD: $(ls "$RD")"
 "$R" --check "$RD"/ranks-*.json >"$tmp/check" 2>&1 || fail "invalid report: $(cat "$tmp/check")"
-if [ $fails = 0 ]; then echo "ok: 2 ranks == 1 rank x 2 micro-batches (plain, double-buffered); fp16 wire close; $n valid reports with binding and scaling"; rm -rf "$tmp"; fi
+if [ $fails = 0 ]; then echo "ok: 2 ranks == 1 rank x 2 micro-batches (plain, double-buffered); fp16 wire close; 7 gradient buckets during backward == one all-reduce after it (2 ranks bit-equal, 3 ranks 1e-5); $n valid reports with binding and scaling"; rm -rf "$tmp"; fi
 [ $fails = 0 ]

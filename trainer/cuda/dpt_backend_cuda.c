@@ -84,10 +84,8 @@ struct cu_backend {
   unsigned char *mask;              /* [n_params] weight-decay mask (lazy) */
   int *labels, *rank, *flag;        /* [N], [N], [1] */
   float *loss_rows;                 /* [N] */
-  struct dpt_cuda_bucket *bucket;   /* [n_buckets] */
-  int n_buckets;
-  int *bucket_at;                   /* [n_layers] bucket whose lowest layer this is, else -1 */
-  cudaEvent_t *bucket_ev;           /* [n_buckets] */
+  cudaEvent_t *bucket_ev;           /* [n_ev] one per gradient bucket (dpt_backend_set_buckets) */
+  int n_ev;
   float loss_scale;
   void *allocs[MAX_ALLOCS];
   size_t alloc_bytes[MAX_ALLOCS];
@@ -695,8 +693,11 @@ static int cu_backward(struct dpt_backend *be, const float *dout, float *dx, str
       goto fail;
     }
     if ((rc = l->ops->backward(l, err))) goto fail;
-    if (cb->bucket_at[i] >= 0)
-      CUDA_CK(cudaEventRecord, (cb->bucket_ev[cb->bucket_at[i]], cb->stream), i, "");
+    int k = dpt_backend_bucket_closes(be, i);
+    if (k >= 0) { /* the bucket's gradients are enqueued: an event completes with them */
+      CUDA_CK(cudaEventRecord, (cb->bucket_ev[k], cb->stream), i, "gradient bucket event");
+      if ((rc = dpt_backend_bucket_ready(be, k, (void *)cb->bucket_ev[k], err))) goto fail;
+    }
   }
   if (dx) {
     if (ip->elem_bytes == 4) {
@@ -752,9 +753,8 @@ static void cu_destroy(struct dpt_backend *be)
   if (cb->t)
     for (int i = 0; i < cb->plan.n_tensors; i++)
       if (cb->t[i].desc) cudnnDestroyTensorDescriptor(cb->t[i].desc);
-  if (cb->bucket_ev)
-    for (int i = 0; i < cb->n_buckets; i++)
-      if (cb->bucket_ev[i]) cudaEventDestroy(cb->bucket_ev[i]);
+  for (int i = 0; i < cb->n_ev; i++)
+    if (cb->bucket_ev[i]) cudaEventDestroy(cb->bucket_ev[i]);
   while (cb->n_allocs) dfree(cb, cb->allocs[0]);
   if (cb->relu) cudnnDestroyActivationDescriptor(cb->relu);
   if (cb->add) cudnnDestroyOpTensorDescriptor(cb->add);
@@ -765,8 +765,6 @@ static void cu_destroy(struct dpt_backend *be)
   free(cb->t);
   free(cb->l);
   free(cb->algo);
-  free(cb->bucket);
-  free(cb->bucket_at);
   free(cb->bucket_ev);
   free(be->layers);
   free(cb);
@@ -839,11 +837,30 @@ static size_t cu_peak_bytes(const struct dpt_backend *be)
   return CB(be)->peak;
 }
 
+/* dpt_backend_set_buckets: one event per bucket (recorded in backward). */
+static int cu_buckets_changed(struct dpt_backend *be, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  if (be->n_buckets <= cb->n_ev) return 0;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "gradient bucket events");
+  cudaEvent_t *ev = realloc(cb->bucket_ev, (size_t)be->n_buckets * sizeof *ev);
+  if (!ev) return dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory for %d bucket events", be->n_buckets);
+  cb->bucket_ev = ev;
+  for (; cb->n_ev < be->n_buckets; cb->n_ev++)
+    CUDA_CK(cudaEventCreateWithFlags, (&cb->bucket_ev[cb->n_ev], cudaEventDisableTiming), -1,
+            "gradient bucket event");
+  return 0;
+fail:
+  return rc;
+}
+
 static const struct dpt_backend_ops cuda_ops = {
     .name = "cuda", .forward = cu_forward, .backward = cu_backward, .copy_slab = cu_copy_slab,
     .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init,
     .sgd_step = cu_sgd_step, .sync = cu_sync, .peak_bytes = cu_peak_bytes,
-    .grads_finite = dpt_backend_cuda_grads_finite, .set_loss_scale = dpt_backend_cuda_set_loss_scale};
+    .grads_finite = dpt_backend_cuda_grads_finite, .set_loss_scale = dpt_backend_cuda_set_loss_scale,
+    .buckets_changed = cu_buckets_changed};
 
 /* ---- creation --------------------------------------------------------------- */
 
@@ -856,7 +873,6 @@ void dpt_cuda_opts_default(struct dpt_cuda_opts *o)
   o->workspace_cap = (size_t)512 << 20;
   o->algo_search = 1;
   o->deterministic = 0;
-  o->bucket_bytes = (size_t)25 << 20;
   o->loss_scale = 65536.0f;
 }
 
@@ -1091,8 +1107,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   cb->l = calloc((size_t)m->n_layers, sizeof *cb->l);
   be->layers = calloc((size_t)m->n_layers, sizeof *be->layers);
   cb->algo = calloc((size_t)(cb->plan.n_shapes ? cb->plan.n_shapes : 1), sizeof *cb->algo);
-  cb->bucket_at = malloc((size_t)m->n_layers * sizeof *cb->bucket_at);
-  if (!cb->t || !cb->l || !be->layers || !cb->algo || !cb->bucket_at) {
+  if (!cb->t || !cb->l || !be->layers || !cb->algo) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory for %d layers", m->n_layers);
     goto fail;
   }
@@ -1182,17 +1197,6 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
       if (a->ws_filter > cb->ws_bytes) cb->ws_bytes = a->ws_filter;
     }
     if (cb->ws_bytes && (rc = dalloc(cb, &cb->ws, cb->ws_bytes, "convolution workspace", err))) goto fail;
-  }
-  /* gradient buckets and their events */
-  if ((rc = dpt_cuda_buckets(m, copts->bucket_bytes ? copts->bucket_bytes : ((size_t)25 << 20),
-                             &cb->bucket, &cb->n_buckets, err)))
-    goto fail;
-  for (int i = 0; i < m->n_layers; i++) cb->bucket_at[i] = -1;
-  cb->bucket_ev = calloc((size_t)(cb->n_buckets ? cb->n_buckets : 1), sizeof *cb->bucket_ev);
-  if (!cb->bucket_ev) { rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory"); goto fail; }
-  for (int b = 0; b < cb->n_buckets; b++) {
-    cb->bucket_at[cb->bucket[b].first_layer] = b;
-    CUDA_CK(cudaEventCreateWithFlags, (&cb->bucket_ev[b], cudaEventDisableTiming), -1, "bucket event");
   }
   CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "creation");
   *out = be;
@@ -1310,24 +1314,6 @@ int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host, int to_b
                             to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
           -1, "SGD momentum buffer");
   CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD momentum buffer");
-  return 0;
-fail:
-  return rc;
-}
-
-int dpt_backend_cuda_buckets(const struct dpt_backend *be, const struct dpt_cuda_bucket **b)
-{
-  *b = CB(be)->bucket;
-  return CB(be)->n_buckets;
-}
-
-int dpt_backend_cuda_bucket_wait(struct dpt_backend *be, int bucket, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0;
-  if (bucket < 0 || bucket >= cb->n_buckets)
-    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: bucket %d of %d", bucket, cb->n_buckets);
-  CUDA_CK(cudaEventSynchronize, (cb->bucket_ev[bucket]), cb->bucket[bucket].first_layer, "");
   return 0;
 fail:
   return rc;

@@ -12,11 +12,12 @@
  *
  * Streams and synchronisation: all work runs on the backend's stream.
  * forward() returns after the output is on the host (it syncs); backward()
- * only ENQUEUES (unless dx is asked for) so the caller can all-reduce gradient
- * buckets while the GPU is still computing: dpt_backend_cuda_bucket_wait(i)
- * blocks until bucket i's gradients are complete (an event recorded right
- * after the bucket's lowest layer), in bucket order 0, 1, ...  copy_slab()
- * and the helpers below sync the stream.  With DPT_CUDA_SYNC_DEBUG=1 every
+ * only ENQUEUES (unless dx is asked for) so gradient buckets can be
+ * all-reduced while the GPU is still computing: with dpt_backend_set_buckets,
+ * backward records an event right after each bucket's lowest layer and hands
+ * it to the hook, which queues the bucket's all-reduce behind it
+ * (dpt_comm_start_after: the NCCL stream waits for the event, the host does
+ * not).  copy_slab() and the helpers below sync the stream.  With DPT_CUDA_SYNC_DEBUG=1 every
  * layer is synchronised so an asynchronous fault names its layer.
  *
  * Mixed precision: activations and conv/FC weights in fp16 NHWC (weights cast
@@ -40,7 +41,6 @@ struct dpt_cuda_opts {
   size_t workspace_cap;  /* bytes, cap on the shared conv workspace (default 512 MiB; 0 = none) */
   int algo_search;       /* 1: cudnnFind*AlgorithmEx (measured, default); 0: Get*_v7 heuristics */
   int deterministic;     /* 1: deterministic algorithms only (oracle tests) */
-  size_t bucket_bytes;   /* all-reduce bucket target (default 25 MiB) */
   float loss_scale;      /* mixed: initial loss scale (default 65536) */
 };
 void dpt_cuda_opts_default(struct dpt_cuda_opts *o);
@@ -88,10 +88,6 @@ int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum,
                               struct dpt_err *err);
 int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host /* [n_params] */,
                                    int to_backend, struct dpt_err *err);
-
-/* Gradient buckets (reverse layer order, contiguous slab ranges). */
-int dpt_backend_cuda_buckets(const struct dpt_backend *be, const struct dpt_cuda_bucket **b);
-int dpt_backend_cuda_bucket_wait(struct dpt_backend *be, int bucket, struct dpt_err *err);
 
 /* Mixed precision. */
 void dpt_backend_cuda_set_loss_scale(struct dpt_backend *be, float scale);

@@ -13,7 +13,8 @@
  *     limit, and the workspace limit itself from free device memory;
  *   - memory plan (slabs, activations, gradients, scratch) = the peak the
  *     backend will allocate before the workspace;
- *   - gradient buckets for all-reduce during backward;
+ *   (gradient buckets for the all-reduce during backward: dpt_bucket.h, shared
+ *   with the CPU backend);
  *   - dynamic loss scaling.
  *
  * Channel-multiple rule (NVIDIA's cuDNN developer guide, "Tensor Core
@@ -114,22 +115,6 @@ int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limi
  * at least 64 MiB, for cuDNN/cuBLAS/NCCL internals), capped at cap (0 = no
  * cap).  0 when nothing is left (then only zero-workspace algorithms qualify). */
 size_t dpt_cuda_workspace_limit(size_t free_bytes, size_t planned_bytes, size_t cap);
-
-/* Gradient buckets for the all-reduce during backward.  Parameters are taken in
- * REVERSE layer order (the order backward produces their gradients); a bucket
- * closes when it reaches target_bytes (fp32), so its size is in
- * [target, target + largest layer) except the last one.  Because each layer's
- * parameters are contiguous in the slab and layers are laid out in order, a
- * bucket is one contiguous range of the gradient slab: no packing is needed
- * to all-reduce it. */
-struct dpt_cuda_bucket {
-  size_t off, len;     /* slab range [off, off + len) in elements */
-  int first_layer;     /* lowest layer index in the bucket */
-  int last_layer;      /* highest; backward reaches it first.  The bucket is
-                          ready when first_layer's backward has run. */
-};
-int dpt_cuda_buckets(const struct dpt_model *m, size_t target_bytes, struct dpt_cuda_bucket **out,
-                     int *n_out, struct dpt_err *err);
 
 /* Dynamic loss scaling (mixed precision), the usual policy (Micikevicius et
  * al. 2018; NVIDIA Apex/AMP): gradients of loss * scale are checked for

@@ -14,11 +14,9 @@
  *    variant has convolutions with 4 channels that the plan marks ineligible.
  *  - Memory plan: every part recomputed here from the model.
  *  - Algorithm choice under a workspace limit; workspace limit from free memory.
- *  - Gradient buckets: every parameter in exactly one bucket, contiguous slab
- *    ranges in reverse layer order (FC first), sizes in [target, target +
- *    largest layer), extremes (one byte -> one bucket per layer, huge -> one).
  *  - Dynamic loss scaling policy.
- *  - Bad input: batch 0, a corrupted conv output shape, bucket target 0. */
+ *  - Bad input: batch 0, a corrupted conv output shape.
+ * (Gradient buckets: tests/trainer/test_bucket.c, every build.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,70 +224,6 @@ static void test_algo_choice(void)
   CHECK(dpt_cuda_workspace_limit(100 * M, 90 * M, 0) == 0, "nothing left");
 }
 
-static void check_buckets(const struct dpt_model *m, size_t target, int expect_n)
-{
-  struct dpt_cuda_bucket *b;
-  int nb;
-  struct dpt_err err = {0};
-  CHECK(dpt_cuda_buckets(m, target, &b, &nb, &err) == 0, "buckets: %s", err.msg);
-  unsigned char *seen = calloc(m->n_params, 1);
-  size_t largest = 0;
-  for (int i = 0; i < m->n_layers; i++)
-    if ((m->layers[i].w_len + m->layers[i].b_len) * 4 > largest)
-      largest = (m->layers[i].w_len + m->layers[i].b_len) * 4;
-  size_t end = m->n_params;
-  for (int k = 0; k < nb; k++) {
-    CHECK(b[k].off + b[k].len == end, "bucket %d [%zu,+%zu) does not end where bucket %d starts (%zu)",
-          k, b[k].off, b[k].len, k - 1, end);
-    end = b[k].off;
-    for (size_t i = b[k].off; i < b[k].off + b[k].len; i++) seen[i]++;
-    if (k < nb - 1)
-      CHECK(b[k].len * 4 >= target && b[k].len * 4 < target + largest,
-            "bucket %d: %zu bytes for target %zu", k, b[k].len * 4, target);
-    CHECK(m->layers[b[k].first_layer].w_off == b[k].off, "bucket %d starts at layer %d's block", k,
-          b[k].first_layer);
-    CHECK(b[k].first_layer <= b[k].last_layer && (k == 0 || b[k].last_layer < b[k - 1].first_layer),
-          "bucket %d layers %d..%d after %d", k, b[k].first_layer, b[k].last_layer,
-          k ? b[k - 1].first_layer : -1);
-  }
-  CHECK(end == 0, "buckets stop at %zu, not at the slab start", end);
-  size_t bad = 0;
-  for (size_t i = 0; i < m->n_params; i++) bad += seen[i] != 1;
-  CHECK(bad == 0, "%zu parameters not in exactly one bucket", bad);
-  CHECK(nb > 0 && m->layers[b[0].last_layer].type == DPT_LAYER_FC, "bucket 0 holds the FC layer");
-  if (expect_n) CHECK(nb == expect_n, "%d buckets for target %zu, expected %d", nb, target, expect_n);
-  printf("buckets target %zu bytes: %d\n", target, nb);
-  free(seen);
-  free(b);
-}
-
-static void test_buckets(void)
-{
-  struct dpt_model m;
-  struct dpt_model_cfg cfg;
-  struct dpt_err err = {0};
-  dpt_model_cfg_default(&cfg);
-  if (dpt_model_resnet50(&m, &cfg, &err)) exit(1);
-  int with_params = 0;
-  for (int i = 0; i < m.n_layers; i++) with_params += m.layers[i].w_len > 0;
-  CHECK(with_params == 53 + 53 + 1, "%d layers with parameters", with_params);
-  check_buckets(&m, (size_t)25 << 20, 0);
-  check_buckets(&m, (size_t)4 << 20, 0);
-  check_buckets(&m, 4, with_params);           /* every layer its own bucket */
-  check_buckets(&m, (size_t)1 << 40, 1);       /* one bucket */
-  /* 102 MB of fp32 gradients with 25 MiB buckets: 4 buckets (the last one small) */
-  check_buckets(&m, (size_t)25 << 20, 4);
-  struct dpt_cuda_bucket *b;
-  int nb;
-  CHECK(dpt_cuda_buckets(&m, 0, &b, &nb, &err) == DPT_E_INPUT && strstr(err.msg, "target"),
-        "target 0: %s", err.msg);
-  m.layers[m.n_layers - 1].w_off += 1; /* break the slab layout */
-  CHECK(dpt_cuda_buckets(&m, 1024, &b, &nb, &err) == DPT_E_INPUT && strstr(err.msg, "fc"),
-        "non-contiguous: %s", err.msg);
-  m.layers[m.n_layers - 1].w_off -= 1;
-  dpt_model_free(&m);
-}
-
 static void test_loss_scaler(void)
 {
   struct dpt_loss_scaler s;
@@ -319,7 +253,6 @@ int main(void)
 {
   test_resnet50();
   test_algo_choice();
-  test_buckets();
   test_loss_scaler();
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;

@@ -1,7 +1,8 @@
 /* test_gpu_nccl: 2 ranks (mpirun), one GPU each, the runtime's "nccl"
  * communicator all-reducing the CUDA backend's gradient slab bucket by bucket
- * while backward still runs (dpt_backend_cuda_bucket_wait + dpt_comm_start in
- * bucket order, 1 MiB buckets so there are several).  Each rank trains on a
+ * while backward still runs (dpt_backend_set_buckets: the hook queues each
+ * bucket with dpt_comm_start_after behind the bucket's event, 1 MiB buckets so
+ * there are several), exactly as dpt-train does.  Each rank trains on a
  * different batch; the reference is MPI_Allreduce (average) of the gradients
  * each rank computed in a first, identical pass (deterministic algorithms).
  *   fp32 on the wire: within 1e-6 of the block max (summation order only);
@@ -14,6 +15,24 @@
 
 #include "dpt_comm.h"
 #include "gpu_test.h"
+
+struct hook {
+  struct dpt_comm *comm;
+  struct dpt_backend *be;
+  struct dpt_comm_req **req; /* [n_buckets] */
+  unsigned flags;
+  int calls;
+};
+
+static int on_bucket(void *ctx, int k, void *ready, struct dpt_err *err)
+{
+  struct hook *h = ctx;
+  const struct dpt_bucket *b = &h->be->buckets[k];
+  CHECK(k == h->calls, "bucket %d ready as call %d (not in bucket order)", k, h->calls);
+  CHECK(ready != NULL, "bucket %d: the cuda backend passed no event", k);
+  h->calls++;
+  return dpt_comm_start_after(h->comm, h->be->grads + b->off, b->len, h->flags, ready, &h->req[k], err);
+}
 
 int main(int argc, char **argv)
 {
@@ -50,7 +69,6 @@ int main(int argc, char **argv)
   o.batch = 4;
   oracle_opts(&co);
   co.device = rank % ndev;
-  co.bucket_bytes = (size_t)1 << 20;
   die_on(dpt_backend_cuda_create_ex(&m, &o, &co, &be, &err), &err, "cuda backend");
   size_t np = m.n_params, nx = (size_t)o.batch * 3 * 32 * 32;
   float *x = malloc(nx * 4), *ref = malloc(np * 4), *abs_sum = malloc(np * 4), *got = malloc(np * 4);
@@ -59,8 +77,9 @@ int main(int argc, char **argv)
   dpt_rng_seed(&rng, 100 + (uint64_t)rank);
   for (size_t i = 0; i < nx; i++) x[i] = (float)dpt_rng_normal(&rng);
   for (int i = 0; i < 4; i++) labels[i] = (int)dpt_rng_below(&rng, 10);
-  const struct dpt_cuda_bucket *b;
-  int nb = dpt_backend_cuda_buckets(be, &b);
+  struct dpt_bucket *b;
+  int nb;
+  die_on(dpt_bucket_plan(&m, (size_t)1 << 20, &b, &nb, &err), &err, "buckets");
   if (rank == 0) printf("%d ranks, %zu parameters in %d buckets\n", size, np, nb);
   CHECK(nb > 2, "only %d buckets", nb);
 
@@ -78,15 +97,14 @@ int main(int argc, char **argv)
     /* pass 2: same step, buckets all-reduced as backward produces them */
     die_on(dpt_backend_forward(be, x, 1, NULL, &err), &err, "forward");
     die_on(dpt_backend_cuda_loss(be, labels, 0.0f, 0.25f, &loss, NULL, NULL, &err), &err, "loss");
+    struct hook h = {.comm = comm, .be = be, .req = calloc((size_t)nb, sizeof *h.req),
+                     .flags = DPT_COMM_AVG | (wire ? DPT_COMM_FP16 : 0)};
+    die_on(dpt_backend_set_buckets(be, b, nb, on_bucket, &h, &err), &err, "set buckets");
     die_on(dpt_backend_backward(be, NULL, NULL, &err), &err, "backward");
-    struct dpt_comm_req **req = calloc((size_t)nb, sizeof *req);
-    unsigned flags = DPT_COMM_AVG | (wire ? DPT_COMM_FP16 : 0);
-    for (int k = 0; k < nb; k++) {
-      die_on(dpt_backend_cuda_bucket_wait(be, k, &err), &err, "bucket wait");
-      die_on(dpt_comm_start(comm, be->grads + b[k].off, b[k].len, flags, &req[k], &err), &err, "start");
-    }
-    for (int k = 0; k < nb; k++) die_on(dpt_comm_wait(comm, req[k], &err), &err, "all-reduce");
-    free(req);
+    CHECK(h.calls == nb, "%d of %d buckets handed over by backward", h.calls, nb);
+    for (int k = 0; k < h.calls; k++) die_on(dpt_comm_wait(comm, h.req[k], &err), &err, "all-reduce");
+    die_on(dpt_backend_set_buckets(be, NULL, 0, NULL, NULL, &err), &err, "remove buckets");
+    free(h.req);
     die_on(be->ops->copy_slab(be, DPT_SLAB_GRADS, got, 0, &err), &err, "download");
     size_t bad = 0;
     double worst = 0;
@@ -101,6 +119,7 @@ int main(int argc, char **argv)
            wire ? "fp16" : "fp32", worst, bad);
     CHECK(bad == 0, "rank %d %s wire: %zu elements out of bound", rank, wire ? "fp16" : "fp32", bad);
   }
+  free(b);
   dpt_backend_destroy(be);
   dpt_comm_destroy(comm);
   dpt_model_free(&m);
