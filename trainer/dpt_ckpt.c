@@ -2,6 +2,7 @@
 #include "dpt_ckpt.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -12,7 +13,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define MAGIC "DPTCKPT1"
+#define MAGIC "DPTCKPT2"
+#define MAGIC_V1 "DPTCKPT1" /* no loss-scaler fields: read, never written */
+/* Header bytes of a version-1 file: struct dpt_ckpt_meta up to the loss-scaler fields. */
+#define HDR_V1 offsetof(struct dpt_ckpt_meta, loss_scale)
+_Static_assert(HDR_V1 == 152, "version-1 checkpoint header is 152 bytes");
 
 struct wr {
   FILE *f;
@@ -110,7 +115,7 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
   FILE *f = fopen(path, "rb");
   if (!f) return dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: cannot open (%s)", path, strerror(errno));
   struct stat st;
-  if (fstat(fileno(f), &st) || st.st_size < (off_t)(8 + sizeof *got + 4)) {
+  if (fstat(fileno(f), &st) || st.st_size < (off_t)(8 + HDR_V1 + 4)) {
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: truncated (%lld bytes): refusing it",
                      path, (long long)st.st_size);
     goto out;
@@ -125,13 +130,20 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: read error", path);
     goto out;
   }
-  if (memcmp(buf, MAGIC, 8)) {
+  int v1 = !memcmp(buf, MAGIC_V1, 8);
+  if (!v1 && memcmp(buf, MAGIC, 8)) {
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: not a dpt checkpoint (bad magic)", path);
     goto out;
   }
   struct dpt_ckpt_meta h;
-  memcpy(&h, buf + 8, sizeof h);
-  size_t want = 8 + sizeof h + (2 * h.n_params + h.n_state + h.n_pending) * sizeof(float) + 4;
+  size_t hdr = v1 ? HDR_V1 : sizeof h;
+  memset(&h, 0, sizeof h); /* version 1: no loss scaler (0 = start with the default) */
+  if (size < 8 + hdr + 4) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: truncated (%zu bytes): refusing it", path, size);
+    goto out;
+  }
+  memcpy(&h, buf + 8, hdr);
+  size_t want = 8 + hdr + (2 * h.n_params + h.n_state + h.n_pending) * sizeof(float) + 4;
   if (h.n_params > (1ull << 34) || h.n_state > (1ull << 34) || h.n_pending > (1ull << 34) || want != size) {
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: %zu bytes but the header describes %zu: "
                      "truncated or corrupt, refusing it", path, size, want);
@@ -169,7 +181,13 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
       goto out;
     }
   }
-  const unsigned char *p = buf + 8 + sizeof h;
+  if (!(h.loss_scale >= 0 && h.loss_scale < 1e38f) || h.scale_good_steps < 0 || h.scale_skipped < 0) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: loss scaler state out of range (scale %g, %d good steps, "
+                     "%lld skipped): corrupt, refusing it", path, (double)h.loss_scale, (int)h.scale_good_steps,
+                     (long long)h.scale_skipped);
+    goto out;
+  }
+  const unsigned char *p = buf + 8 + hdr;
   if (params) memcpy(params, p, h.n_params * 4);
   p += h.n_params * 4;
   if (state) memcpy(state, p, h.n_state * 4);

@@ -1,7 +1,8 @@
 /* dpt_ckpt.h — checkpoints: atomic, checksummed, bit-exact resume.
  *
- * File layout (little-endian): "DPTCKPT1", a fixed header (struct dpt_ckpt_meta
- * fields, array lengths), the arrays params [n_params], state [n_state],
+ * File layout (little-endian): "DPTCKPT2", a fixed header (struct dpt_ckpt_meta
+ * fields, array lengths; "DPTCKPT1" files, whose header stops before the loss
+ * scaler, are still read), the arrays params [n_params], state [n_state],
  * velocity [n_params], pending [n_params] (double buffering's averaged
  * gradient waiting to be applied; n_pending = 0 without it), then a CRC-32 of
  * everything before it.  Written to "<path>.tmp.<pid>", fsync'd, renamed over
@@ -29,6 +30,11 @@ struct dpt_ckpt_meta {
   int32_t batch;          /* per-rank batch */
   uint64_t n_params, n_state, n_pending;
   char model[96];         /* model description, must match on resume */
+  /* version 2: mixed precision's dynamic loss scaler (dpt_loss_scaler), so a
+   * resumed run continues with the scale it had (0 / 0 / 0: none, fp32) */
+  float loss_scale;
+  int32_t scale_good_steps; /* consecutive good steps at that scale */
+  int64_t scale_skipped;    /* steps skipped on overflow so far */
 };
 
 int dpt_ckpt_save(const char *path, const struct dpt_ckpt_meta *m, const float *params /* [n_params] */,

@@ -781,9 +781,11 @@ static void fmt_eta(double s, char *buf, size_t n)
  * path: rank 0's checkpoint ("" elsewhere). */
 static int resume_agreed(struct ranks *r, const char *resume, const char *dir, const struct dpt_ckpt_meta *cm,
                          float *params, float *state, float *velocity, float *pending, long *step, int *found,
-                         char *path, size_t plen, struct dpt_err *err)
+                         struct dpt_ckpt_meta *got_meta, char *path, size_t plen, struct dpt_err *err)
 {
-  float hdr[4] = {0, 0, 0, 0}; /* from rank 0: failed, found, step / 2^20, step % 2^20 (exact in floats) */
+  /* from rank 0: failed, found, step / 2^20, step % 2^20 (exact in floats), the loss scaler
+   * (scale, good steps, skipped / 2^20, skipped % 2^20) */
+  float hdr[8] = {0};
   struct dpt_err be = {0};
   int rc = 0;
   *found = 0;
@@ -796,19 +798,24 @@ static int resume_agreed(struct ranks *r, const char *resume, const char *dir, c
     if (f < 0) {
       rc = f;
     } else if (f) {
-      struct dpt_ckpt_meta got;
-      if (!(rc = dpt_ckpt_load(path, cm, &got, params, state, velocity, pending, err))) {
+      if (!(rc = dpt_ckpt_load(path, cm, got_meta, params, state, velocity, pending, err))) {
         *found = 1;
-        *step = (long)got.global_step;
+        *step = (long)got_meta->global_step;
       }
     }
     hdr[0] = rc ? 1.0f : 0.0f;
     hdr[1] = (float)*found;
     hdr[2] = (float)(*step >> 20);
     hdr[3] = (float)(*step & 0xfffff);
+    if (*found) {
+      hdr[4] = got_meta->loss_scale;
+      hdr[5] = (float)got_meta->scale_good_steps;
+      hdr[6] = (float)(got_meta->scale_skipped >> 20);
+      hdr[7] = (float)(got_meta->scale_skipped & 0xfffff);
+    }
   }
   if (r->size == 1) return rc;
-  if (ranks_bcast(r, hdr, 4, &be)) {
+  if (ranks_bcast(r, hdr, 8, &be)) {
     if (!rc) *err = be;
     return rc ? rc : be.code;
   }
@@ -819,6 +826,10 @@ static int resume_agreed(struct ranks *r, const char *resume, const char *dir, c
   *found = hdr[1] != 0.0f;
   *step = ((long)hdr[2] << 20) + (long)hdr[3];
   if (!*found) return 0;
+  got_meta->global_step = (uint64_t)*step;
+  got_meta->loss_scale = hdr[4];
+  got_meta->scale_good_steps = (int32_t)hdr[5];
+  got_meta->scale_skipped = ((int64_t)hdr[6] << 20) + (int64_t)hdr[7];
   if ((rc = ranks_bcast(r, params, cm->n_params, err)) || (rc = ranks_bcast(r, state, cm->n_state, err)) ||
       (rc = ranks_bcast(r, velocity, cm->n_params, err)) ||
       (cm->n_pending && (rc = ranks_bcast(r, pending, cm->n_pending, err))))
@@ -1225,9 +1236,18 @@ int main(int argc, char **argv)
   if (o.resume) {
     char path[4300];
     int found;
-    if ((rc = resume_agreed(&rk, o.resume, o.ckpt_dir, &cm, hp, hs, hv, pending, &gstep, &found, path, sizeof path,
-                            &err)))
+    struct dpt_ckpt_meta got = {0};
+    if ((rc = resume_agreed(&rk, o.resume, o.ckpt_dir, &cm, hp, hs, hv, pending, &gstep, &found, &got, path,
+                            sizeof path, &err)))
       goto fail;
+    if (found && sc && got.loss_scale > 0) { /* mixed precision: continue with the scale the run had */
+#ifdef DPT_HAVE_CUDA_BACKEND
+      sc->scale = got.loss_scale;
+      sc->good_steps = got.scale_good_steps;
+      sc->skipped = got.scale_skipped;
+      be->ops->set_loss_scale(be, sc->scale);
+#endif
+    }
     if (found) {
       if ((rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)) ||
           (rc = slab_put(be, DPT_SLAB_VELOCITY, hv, &err)))
@@ -1468,6 +1488,13 @@ int main(int argc, char **argv)
           cm.global_step = (uint64_t)gstep;
           cm.epoch = (int)(gstep / spe);
           cm.step_in_epoch = (int)(gstep % spe);
+#ifdef DPT_HAVE_CUDA_BACKEND
+          if (sc) { /* mixed precision: the loss scaler resumes where it is */
+            cm.loss_scale = sc->scale;
+            cm.scale_good_steps = sc->good_steps;
+            cm.scale_skipped = sc->skipped;
+          }
+#endif
           dpt_ckpt_path(o.ckpt_dir, (uint64_t)gstep, path, sizeof path);
           if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_get(be, DPT_SLAB_STATE, hs, &err)) ||
               (rc = slab_get(be, DPT_SLAB_VELOCITY, hv, &err)) ||

@@ -26,7 +26,9 @@ CHAINERMN = {"fast": 6.96, "slow": 21.3, "slow-fp16-dbuf": 7.71}
 LABEL = {"fast": f"fast links ({args.fast})", "slow": f"slow links ({args.slow})",
          "slow-fp16-dbuf": f"slow links ({args.slow}) + fp16 all-reduce + double buffering",
          "slow-fp16": f"slow links ({args.slow}) + fp16 all-reduce",
-         "slow-dbuf": f"slow links ({args.slow}) + double buffering"}
+         "slow-dbuf": f"slow links ({args.slow}) + double buffering",
+         "slow-b0": f"slow links ({args.slow}), one all-reduce after backward (--bucket-mb 0)",
+         "slow-buckets": f"slow links ({args.slow}), gradient buckets all-reduced during backward"}
 variants = []
 for r in runs:
     if r["variant"] not in variants:
@@ -44,6 +46,11 @@ for v in variants:
                "wall_s": statistics.median(r["wall_s"] for r in rs),
                "chainermn_hours": CHAINERMN.get(v)}
 goals = []
+if all(v in rows for v in ("slow-b0", "slow-buckets")):
+    b0, bk = rows["slow-b0"]["step_p50_s"], rows["slow-buckets"]["step_p50_s"]
+    goals.append({"goal": "gradient buckets during backward vs one all-reduce after it (slow links)",
+                  "target": "faster (ratio < 1)", "measured": f"{bk / b0:.3f}x ({bk:.3f} s vs {b0:.3f} s per step)",
+                  "met": bk < b0})
 if all(v in rows for v in ("fast", "slow", "slow-fp16-dbuf")):
     tf, ts, tr = (rows[v]["step_p50_s"] for v in ("fast", "slow", "slow-fp16-dbuf"))
     slowdown = ts / tf
@@ -115,6 +122,11 @@ L += ["", "## Notes\n",
       "`VARIANTS=\"fast slow slow-fp16-dbuf slow-fp16 slow-dbuf\"` measures the halves on the thin tree.",
       "- fast and slow fp32 runs compute the same sums in the same ring order, so their accuracy is identical; "
       "only the time differs."]
+if "slow-buckets" in rows:
+    L += ["- Gradient buckets: each bucket is its own ring all-reduce, so with more than 2 ranks an element's "
+          "partial sums are added in another order than in one all-reduce of the whole gradient: fp32 rounding "
+          "differences that grow over the steps, hence a slightly different accuracy.  With 2 ranks (a + b in any "
+          "order) the result is bit-equal (tests/trainer/test_ranks.sh)."]
 if failures:
     L += ["", "## Failed launches (retried once)\n"]
     for f in failures:

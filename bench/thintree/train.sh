@@ -17,7 +17,9 @@
 #              at 40).  The compute time follows the machine's load, so a fixed rate is
 #              communication-bound by a different factor on a quiet and on a busy machine.
 #   slow-fp16-dbuf  SLOW + --fp16-allreduce --double-buffering
-# (VARIANTS may add slow-fp16 and slow-dbuf, the two halves).  The rates change in place
+# (VARIANTS may add slow-fp16 and slow-dbuf, the two halves, and slow-b0 / slow-buckets:
+# SLOW with one all-reduce after backward (--bucket-mb 0) / with BUCKET_MB-MiB gradient
+# buckets all-reduced during backward (default 0.25: several buckets at this width).  The rates change in place
 # between the runs (netns.sh rate); the cluster is started once.  Per run, from the job
 # report (--report): time per step (median over steps = the largest rank's phases.step
 # p50, with p90), the exposed all-reduce, final validation top-1; from srun: wall time.
@@ -79,7 +81,10 @@ PY
       slow-fp16-dbuf) rate=$slow extra=(--fp16-allreduce --double-buffering) ;;
       slow-fp16) rate=$slow extra=(--fp16-allreduce) ;;
       slow-dbuf) rate=$slow extra=(--double-buffering) ;;
-      *) echo "train.sh: unknown variant $v (fast slow slow-fp16-dbuf slow-fp16 slow-dbuf)" >&2; exit 2 ;;
+      slow-b0) rate=$slow extra=(--bucket-mb 0) ;;
+      slow-buckets) rate=$slow extra=(--bucket-mb "${BUCKET_MB:-0.25}") ;;
+      *) echo "train.sh: unknown variant $v (fast slow slow-fp16-dbuf slow-fp16 slow-dbuf slow-b0 slow-buckets)" >&2
+         exit 2 ;;
     esac
     bash "$here/netns.sh" rate "$rate" >/dev/null
     cmd=(srun -N "$nodes" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --kill-on-bad-exit=1 --dpt

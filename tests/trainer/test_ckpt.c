@@ -1,14 +1,51 @@
-/* test_ckpt: round trip, corruption refused with a clear message, fallback
- * to the previous good checkpoint, mismatches refused, no temp files left. */
+/* test_ckpt: round trip (with the mixed-precision loss scaler), version-1
+ * files still read (no loss scaler), corruption refused with a clear message
+ * (also a loss scale out of range under a valid checksum), fallback to the
+ * previous good checkpoint, mismatches refused, no temp files left. */
 #include <dirent.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "dpt_ckpt.h"
 
 #include "dpt_check.h"
+
+/* Rewrite file `from` as `to` with magic `magic`, the header cut to hdr bytes (version 1:
+ * everything before loss_scale) or patched by `patch`, and a fresh CRC-32: what another
+ * dpt-train version (or a bug) would have written, not a corruption the checksum catches. */
+static void rewrite(const char *from, const char *to, const char *magic, size_t hdr,
+                    void (*patch)(struct dpt_ckpt_meta *))
+{
+  FILE *f = fopen(from, "rb");
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)n);
+  if (fread(b, 1, (size_t)n, f) != (size_t)n) failures++;
+  fclose(f);
+  struct dpt_ckpt_meta h;
+  memcpy(&h, b + 8, sizeof h);
+  if (patch) patch(&h);
+  size_t body = (size_t)n - 8 - sizeof h - 4;
+  unsigned char *o = malloc(8 + hdr + body + 4);
+  memcpy(o, magic, 8);
+  memcpy(o + 8, &h, hdr);
+  memcpy(o + 8 + hdr, b + 8 + sizeof h, body);
+  uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), o, (uInt)(8 + hdr + body));
+  memcpy(o + 8 + hdr + body, &crc, 4);
+  f = fopen(to, "wb");
+  if (fwrite(o, 1, 8 + hdr + body + 4, f) != 8 + hdr + body + 4) failures++;
+  fclose(f);
+  free(b);
+  free(o);
+}
+static void nan_scale(struct dpt_ckpt_meta *h) { h->loss_scale = NAN; }
 
 static int warnings;
 static void warn(const char *m)
@@ -40,12 +77,33 @@ int main(void)
   m.n_state = NS;
   m.n_pending = NP;
   snprintf(m.model, sizeof m.model, "resnet50 test");
+  m.loss_scale = 8192.0f; /* mixed precision: the scaler continues where it was */
+  m.scale_good_steps = 1234;
+  m.scale_skipped = 5;
   dpt_ckpt_path(dir, 10, p1, sizeof p1);
   CHECK(dpt_ckpt_save(p1, &m, p, s, v, q, &err) == 0, "%s", err.msg);
   CHECK(dpt_ckpt_load(p1, &m, &got, p_, s_, v_, q_, &err) == 0, "%s", err.msg);
   CHECK(!memcmp(p, p_, sizeof p) && !memcmp(s, s_, sizeof s) && !memcmp(v, v_, sizeof v) &&
             !memcmp(q, q_, sizeof q) && got.global_step == 10 && got.step_in_epoch == 3 && got.seed == 77,
         "round trip");
+  CHECK(got.loss_scale == 8192.0f && got.scale_good_steps == 1234 && got.scale_skipped == 5,
+        "loss scaler round trip: %g %d %lld", (double)got.loss_scale, (int)got.scale_good_steps,
+        (long long)got.scale_skipped);
+  /* a version-1 file (dpt-train before the loss scaler): read, scaler fields 0 */
+  char pv1[320], pbad[320];
+  snprintf(pv1, sizeof pv1, "%s/v1.dpt", dir);
+  rewrite(p1, pv1, "DPTCKPT1", offsetof(struct dpt_ckpt_meta, loss_scale), NULL);
+  memset(p_, 0, sizeof p_);
+  CHECK(dpt_ckpt_load(pv1, &m, &got, p_, s_, v_, q_, &err) == 0 && !memcmp(p, p_, sizeof p) &&
+            !memcmp(q, q_, sizeof q) && got.global_step == 10 && got.loss_scale == 0 && got.scale_skipped == 0,
+        "version 1: %s", err.msg);
+  /* a loss scale that is not a number, under a valid checksum: refused, saying what */
+  snprintf(pbad, sizeof pbad, "%s/badscale.dpt", dir);
+  rewrite(p1, pbad, "DPTCKPT2", sizeof(struct dpt_ckpt_meta), nan_scale);
+  CHECK(dpt_ckpt_load(pbad, &m, &got, p_, s_, v_, q_, &err) == DPT_E_INPUT && strstr(err.msg, "loss scaler") &&
+            strstr(err.msg, pbad), "NaN loss scale: %s", err.msg);
+  unlink(pv1);
+  unlink(pbad);
   m.global_step = 20;
   p[5] = 99;
   dpt_ckpt_path(dir, 20, p2, sizeof p2);
