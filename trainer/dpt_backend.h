@@ -11,6 +11,7 @@
  *   grads    [model->n_params]  (same offsets; one buffer for the all-reduce)
  *   state    [model->n_state]   (BN running mean/var)
  *   velocity [model->n_params]  (momentum of sgd_step; after sgd_init)
+ *   pending  [model->n_params]  (double buffering's averaged gradient; after pending_init)
  * host_slabs = 1 means params/grads/state (and velocity) are host memory the
  * trainer may read and write directly (cpu).  A device backend sets
  * host_slabs = 0: the pointers are device memory (cuda) or NULL (the CPU
@@ -42,7 +43,8 @@ struct dpt_backend_opts {
 void dpt_backend_opts_default(struct dpt_backend_opts *o);
 
 enum dpt_slab { DPT_SLAB_PARAMS, DPT_SLAB_GRADS, DPT_SLAB_STATE,
-                DPT_SLAB_VELOCITY /* [n_params]: sgd_init must have run */ };
+                DPT_SLAB_VELOCITY /* [n_params]: sgd_init must have run */,
+                DPT_SLAB_PENDING /* [n_params]: pending_init must have run */ };
 
 struct dpt_backend;
 
@@ -65,9 +67,11 @@ struct dpt_backend_ops {
    * dpt_sgd_step, dpt_optim.h).  sgd_init once: hyper-parameters, the
    * weight-decay mask (host [n_params], copied; NULL = decay everywhere), a
    * zero velocity slab.  sgd_step: params -= lr * ... from grads = NULL (the
-   * gradient slab) or a HOST buffer [n_params] (the double-buffered averaged
-   * gradient; a device backend uploads it into its gradient slab first, so
-   * read the slab before).  cpu: dpt_sgd_step itself; cuda: its SGD kernel. */
+   * gradient slab), be->pending (the backend's pending slab, in its own
+   * memory: nothing is copied) or a HOST buffer [n_params] (the double-buffered
+   * averaged gradient; a device backend uploads it into its gradient slab
+   * first, so read the slab before).  cpu: dpt_sgd_step itself; cuda: its SGD
+   * kernel. */
   int (*sgd_init)(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
                   const unsigned char *mask, struct dpt_err *err);
   int (*sgd_step)(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err);
@@ -78,13 +82,22 @@ struct dpt_backend_ops {
    * algorithm search's workspace). */
   size_t (*peak_bytes)(const struct dpt_backend *be);
   /* Mixed precision (NULL when the backend has none): *finite = 1 when every
-   * element of the gradient slab is finite; the loss scale that backward()
-   * multiplies the output gradient by (it unscales the parameter gradients). */
-  int (*grads_finite)(struct dpt_backend *be, int *finite, struct dpt_err *err);
+   * element of buf (NULL: the gradient slab; be->pending) is finite; the loss
+   * scale that backward() multiplies the output gradient by (it unscales the
+   * parameter gradients). */
+  int (*grads_finite)(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err);
   void (*set_loss_scale)(struct dpt_backend *be, float scale);
   /* Optional: dpt_backend_set_buckets changed the bucket table (cuda: one
    * event per bucket).  NULL when the backend needs nothing. */
   int (*buckets_changed)(struct dpt_backend *be, struct dpt_err *err);
+  /* Double buffering in the backend's memory (what a device communicator
+   * needs: nccl all-reduces device memory).  pending_init allocates the
+   * pending slab (zeros) and sets be->pending.  stash_grads enqueues pending
+   * <- gradient slab after the work enqueued so far (an sgd_step that reads
+   * pending included) and sets *ready to an event that completes with the copy
+   * (cuda: a cudaEvent_t for dpt_comm_start_after; cpu: NULL, done on return). */
+  int (*pending_init)(struct dpt_backend *be, struct dpt_err *err);
+  int (*stash_grads)(struct dpt_backend *be, void **ready, struct dpt_err *err);
 };
 
 /* Gradient-bucket hook (dpt_backend_set_buckets): backward() calls it once per
@@ -105,6 +118,7 @@ struct dpt_backend {
   float *grads;                    /* [model->n_params] */
   float *state;                    /* [model->n_state] */
   float *velocity;                 /* [model->n_params] after sgd_init (host_slabs), else NULL */
+  float *pending;                  /* [model->n_params] after pending_init (backend memory), else NULL */
   const char *precision;           /* "fp32", "tf32" or "mixed": what the backend runs */
   struct dpt_layer *layers;        /* [model->n_layers] */
   void *impl;

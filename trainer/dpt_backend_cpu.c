@@ -97,6 +97,7 @@ struct cpu_backend {
                              experiments); default: oneDNN's choice (blocked) */
   float *params, *grads;  /* [n_params] each: the slabs (be->params / grads point here, */
   float *state;           /* [n_state]      or are NULL with device_slabs) */
+  float *pending;         /* [n_params] after pending_init (be->pending, NULL with device_slabs) */
   struct dpt_sgd sgd;     /* ops->sgd_init / sgd_step; velocity [n_params] */
   int sgd_ready;
   int device_slabs;       /* DPT_CPU_DEVICE_SLABS=1: simulated device (host_slabs = 0) */
@@ -1071,8 +1072,11 @@ static int cpu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *hos
   struct cpu_backend *cb = CB(be);
   if (which == DPT_SLAB_VELOCITY && !cb->sgd_ready)
     return dpt_err_set(err, DPT_E_INPUT, "cpu backend: velocity slab asked for before sgd_init");
+  if (which == DPT_SLAB_PENDING && !cb->pending)
+    return dpt_err_set(err, DPT_E_INPUT, "cpu backend: pending slab asked for before pending_init");
   float *s = which == DPT_SLAB_PARAMS ? cb->params : which == DPT_SLAB_GRADS ? cb->grads
-             : which == DPT_SLAB_STATE ? cb->state : cb->sgd.velocity;
+             : which == DPT_SLAB_STATE ? cb->state : which == DPT_SLAB_PENDING ? cb->pending
+             : cb->sgd.velocity;
   size_t n = which == DPT_SLAB_STATE ? be->model->n_state : be->model->n_params;
   if (!host) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: copy_slab with no host buffer");
   if (host == s) return 0;
@@ -1118,6 +1122,25 @@ static int cpu_sgd_step(struct dpt_backend *be, float lr, const float *grads, st
   return 0;
 }
 
+static int cpu_pending_init(struct dpt_backend *be, struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  if (!cb->pending && !(cb->pending = xalloc(cb, (be->model->n_params ? be->model->n_params : 1) * sizeof(float))))
+    return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for the pending gradient (%zu floats)",
+                       be->model->n_params);
+  be->pending = cb->device_slabs ? NULL : cb->pending;
+  return 0;
+}
+
+static int cpu_stash_grads(struct dpt_backend *be, void **ready, struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  *ready = NULL; /* done on return */
+  if (!cb->pending) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: stash_grads before pending_init");
+  memcpy(cb->pending, cb->grads, be->model->n_params * sizeof(float));
+  return 0;
+}
+
 static int cpu_sync(struct dpt_backend *be, struct dpt_err *err)
 {
   (void)be, (void)err; /* oneDNN's CPU stream has finished when backward() returns */
@@ -1160,6 +1183,7 @@ static void cpu_destroy(struct dpt_backend *be)
   free(cb->params);
   free(cb->grads);
   free(cb->state);
+  free(cb->pending);
   dpt_sgd_free(&cb->sgd);
   free(cb);
 }
@@ -1167,7 +1191,8 @@ static void cpu_destroy(struct dpt_backend *be)
 static const struct dpt_backend_ops cpu_ops = {
     .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,
     .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init,
-    .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes};
+    .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,
+    .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads};
 
 /* plain edge view + reorder between it and a tensor's layout */
 static int edge(struct cpu_backend *cb, int tid, dnnl_memory_t *user, dnnl_primitive_t *reorder,

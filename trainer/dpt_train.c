@@ -347,9 +347,6 @@ static int parse(int argc, char **argv, struct opts *o)
     return bad("--resume auto needs --checkpoint-dir");
   if (!strcmp(o->comm, "nccl") && !strcmp(o->backend, "cpu"))
     return bad("--comm nccl moves device buffers: it needs --backend cuda");
-  if (!strcmp(o->comm, "nccl") && o->dbuf)
-    return bad("--double-buffering with --comm nccl is not implemented yet (the averaged gradient it keeps "
-               "is a host buffer): use --comm ring, hierarchical or mpi with it, or drop --double-buffering");
   if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "tf32") && strcmp(o->precision, "mixed"))
     return bad("--precision '%s' is unknown: fp32, tf32 or mixed", o->precision);
   if (o->precision && strcmp(o->precision, "fp32") && !strcmp(o->backend, "cpu"))
@@ -500,16 +497,18 @@ static int grad_allreduce(struct ranks *r, float *buf, size_t n, int fp16, struc
 #endif
 }
 
-static int grad_start(struct ranks *r, struct inflight *f, float *buf, size_t n, int fp16, struct dpt_err *err)
+/* ready: an event the communicator waits for before reading buf (nccl), or NULL. */
+static int grad_start(struct ranks *r, struct inflight *f, float *buf, size_t n, int fp16, void *ready,
+                      struct dpt_err *err)
 {
   f->active = 0;
   if (r->size == 1) return 0;
 #ifdef DPT_TRAIN_HAVE_COMM
-  int rc = dpt_comm_start(r->comm, buf, n, DPT_COMM_AVG | (fp16 ? DPT_COMM_FP16 : 0), &f->req, err);
+  int rc = dpt_comm_start_after(r->comm, buf, n, DPT_COMM_AVG | (fp16 ? DPT_COMM_FP16 : 0), ready, &f->req, err);
   if (!rc) f->active = 1;
   return rc;
 #else
-  (void)buf, (void)n, (void)fp16;
+  (void)buf, (void)n, (void)fp16, (void)ready;
   return dpt_err_set(err, DPT_E_UNSUPPORTED, "all-reduce without the runtime");
 #endif
 }
@@ -900,7 +899,8 @@ static int state_average(struct ranks *rk, struct dpt_backend *be, float *hs, st
 static int grads_finite(struct dpt_backend *be, const float *host, size_t n, int *finite, struct dpt_err *err)
 {
   *finite = 1;
-  if (!host) return be->ops->grads_finite ? be->ops->grads_finite(be, finite, err) : 0;
+  if (!host || (host == be->pending && !be->host_slabs)) /* in the backend's memory */
+    return be->ops->grads_finite ? be->ops->grads_finite(be, host, finite, err) : 0;
   int bad = 0;
 #pragma omp parallel for reduction(| : bad) schedule(static)
   for (size_t i = 0; i < n; i++) bad |= !isfinite(host[i]);
@@ -1090,11 +1090,6 @@ int main(int argc, char **argv)
   if ((rc = dpt_backend_create(bname, &model, &bo, &be, &err))) goto fail;
   size_t np = model.n_params;
   if ((rc = ranks_resolve_auto(&rk, !be->host_slabs && be->grads, &o.comm, &err))) goto fail;
-  if (!strcmp(o.comm, "nccl") && o.dbuf) {
-    rc = dpt_err_set(&err, DPT_E_INPUT, "--double-buffering with nccl (--comm auto picked it for backend %s) is "
-                     "not implemented yet: give --comm ring or drop --double-buffering", be->ops->name);
-    goto fail;
-  }
   /* nccl reads the gradient slab in device memory: only the cuda backend has one */
   int dev_comm = R > 1 && !strcmp(o.comm, "nccl");
   if (dev_comm && (be->host_slabs || !be->grads)) {
@@ -1168,6 +1163,16 @@ int main(int argc, char **argv)
   }
   dpt_model_decay_mask(&model, o.no_decay_bn, mask);
   if ((rc = be->ops->sgd_init(be, (float)o.momentum, (float)o.weight_decay, 0, mask, &err))) goto fail;
+  /* double buffering keeps the averaged gradient in the backend's memory when the
+   * communicator can read it there (host slabs, or nccl on device slabs) */
+  if (o.dbuf && (be->host_slabs || dev_comm)) {
+    if (!be->ops->pending_init || !be->ops->stash_grads) {
+      rc = dpt_err_set(&err, DPT_E_UNSUPPORTED, "--double-buffering: backend %s has no pending gradient slab%s",
+                       be->ops->name, dev_comm ? " for nccl: use --comm ring" : "");
+      goto fail;
+    }
+    if ((rc = be->ops->pending_init(be, &err))) goto fail;
+  }
   if (be->host_slabs) {
     hp = be->params, hs = be->state, hg = be->grads, hv = be->velocity;
   } else {
@@ -1250,7 +1255,8 @@ int main(int argc, char **argv)
     }
     if (found) {
       if ((rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)) ||
-          (rc = slab_put(be, DPT_SLAB_VELOCITY, hv, &err)))
+          (rc = slab_put(be, DPT_SLAB_VELOCITY, hv, &err)) ||
+          (be->pending && (rc = slab_put(be, DPT_SLAB_PENDING, pending, &err))))
         goto fail;
       have_pending = o.dbuf && gstep > 0;
       if (me == 0) printf("dpt-train: resumed from %s at step %ld (epoch %d)\n", path, gstep, (int)(gstep / spe) + 1);
@@ -1403,13 +1409,21 @@ int main(int argc, char **argv)
         if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
         double t4 = now();
         tm.ar_exposed += t4 - t3;
-        /* this step's gradient to the host first: a device sgd_step(pending) overwrites the slab */
-        if ((rc = be->ops->sync(be, &err)) || (rc = slab_get(be, DPT_SLAB_GRADS, hg, &err))) goto fail;
-        if (have_pending && (rc = apply_step(be, sc, pending, np,
-                                             (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), &err)))
-          goto fail;
-        memcpy(pending, hg, np * sizeof(float));
-        if ((rc = grad_start(&rk, &fl, pending, np, o.fp16, &err))) goto fail;
+        float lr_prev = (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe);
+        if (be->pending) { /* the pending slab is the backend's (cpu: host; cuda with nccl: device) */
+          void *ready;
+          if (have_pending && (rc = apply_step(be, sc, be->pending, np, lr_prev, &err))) goto fail;
+          /* pending <- this step's gradient, behind the update that read it; nccl waits for the copy */
+          if ((rc = be->ops->stash_grads(be, &ready, &err)) ||
+              (rc = grad_start(&rk, &fl, be->pending, np, o.fp16, ready, &err)))
+            goto fail;
+        } else { /* device slabs, host communicator: through the host */
+          /* this step's gradient to the host first: a device sgd_step(pending) overwrites the slab */
+          if ((rc = be->ops->sync(be, &err)) || (rc = slab_get(be, DPT_SLAB_GRADS, hg, &err))) goto fail;
+          if (have_pending && (rc = apply_step(be, sc, pending, np, lr_prev, &err))) goto fail;
+          memcpy(pending, hg, np * sizeof(float));
+          if ((rc = grad_start(&rk, &fl, pending, np, o.fp16, NULL, &err))) goto fail;
+        }
         have_pending = 1;
         tm.update += now() - t4;
       } else {
@@ -1452,7 +1466,7 @@ int main(int argc, char **argv)
       ep_n += (long)o.batch * o.accum;
       if (o.dbuf && gstep == total_steps) { /* the last averaged gradient still has to be applied */
         if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
-        if ((rc = apply_step(be, sc, pending, np,
+        if ((rc = apply_step(be, sc, be->pending ? be->pending : pending, np,
                              (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), &err)))
           goto fail;
         have_pending = 0;
@@ -1498,6 +1512,7 @@ int main(int argc, char **argv)
           dpt_ckpt_path(o.ckpt_dir, (uint64_t)gstep, path, sizeof path);
           if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_get(be, DPT_SLAB_STATE, hs, &err)) ||
               (rc = slab_get(be, DPT_SLAB_VELOCITY, hv, &err)) ||
+              (be->pending && (rc = slab_get(be, DPT_SLAB_PENDING, pending, &err))) ||
               (rc = dpt_ckpt_save(path, &cm, hp, hs, hv, pending, &err)))
             goto fail;
           snprintf(ckpt_last, sizeof ckpt_last, "%s", path);

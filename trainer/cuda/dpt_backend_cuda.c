@@ -86,6 +86,7 @@ struct cu_backend {
   float *loss_rows;                 /* [N] */
   cudaEvent_t *bucket_ev;           /* [n_ev] one per gradient bucket (dpt_backend_set_buckets) */
   int n_ev;
+  cudaEvent_t stash_ev;             /* double buffering: completes with pending <- grads */
   float loss_scale;
   void *allocs[MAX_ALLOCS];
   size_t alloc_bytes[MAX_ALLOCS];
@@ -722,10 +723,13 @@ static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host
 {
   struct cu_backend *cb = CB(be);
   if (which == DPT_SLAB_VELOCITY) return dpt_backend_cuda_copy_velocity(be, host, to_backend, err);
-  float *s = which == DPT_SLAB_PARAMS ? be->params : which == DPT_SLAB_GRADS ? be->grads : be->state;
+  if (which == DPT_SLAB_PENDING && !be->pending)
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: pending slab asked for before pending_init");
+  float *s = which == DPT_SLAB_PARAMS ? be->params : which == DPT_SLAB_GRADS ? be->grads
+             : which == DPT_SLAB_PENDING ? be->pending : be->state;
   size_t n = (which == DPT_SLAB_STATE ? be->model->n_state : be->model->n_params) * sizeof(float);
-  const char *what = which == DPT_SLAB_PARAMS ? "parameter slab" : which == DPT_SLAB_GRADS
-                     ? "gradient slab" : "state slab";
+  const char *what = which == DPT_SLAB_PARAMS ? "parameter slab" : which == DPT_SLAB_GRADS ? "gradient slab"
+                     : which == DPT_SLAB_PENDING ? "pending gradient slab" : "state slab";
   int rc = 0;
   CUDA_CK(cudaSetDevice, (cb->dev), -1, what);
   CUDA_CK(cudaMemcpyAsync, (to_backend ? (void *)s : (void *)host, to_backend ? (void *)host : (void *)s,
@@ -755,6 +759,7 @@ static void cu_destroy(struct dpt_backend *be)
       if (cb->t[i].desc) cudnnDestroyTensorDescriptor(cb->t[i].desc);
   for (int i = 0; i < cb->n_ev; i++)
     if (cb->bucket_ev[i]) cudaEventDestroy(cb->bucket_ev[i]);
+  if (cb->stash_ev) cudaEventDestroy(cb->stash_ev);
   while (cb->n_allocs) dfree(cb, cb->allocs[0]);
   if (cb->relu) cudnnDestroyActivationDescriptor(cb->relu);
   if (cb->add) cudnnDestroyOpTensorDescriptor(cb->add);
@@ -809,10 +814,13 @@ static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, str
   if (!cb->sgd_ready)
     return dpt_err_set(err, DPT_E_INPUT, "cuda backend: sgd_step before sgd_init");
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD");
-  if (grads) /* the double-buffered averaged gradient, from the host */
+  const float *g = be->grads;
+  if (grads && grads == be->pending) /* the double-buffered averaged gradient, already on the device */
+    g = be->pending;
+  else if (grads) /* the double-buffered averaged gradient, from the host */
     CUDA_CK(cudaMemcpyAsync, (be->grads, grads, n * 4, cudaMemcpyHostToDevice, cb->stream), -1,
             "SGD gradient upload");
-  KERN_CK(dpt_cuda_sgd, (be->params, cb->velocity, be->grads, cb->sgd_ready == 2 ? cb->mask : NULL, lr,
+  KERN_CK(dpt_cuda_sgd, (be->params, cb->velocity, g, cb->sgd_ready == 2 ? cb->mask : NULL, lr,
                          cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov, n, cb->stream), -1, "SGD");
   CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD");
   return 0;
@@ -835,6 +843,41 @@ fail:
 static size_t cu_peak_bytes(const struct dpt_backend *be)
 {
   return CB(be)->peak;
+}
+
+/* Double buffering with nccl: the pending slab on the device, refilled from the
+ * gradient slab on the backend's stream (after the SGD step that read it). */
+static int cu_pending_init(struct dpt_backend *be, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  void *p;
+  if (be->pending) return 0;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "pending gradient slab");
+  if ((rc = dalloc(cb, &p, be->model->n_params * sizeof(float), "pending gradient slab", err))) return rc;
+  be->pending = p;
+  CUDA_CK(cudaMemsetAsync, (p, 0, be->model->n_params * sizeof(float), cb->stream), -1, "pending gradient slab");
+  CUDA_CK(cudaEventCreateWithFlags, (&cb->stash_ev, cudaEventDisableTiming), -1, "pending gradient event");
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "pending gradient slab");
+  return 0;
+fail:
+  return rc;
+}
+
+static int cu_stash_grads(struct dpt_backend *be, void **ready, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  *ready = NULL;
+  if (!be->pending) return dpt_err_set(err, DPT_E_INPUT, "cuda backend: stash_grads before pending_init");
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "pending gradient");
+  CUDA_CK(cudaMemcpyAsync, (be->pending, be->grads, be->model->n_params * sizeof(float), cudaMemcpyDeviceToDevice,
+                            cb->stream), -1, "pending gradient <- gradient slab");
+  CUDA_CK(cudaEventRecord, (cb->stash_ev, cb->stream), -1, "pending gradient event");
+  *ready = (void *)cb->stash_ev;
+  return 0;
+fail:
+  return rc;
 }
 
 /* dpt_backend_set_buckets: one event per bucket (recorded in backward). */
@@ -860,7 +903,7 @@ static const struct dpt_backend_ops cuda_ops = {
     .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init,
     .sgd_step = cu_sgd_step, .sync = cu_sync, .peak_bytes = cu_peak_bytes,
     .grads_finite = dpt_backend_cuda_grads_finite, .set_loss_scale = dpt_backend_cuda_set_loss_scale,
-    .buckets_changed = cu_buckets_changed};
+    .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads};
 
 /* ---- creation --------------------------------------------------------------- */
 
@@ -1329,12 +1372,13 @@ float dpt_backend_cuda_loss_scale(const struct dpt_backend *be)
   return CB(be)->loss_scale;
 }
 
-int dpt_backend_cuda_grads_finite(struct dpt_backend *be, int *finite, struct dpt_err *err)
+int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
   int rc = 0, flag = 0;
   CUDA_CK(cudaMemsetAsync, (cb->flag, 0, sizeof(int), cb->stream), -1, "gradient check");
-  KERN_CK(dpt_cuda_nonfinite, (be->grads, be->model->n_params, cb->flag, cb->stream), -1, "gradient check");
+  KERN_CK(dpt_cuda_nonfinite, (buf ? buf : be->grads, be->model->n_params, cb->flag, cb->stream), -1,
+          "gradient check");
   CUDA_CK(cudaMemcpyAsync, (&flag, cb->flag, sizeof flag, cudaMemcpyDeviceToHost, cb->stream), -1,
           "gradient check");
   CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "gradient check");

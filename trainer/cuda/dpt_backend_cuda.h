@@ -92,7 +92,7 @@ int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host /* [n_par
 /* Mixed precision. */
 void dpt_backend_cuda_set_loss_scale(struct dpt_backend *be, float scale);
 float dpt_backend_cuda_loss_scale(const struct dpt_backend *be);
-/* *finite = 1 when every element of the gradient slab is finite. */
-int dpt_backend_cuda_grads_finite(struct dpt_backend *be, int *finite, struct dpt_err *err);
+/* *finite = 1 when every element of buf (device [n_params]; NULL: the gradient slab) is finite. */
+int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err);
 
 #endif /* DPT_BACKEND_CUDA_H */

@@ -2,7 +2,9 @@
  * communicator all-reducing the CUDA backend's gradient slab bucket by bucket
  * while backward still runs (dpt_backend_set_buckets: the hook queues each
  * bucket with dpt_comm_start_after behind the bucket's event, 1 MiB buckets so
- * there are several), exactly as dpt-train does.  Each rank trains on a
+ * there are several), exactly as dpt-train does; then double buffering's path:
+ * the gradient stashed into the device pending slab (stash_grads, with its
+ * event) and all-reduced there behind the event.  Each rank trains on a
  * different batch; the reference is MPI_Allreduce (average) of the gradients
  * each rank computed in a first, identical pass (deterministic algorithms).
  *   fp32 on the wire: within 1e-6 of the block max (summation order only);
@@ -118,6 +120,25 @@ int main(int argc, char **argv)
     printf("rank %d, %s on the wire: max abs error %.3g, %zu elements out of bound\n", rank,
            wire ? "fp16" : "fp32", worst, bad);
     CHECK(bad == 0, "rank %d %s wire: %zu elements out of bound", rank, wire ? "fp16" : "fp32", bad);
+  }
+  /* double buffering with nccl: pending <- gradients on the backend's stream, all-reduce behind the event */
+  {
+    double loss;
+    void *ready = NULL;
+    die_on(be->ops->pending_init(be, &err), &err, "pending_init");
+    die_on(dpt_backend_forward(be, x, 1, NULL, &err), &err, "forward");
+    die_on(dpt_backend_cuda_loss(be, labels, 0.0f, 0.25f, &loss, NULL, NULL, &err), &err, "loss");
+    die_on(dpt_backend_backward(be, NULL, NULL, &err), &err, "backward");
+    die_on(be->ops->stash_grads(be, &ready, &err), &err, "stash_grads");
+    CHECK(ready != NULL, "stash_grads gave no event");
+    struct dpt_comm_req *req;
+    die_on(dpt_comm_start_after(comm, be->pending, np, DPT_COMM_AVG, ready, &req, &err), &err, "start");
+    die_on(dpt_comm_wait(comm, req, &err), &err, "pending all-reduce");
+    die_on(be->ops->copy_slab(be, DPT_SLAB_PENDING, got, 0, &err), &err, "download pending");
+    size_t bad = 0;
+    for (size_t i = 0; i < np; i++) bad += !(fabs((double)got[i] - ref[i]) <= 1e-6 * (fabs(ref[i]) + 1e-6));
+    printf("rank %d, double-buffered pending slab: %zu elements out of bound\n", rank, bad);
+    CHECK(bad == 0, "rank %d: pending all-reduce: %zu elements out of bound", rank, bad);
   }
   free(b);
   dpt_backend_destroy(be);

@@ -68,7 +68,7 @@ static void run(enum dpt_cuda_precision prec, double tl, double tg, double tp)
   const char *worst = "";
   double eg = blocks_err(&m, g, cpu->grads, &worst);
   int finite;
-  die_on(dpt_backend_cuda_grads_finite(gpu, &finite, &err), &err, "finite");
+  die_on(dpt_backend_cuda_grads_finite(gpu, NULL, &finite, &err), &err, "finite");
   printf("%s: gradients %.2e (worst %s), finite %d\n", dpt_cuda_precision_name(prec), eg, worst, finite);
   CHECK(eg <= tg && finite, "%s: gradients %.3g in %s (tol %.3g), finite %d", dpt_cuda_precision_name(prec),
         eg, worst, tg, finite);
