@@ -1666,6 +1666,9 @@ out:
     dpt_report_destroy(rep);
   }
 #endif
+  /* communicators first: their worker finishes what is queued (a failed step may leave gradient
+   * buckets or the pending all-reduce in flight) before the buffers it reads are freed */
+  ranks_fini(&rk);
   json_decref(curve);
   free(cl.p);
 #ifdef DPT_TRAIN_HAVE_COMM
@@ -1680,6 +1683,5 @@ out:
   dpt_data_free(&train);
   dpt_data_free(&val);
   free(mask), free(logits), free(dlogits), free(pending), free(gacc);
-  ranks_fini(&rk);
   return status;
 }
