@@ -8,6 +8,9 @@
 #   thintree-train  bench/thintree/train.sh: ChainerMN's 10 GbE table on the thin tree:
 #                   dpt-train at fast links / slow links / slow + fp16 + double buffering
 #                   -> results/thintree-train.{json,md}                (needs root)
+#   thintree-buckets the same cluster at slow links: one all-reduce after backward vs
+#                   0.25 MiB gradient buckets all-reduced during backward, 2 runs each
+#                   -> results/thintree-buckets.{json,md}              (needs root)
 #   cleanup         bench/thintree/interrupt_test.sh: SIGINT in the middle of a training
 #                   step on the emulated cluster, then no namespace, daemon or rank left;
 #                   netns_test.sh -> results/cleanup.json              (needs root)
@@ -37,7 +40,7 @@ root=$(cd "$here/.." && pwd)
 build=$(cd "${1:?usage: run-all.sh BUILD_DIR}" && pwd)
 res="$here/results"
 mkdir -p "$res/logs"
-only=${ONLY:-thintree thintree-train cleanup peers allreduce spank train}
+only=${ONLY:-thintree thintree-train thintree-buckets cleanup peers allreduce spank train}
 py=python3
 t_all=$(date +%s)
 : >"$res/logs/steps.tsv"
@@ -59,6 +62,8 @@ trap 'echo "run-all: interrupted" >&2; exit 130' INT
 trap 'echo "run-all: terminated" >&2; exit 143' TERM
 step thintree env REPEAT="${THINTREE_REPEAT:-2}" SIZE="${THINTREE_SIZE:-32M}" bash "$here/thintree/run.sh" "$build" "$res/thintree"
 step thintree-train bash "$here/thintree/train.sh" "$build" "$res/thintree-train"
+step thintree-buckets env VARIANTS="fast slow-b0 slow-buckets slow-b0 slow-buckets" STEPS=40 \
+  bash "$here/thintree/train.sh" "$build" "$res/thintree-buckets"
 step cleanup bash "$here/thintree/interrupt_test.sh" "$build" "$res/cleanup.json"
 step peers env REPEAT="${PEERS_REPEAT:-2}" LAUNCH_N="${PEERS_LAUNCH_N:-3}" MAX_BYTES="${PEERS_MAX_BYTES:-100M}" bash "$here/peers/run.sh" "$build" "$res/peers"
 if [[ " $only " == *" peers "* ]]; then # the same dpt-bench launches as peers': do not repeat them
@@ -103,7 +108,8 @@ for name, page in (("thintree.json", "thintree.md"), ("peers.json", "peers.md"))
     d = load(name)
     if d:
         goals += [(g["goal"], g["target"], g["measured"], g["met"], page) for g in d.get("goals", [])]
-for name, page in (("thintree-train.json", "thintree-train.md"), ("train.json", "train.md")):
+for name, page in (("thintree-train.json", "thintree-train.md"), ("thintree-buckets.json", "thintree-buckets.md"),
+                   ("train.json", "train.md")):
     d = load(name)
     if isinstance(d, dict):
         for g in d.get("goals", []):
