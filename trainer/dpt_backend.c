@@ -80,15 +80,21 @@ int dpt_backend_set_buckets(struct dpt_backend *be, const struct dpt_bucket *b, 
   int rc = 0;
   buckets_free(be);
   if (n <= 0 || !fn) goto out;
-  for (int k = 0; k < n; k++)
+  for (int k = 0; k < n; k++) {
+    const struct dpt_layer_desc *f = &m->layers[b[k].first_layer < 0 ? 0 : b[k].first_layer];
+    const struct dpt_layer_desc *l = &m->layers[b[k].last_layer < 0 || b[k].last_layer >= m->n_layers
+                                                    ? 0 : b[k].last_layer];
     if (b[k].first_layer < 0 || b[k].first_layer > b[k].last_layer || b[k].last_layer >= m->n_layers ||
-        b[k].off + b[k].len > m->n_params || (k && b[k].last_layer >= b[k - 1].first_layer)) {
+        b[k].off + b[k].len > m->n_params || (k && b[k].last_layer >= b[k - 1].first_layer) ||
+        f->w_off != b[k].off || l->w_off + l->w_len + l->b_len != b[k].off + b[k].len) {
       rc = dpt_err_set(err, DPT_E_INPUT, "%s backend: gradient bucket %d (layers %d..%d, slab [%zu, +%zu)) "
-                       "does not fit the model (%d layers, %zu parameters) or the buckets are not in "
-                       "backward order; plan them with dpt_bucket_plan for this model", be->ops->name, k,
+                       "does not fit the model (%d layers, %zu parameters: the range must be exactly "
+                       "those layers' parameters) or the buckets are not in backward order; plan them "
+                       "with dpt_bucket_plan for this model", be->ops->name, k,
                        b[k].first_layer, b[k].last_layer, b[k].off, b[k].len, m->n_layers, m->n_params);
       goto out;
     }
+  }
   be->buckets = malloc((size_t)n * sizeof *b);
   be->bucket_at = malloc((size_t)m->n_layers * sizeof *be->bucket_at);
   if (!be->buckets || !be->bucket_at) {

@@ -12,7 +12,8 @@
  *    slab is filled with NaN before backward): a bucket is handed over as soon
  *    as it is ready, not at the end.  A failing hook stops backward with its
  *    error, prefixed with the bucket; removing the hook stops the calls; a
- *    bucket table that does not fit the model is refused. */
+ *    bucket table that does not fit the model (layers out of range, a range
+ *    that is not exactly its layers' parameters, wrong order) is refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,11 @@ static void test_cpu_hook(void)
   rc = dpt_backend_set_buckets(be, b, nb, on_bucket, &h, &err);
   CHECK(rc == DPT_E_INPUT && strstr(err.msg, "bucket 0") && be->n_buckets == 0, "bad table: rc %d %s", rc, err.msg);
   b[0].last_layer = m.n_layers - 1;
+  b[1].len -= 1; /* a range that is not its layers' parameters */
+  rc = dpt_backend_set_buckets(be, b, nb, on_bucket, &h, &err);
+  CHECK(rc == DPT_E_INPUT && strstr(err.msg, "bucket 1") && strstr(err.msg, "exactly"), "short range: rc %d %s", rc,
+        err.msg);
+  b[1].len += 1;
   struct dpt_bucket sw[2] = {b[1], b[0]}; /* not in backward order */
   rc = dpt_backend_set_buckets(be, sw, 2, on_bucket, &h, &err);
   CHECK(rc == DPT_E_INPUT && strstr(err.msg, "backward order"), "swapped buckets: rc %d %s", rc, err.msg);
