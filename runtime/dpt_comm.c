@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const struct dpt_comm_ops *const all_ops[] = {
@@ -106,6 +107,17 @@ int dpt_comm_mpi_err(struct dpt_comm *c, int mpirc, const char *call, struct dpt
   char s[MPI_MAX_ERROR_STRING] = "";
   int len = 0;
   MPI_Error_string(mpirc, s, &len);
+  /* Inside a collective a failed call means, in practice, that a peer is gone (Open MPI
+   * reports a dead TCP peer as an internal error).  The watchdog names the suspected rank
+   * (pid, process gone / stopped) and ends this rank the way every other survivor ends:
+   * let it, within its deadline, instead of failing with a message that names nobody. */
+  if (c->in_collective && dpt_watchdog_seconds(c->wd) > 0) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    while (!dpt_watchdog_expired(c->wd))
+      nanosleep(&ts, NULL);
+    return dpt_err_set(err, DPT_E_RUNTIME, "%s failed in %s on rank %d (%s): %s; %s", call, c->what, c->rank,
+                       c->host_of ? c->host_of[c->rank] : "?", s, dpt_watchdog_message(c->wd));
+  }
   return dpt_err_set(err, DPT_E_RUNTIME, "%s failed in %s on rank %d (%s): %s", call,
                      c->what[0] ? c->what : "communicator setup", c->rank,
                      c->host_of ? c->host_of[c->rank] : "?", s);
@@ -208,9 +220,11 @@ static int run_one(struct dpt_comm *c, struct dpt_comm_req *r)
            (r->flags & DPT_COMM_AVG) ? ", avg" : "");
   dpt_err_clear(&r->err);
   dpt_watchdog_begin(c->wd, c->what);
+  c->in_collective = 1;
   r->rc = r->ready ? c->ops->wait_ready(c, r->ready, &r->err) : 0;
   if (!r->rc)
     r->rc = c->ops->allreduce(c, r->buf, r->n, r->flags, &r->err);
+  c->in_collective = 0;
   dpt_watchdog_end(c->wd);
   return r->rc;
 }
@@ -317,6 +331,10 @@ int dpt_comm_create(struct dpt_comm **out, MPI_Comm world, const struct dpt_comm
     dpt_comm_mpi_err(c, rc, "MPI_Comm_split", err);
     goto fail;
   }
+  /* Errors come back to us (the sub-communicators split from it inherit this): with
+   * MPI_ERRORS_ARE_FATAL, Open MPI aborted a rank whose TCP peer had just died with exit
+   * code 17 (MPI_ERR_INTERN) and no word about the peer, before the watchdog could name it. */
+  MPI_Comm_set_errhandler(c->ring, MPI_ERRORS_RETURN);
   MPI_Comm_size(c->ring, &c->size);
   MPI_Comm_rank(c->ring, &c->rank);
 

@@ -50,6 +50,7 @@ struct dpt_comm {
   struct dpt_watchdog *wd;
   uint64_t seq;         /* collectives run so far */
   char what[160];       /* current collective, for messages */
+  int in_collective;    /* 1 while run_one runs a collective (MPI errors then wait for the watchdog) */
 
   int record;
   int n_peers;
