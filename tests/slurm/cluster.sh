@@ -190,6 +190,25 @@ rm -f "$dir/cgroup.conf"
 for i in $(seq 1 "$nodes"); do mkdir -p "$dir/tmp/n$i" "$dir/spool/n$i"; done
 mkdir -p "$dir/spool/ctld"
 
+# A cluster left behind by a test that was killed (ctest's timeout kills the script, whose
+# teardown never runs; the daemons detach) still holds these ports, and every later start
+# would fail: stop it, saying so.  Only daemons of another cluster directory, found through
+# the listening sockets of this network namespace (netns clusters are not touched).
+reap_stale() {
+  local port pid conf other
+  for port in "$ctl_port" $(seq $((base_port + 1)) $((base_port + nodes))); do
+    for pid in $(ss -Htlnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
+      conf=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 's/.* -f \([^ ]*\/slurm\.conf\).*/\1/p')
+      other=${conf%/slurm.conf}
+      [[ -n "$conf" && "$other" != "$dir" && -d "$other/run" ]] || continue
+      echo "cluster.sh: port $port is held by $(cat "/proc/$pid/comm" 2>/dev/null) of a cluster left" \
+        "behind in $other (a killed test?): stopping it" >&2
+      bash "${BASH_SOURCE[0]}" stop "$other" || true
+    done
+  done
+}
+[[ -n "$netns" ]] || reap_stale
+
 export SLURM_CONF="$dir/slurm.conf"
 rm -f "$dir/preload"
 if [[ -n "${DPT_SLURM_PRELOAD:-}" ]]; then
