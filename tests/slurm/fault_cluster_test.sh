@@ -344,8 +344,10 @@ EOF
   check "run 0 resumed from $c1 at step $s1" \
     eval 'sed -n "/^run 0 /,/^run 1 /p" "$out" | grep "^dpt-train: resumed from $c1 at step $s1 " >/dev/null'
   s2=$(sed -n 's/^dpt-train: preempted by SIGTERM at step \([0-9]*\); checkpoint .*; resume with --resume auto$/\1/p' "$out")
-  check "run 0: preempted by SIGTERM at step S2 (${s2:-none}), srun exit 3, requeue" \
-    eval '[ -n "$s2" ] && grep -q "^srun exit 3$" "$out" && grep -q "^requeue: 0$" "$out"'
+  # (the requeue itself is seen as run 1; "requeue: 0" may never be printed: scontrol requeue
+  # ends the running batch shell too, sometimes before its echo -- seen once in CI)
+  check "run 0: preempted by SIGTERM at step S2 (${s2:-none}), srun exit 3, requeued (run 1 follows)" \
+    eval '[ -n "$s2" ] && grep -q "^srun exit 3$" "$out" && grep -q "^run 1 of job $job$" "$out"'
   s2=${s2:-0}
   c2=$(printf '%s/ckpt-%010d.dpt' "$ck" "$s2")
   check "run 1 (SLURM_RESTART_COUNT=1) resumed from $c2 at step $s2" \
