@@ -81,7 +81,8 @@ int dpt_backend_set_buckets(struct dpt_backend *be, const struct dpt_bucket *b, 
   buckets_free(be);
   if (n <= 0 || !fn) goto out;
   for (int k = 0; k < n; k++) {
-    const struct dpt_layer_desc *f = &m->layers[b[k].first_layer < 0 ? 0 : b[k].first_layer];
+    const struct dpt_layer_desc *f = &m->layers[b[k].first_layer < 0 || b[k].first_layer >= m->n_layers
+                                                    ? 0 : b[k].first_layer];
     const struct dpt_layer_desc *l = &m->layers[b[k].last_layer < 0 || b[k].last_layer >= m->n_layers
                                                     ? 0 : b[k].last_layer];
     if (b[k].first_layer < 0 || b[k].first_layer > b[k].last_layer || b[k].last_layer >= m->n_layers ||

@@ -185,6 +185,11 @@ static void test_cpu_hook(void)
   rc = dpt_backend_set_buckets(be, b, nb, on_bucket, &h, &err);
   CHECK(rc == DPT_E_INPUT && strstr(err.msg, "bucket 0") && be->n_buckets == 0, "bad table: rc %d %s", rc, err.msg);
   b[0].last_layer = m.n_layers - 1;
+  int first0 = b[0].first_layer;
+  b[0].first_layer = m.n_layers + 7; /* out of range (and above last_layer): refused, nothing read */
+  rc = dpt_backend_set_buckets(be, b, nb, on_bucket, &h, &err);
+  CHECK(rc == DPT_E_INPUT && strstr(err.msg, "bucket 0"), "first layer out of range: rc %d %s", rc, err.msg);
+  b[0].first_layer = first0;
   b[1].len -= 1; /* a range that is not its layers' parameters */
   rc = dpt_backend_set_buckets(be, b, nb, on_bucket, &h, &err);
   CHECK(rc == DPT_E_INPUT && strstr(err.msg, "bucket 1") && strstr(err.msg, "exactly"), "short range: rc %d %s", rc,
