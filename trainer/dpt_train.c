@@ -978,7 +978,7 @@ int main(int argc, char **argv)
   struct bucket_ar ba = {.rk = &rk};
   struct dpt_bucket *buckets = NULL;
   int n_buckets = 0;
-  const char *no_buckets = "a single rank"; /* why the gradients are not all-reduced in buckets */
+  const char *no_buckets = NULL; /* > 1 rank: why the gradients are not all-reduced in buckets */
   float *logits = NULL, *dlogits = NULL, *pending = NULL, *gacc = NULL;
   float *mirrors = NULL;             /* device backends: host copies of the slabs (one allocation) */
   float *hp = NULL, *hs = NULL;      /* host params [np], BN state [n_state] (the slabs on cpu) */

@@ -11,17 +11,7 @@
 
 #include "dpt_node.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                         \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      failures++;                                                \
-      fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fprintf(stderr, "\n");                                     \
-    }                                                            \
-  } while (0)
+#include "dpt_check.h"
 
 static const char *dir;
 
