@@ -1,5 +1,6 @@
 /* dpt_hostfile.c — dpt-launch's hostfile parser (see dpt_hostfile.h). */
 #include "dpt_hostfile.h"
+#include "dpt_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -96,40 +97,15 @@ fail:
 
 int dpt_hostfile_load(const char *path, char ***hosts, int *n, struct dpt_err *err)
 {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
+  char *buf;
+  size_t len;
   int rc;
   *hosts = NULL;
   *n = 0;
-  if (!f)
-    return dpt_err_set(err, DPT_E_INPUT, "cannot read hostfile %s: %s", path, strerror(errno));
-  for (;;) {
-    if (len == cap) {
-      if (cap >= ((size_t)64 << 20)) {
-        fclose(f);
-        free(buf);
-        return dpt_err_set(err, DPT_E_INPUT, "hostfile %s is larger than 64 MiB: not a hostfile?", path);
-      }
-      char *nb = realloc(buf, cap = cap ? 2 * cap : 4096);
-      if (!nb) {
-        fclose(f);
-        free(buf);
-        return dpt_err_set(err, DPT_E_NOMEM, "hostfile %s: out of memory", path);
-      }
-      buf = nb;
-    }
-    size_t r = fread(buf + len, 1, cap - len, f);
-    len += r;
-    if (r == 0)
-      break;
-  }
-  if (ferror(f)) {
-    rc = dpt_err_set(err, DPT_E_INPUT, "cannot read hostfile %s: %s", path, strerror(errno));
-  } else {
-    rc = dpt_hostfile_parse(buf, len, path, hosts, n, err);
-  }
-  fclose(f);
+  if ((rc = dpt_file_read(path, "hostfile", "give a file that lists one host a line", (size_t)64 << 20, &buf,
+                          &len, err)))
+    return rc;
+  rc = dpt_hostfile_parse(buf, len, path, hosts, n, err);
   free(buf);
   return rc;
 }

@@ -1,5 +1,6 @@
 /* dpt_boot.c — see dpt_boot.h */
 #include "dpt_boot.h"
+#include "dpt_env.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -67,28 +68,6 @@ static uint64_t fnv64(const char *s)
     h *= 0x100000001b3ULL;
   }
   return h;
-}
-
-static const char *env_nonempty(const char *name)
-{
-  const char *v = getenv(name);
-  return v && *v ? v : NULL;
-}
-
-static int env_int(const char *name, int lo, int hi, int *out, struct dpt_err *err)
-{
-  const char *v = env_nonempty(name);
-  char *end;
-  long x;
-  if (!v)
-    return 0;
-  errno = 0;
-  x = strtol(v, &end, 10);
-  if (errno || end == v || *end || x < lo || x > hi)
-    return dpt_err_set(err, DPT_E_INPUT, "%s=\"%.64s\" is not an integer in %d..%d: fix or unset it",
-                       name, v, lo, hi);
-  *out = (int)x;
-  return 1;
 }
 
 /* A digest of the node as the planner sees it (host name and source left out). */
@@ -423,23 +402,23 @@ static int resolve_opts(const struct dpt_boot_opts *o, struct plan_in *in, struc
 {
   const char *t;
   int rc;
-  in->xml = o->node_xml ? o->node_xml : env_nonempty("DPT_PLAN_XML");
+  in->xml = o->node_xml ? o->node_xml : dpt_env_str("DPT_PLAN_XML");
   in->gpus = o->gpus_per_node;
-  if (in->gpus <= 0 && (rc = env_int("DPT_PLAN_GPUS", 1, 4096, &in->gpus, err)) < 0)
+  if (in->gpus <= 0 && (rc = dpt_env_int("DPT_PLAN_GPUS", 1, 4096, NULL, &in->gpus, err)) < 0)
     return rc;
   in->threads = o->threads_per_rank;
   if (in->threads < 0) {
     in->threads = 0;
-    if ((rc = env_int("DPT_PLAN_THREADS", 0, 4096, &in->threads, err)) < 0)
+    if ((rc = dpt_env_int("DPT_PLAN_THREADS", 0, 4096, NULL, &in->threads, err)) < 0)
       return rc;
   }
   in->fp16 = o->fp16;
   if (in->fp16 < 0) {
     in->fp16 = 0;
-    if ((rc = env_int("DPT_FP16", 0, 1, &in->fp16, err)) < 0)
+    if ((rc = dpt_env_int("DPT_FP16", 0, 1, NULL, &in->fp16, err)) < 0)
       return rc;
   }
-  t = o->tree ? o->tree : env_nonempty("DPT_PLAN_TREE") ? env_nonempty("DPT_PLAN_TREE") : "auto";
+  t = o->tree ? o->tree : dpt_env_str("DPT_PLAN_TREE") ? dpt_env_str("DPT_PLAN_TREE") : "auto";
   if (strcmp(t, "auto") && strcmp(t, "addr") && strcmp(t, "flat"))
     return dpt_err_set(err, DPT_E_INPUT,
                        "plan tree \"%.32s\" (DPT_PLAN_TREE): choose auto, addr or flat", t);
@@ -459,7 +438,7 @@ static int load_node(const struct plan_in *in, const char *host, struct dpt_node
     snprintf(src, srclen, "%d GPUs", in->gpus);
   } else {
     rc = dpt_node_load(node, NULL, err);
-    snprintf(src, srclen, "%s", env_nonempty("HWLOC_XMLFILE") ? "HWLOC_XMLFILE" : "live");
+    snprintf(src, srclen, "%s", dpt_env_str("HWLOC_XMLFILE") ? "HWLOC_XMLFILE" : "live");
   }
   if (rc < 0)
     dpt_err_prefix(err, "bootstrap: this node's topology (%s)", src);
@@ -651,7 +630,7 @@ static int check_agreement(struct dpt_boot *b, const struct plan_in *in, const c
 {
   char mine[512], **all = NULL, ann_rank[16] = "-";
   int n = b->lsize, rc, *sel = NULL;
-  const char *dr = env_nonempty("DPT_RANK");
+  const char *dr = dpt_env_str("DPT_RANK");
 
   if (dr && b->ctx.source[0] && strcmp(b->ctx.source, "single"))
     snprintf(ann_rank, sizeof ann_rank, "%.15s", dr);
@@ -768,7 +747,7 @@ int dpt_boot_create(struct dpt_boot **out, const struct dpt_boot_opts *opts_in,
     return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
   if ((rc = dpt_ctx_from_env(&b->ctx, err)) < 0 || (rc = resolve_opts(opts, &in, err)) < 0)
     goto fail;
-  tr = opts->transport ? opts->transport : env_nonempty("DPT_BOOT") ? env_nonempty("DPT_BOOT")
+  tr = opts->transport ? opts->transport : dpt_env_str("DPT_BOOT") ? dpt_env_str("DPT_BOOT")
                                                                     : "auto";
   if (strcmp(tr, "auto") && strcmp(tr, "pmix") && strcmp(tr, "mpi")) {
     rc = dpt_err_set(err, DPT_E_INPUT, "bootstrap transport \"%.32s\" (DPT_BOOT): choose auto, "
@@ -777,7 +756,7 @@ int dpt_boot_create(struct dpt_boot **out, const struct dpt_boot_opts *opts_in,
   }
   if (!strcmp(tr, "auto"))
 #ifdef DPT_HAVE_PMIX
-    tr = env_nonempty("PMIX_NAMESPACE") && env_nonempty("PMIX_RANK") ? "pmix" : "mpi";
+    tr = dpt_env_str("PMIX_NAMESPACE") && dpt_env_str("PMIX_RANK") ? "pmix" : "mpi";
 #else
     tr = "mpi";
 #endif
@@ -810,7 +789,7 @@ int dpt_boot_create(struct dpt_boot **out, const struct dpt_boot_opts *opts_in,
   memset(&mine, 0, sizeof mine);
   snprintf(mine.host, sizeof mine.host, "%.63s", b->ctx.node_name);
   mine.host_index = -1;
-  if ((rc = env_int("DPT_HOST_INDEX", 0, INT_MAX, &mine.host_index, err)) < 0)
+  if ((rc = dpt_env_int("DPT_HOST_INDEX", 0, INT_MAX, NULL, &mine.host_index, err)) < 0)
     goto fail;
   if (rc == 0 && !strcmp(b->ctx.source, "slurm"))
     mine.host_index = b->ctx.node_id;
@@ -859,7 +838,7 @@ int dpt_boot_create(struct dpt_boot **out, const struct dpt_boot_opts *opts_in,
     dpt_boot_strings_free(x, b->lsize);
     goto fail;
   }
-  expect = opts->expect_digest ? opts->expect_digest : env_nonempty("DPT_PLAN_DIGEST");
+  expect = opts->expect_digest ? opts->expect_digest : dpt_env_str("DPT_PLAN_DIGEST");
   if ((rc = check_agreement(b, &in, expect, err)) < 0)
     goto fail;
   b->ctx.size = b->lsize;
@@ -942,7 +921,7 @@ int dpt_boot_init(int *argc, char ***argv, const struct dpt_boot_opts *opts_in,
     return rc;
   if ((rc = dpt_boot_create(boot, opts, err)) < 0)
     return rc;
-  if (opts->bind && !env_nonempty("DPT_LAUNCHER") && !env_nonempty("DPT_CPUSET")) {
+  if (opts->bind && !dpt_env_str("DPT_LAUNCHER") && !dpt_env_str("DPT_CPUSET")) {
     /* Nobody bound us (plain mpirun / srun without --dpt): do it now, inside
      * the affinity the launcher gave, before any thread or CUDA context. */
     const struct dpt_plan_rank *rk = &(*boot)->plan->ranks[(*boot)->rank];
@@ -957,7 +936,7 @@ int dpt_boot_init(int *argc, char ***argv, const struct dpt_boot_opts *opts_in,
       goto fail;
   }
   dpt_comm_opts_init(&co);
-  co.name = opts->comm ? opts->comm : env_nonempty("DPT_COMM") ? env_nonempty("DPT_COMM") : "ring";
+  co.name = opts->comm ? opts->comm : dpt_env_str("DPT_COMM") ? dpt_env_str("DPT_COMM") : "ring";
   co.ring_pos = (*boot)->rank;
   co.node = (*boot)->plan->ranks[(*boot)->rank].node;
   co.watchdog_s = opts->watchdog_s;

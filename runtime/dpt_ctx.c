@@ -1,5 +1,6 @@
 /* dpt_ctx.c — see dpt_ctx.h */
 #include "dpt_ctx.h"
+#include "dpt_env.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,24 +20,13 @@ static const char *ev(const struct envsrc *s, const char *name)
   return (v && *v) ? v : NULL;
 }
 
-/* Parse a non-negative int variable.  Returns 1 if set, 0 if unset, <0 on error. */
+/* A non-negative int variable.  Returns 1 if set, 0 if unset, <0 on error. */
 static int env_int(const struct envsrc *s, const char *name, int *out, struct dpt_err *err)
 {
-  const char *v = ev(s, name);
-  char *end;
-  long x;
-
-  if (!v)
-    return 0;
-  errno = 0;
-  x = strtol(v, &end, 10);
-  if (errno || end == v || *end || x < 0 || x > INT_MAX)
-    return dpt_err_set(err, DPT_E_INPUT,
-                       "%s=\"%s\" is not a non-negative integer: the launcher's environment is "
-                       "broken (unset it or start the program with srun/mpirun/dpt-launch)",
-                       name, v);
-  *out = (int)x;
-  return 1;
+  return dpt_env_int_parse(name, ev(s, name), 0, INT_MAX,
+                           "the launcher's environment is broken (unset it or start the program with "
+                           "srun/mpirun/dpt-launch)",
+                           out, err);
 }
 
 /* Required partner: both or none. */

@@ -3,6 +3,7 @@
  * images/s, scaling efficiency): docs/schema-report.md. */
 #define _GNU_SOURCE
 #include "dpt_report.h"
+#include "dpt_env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -97,12 +98,6 @@ static json_t *str_or_null(const char *s)
 static json_t *num_or_null(double v)
 {
   return isfinite(v) ? json_real(v) : json_null();
-}
-
-static const char *env_nonempty(const char *name)
-{
-  const char *v = getenv(name);
-  return v && *v ? v : NULL;
 }
 
 void dpt_report_epoch_init(struct dpt_report_epoch *e)
@@ -283,33 +278,19 @@ int dpt_report_set_allreduce(struct dpt_report *r, uint64_t bytes, double measur
   return 0;
 }
 
-static int env_int(const char *name, int *out)
-{
-  const char *v = env_nonempty(name);
-  char *end;
-  long x;
-  if (!v)
-    return -1;
-  x = strtol(v, &end, 10);
-  if (*end || x < 0 || x > 1000000)
-    return -1;
-  *out = (int)x;
-  return 0;
-}
-
 int dpt_report_plan_from_launch(struct dpt_report *r, uint64_t bytes, int fp16, struct dpt_err *err)
 {
-  const char *digest = env_nonempty("DPT_PLAN_DIGEST"), *host = env_nonempty("DPT_NODE_NAME");
+  const char *digest = dpt_env_str("DPT_PLAN_DIGEST"), *host = dpt_env_str("DPT_NODE_NAME");
   int n_nodes, local_size, threads = 0, rc = 0;
   struct dpt_node *node = NULL;
   struct dpt_tree *tree = NULL;
   struct dpt_plan *plan = NULL, *sized = NULL;
   struct dpt_plan_opts o;
 
-  if (!digest || !host || env_int("DPT_N_NODES", &n_nodes) || n_nodes != 1 ||
-      env_int("DPT_LOCAL_SIZE", &local_size) || local_size < 1)
+  if (!digest || !host || dpt_env_int("DPT_N_NODES", 1, 1, NULL, &n_nodes, NULL) != 1 ||
+      dpt_env_int("DPT_LOCAL_SIZE", 1, 1000000, NULL, &local_size, NULL) != 1)
     return 0;
-  env_int("DPT_PLAN_THREADS", &threads);
+  (void)dpt_env_int("DPT_PLAN_THREADS", 0, 1000000, NULL, &threads, NULL); /* unset or bad: 0 */
   const struct dpt_node *topos[1];
   const char *hosts[1] = {host};
   if ((rc = dpt_node_load(&node, NULL, err)) || (rc = dpt_tree_flat(&tree, hosts, 1, err)))
@@ -437,8 +418,8 @@ static int append(char *buf, size_t len, size_t *at, const char *s, struct dpt_e
 int dpt_report_path(const struct dpt_report *r, const char *explicit_path, char *buf, size_t len,
                     struct dpt_err *err)
 {
-  const char *job = env_nonempty("SLURM_JOB_ID"), *step = env_nonempty("SLURM_STEP_ID");
-  const char *pat = explicit_path && *explicit_path ? explicit_path : env_nonempty("DPT_REPORT");
+  const char *job = dpt_env_str("SLURM_JOB_ID"), *step = dpt_env_str("SLURM_STEP_ID");
+  const char *pat = explicit_path && *explicit_path ? explicit_path : dpt_env_str("DPT_REPORT");
   char tmp[64];
   size_t at = 0;
   int rc;
@@ -630,12 +611,12 @@ static json_t *rank_part(struct dpt_report *r)
   getrusage(RUSAGE_SELF, &ru);
   part = json_pack("{s:i,s:s,s:I,s:{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:I,s:I,s:f,s:f,s:I,s:o,s:O,s:f}",
                    "rank", r->rank, "host", r->host, "pid", (json_int_t)r->pid, "binding", "cpus_allowed", cpus,
-                   "applied", str_or_null(r->binding), "cpuset", str_or_null(env_nonempty("DPT_CPUSET")),
-                   "numa", str_or_null(env_nonempty("DPT_NUMA")), "cuda_visible_devices",
-                   str_or_null(env_nonempty("CUDA_VISIBLE_DEVICES")), "cuda_device",
-                   str_or_null(env_nonempty("DPT_CUDA_DEVICE")), "nccl_ib_hca",
-                   str_or_null(env_nonempty("NCCL_IB_HCA")), "omp_num_threads",
-                   str_or_null(env_nonempty("OMP_NUM_THREADS")), "node",
+                   "applied", str_or_null(r->binding), "cpuset", str_or_null(dpt_env_str("DPT_CPUSET")),
+                   "numa", str_or_null(dpt_env_str("DPT_NUMA")), "cuda_visible_devices",
+                   str_or_null(dpt_env_str("CUDA_VISIBLE_DEVICES")), "cuda_device",
+                   str_or_null(dpt_env_str("DPT_CUDA_DEVICE")), "nccl_ib_hca",
+                   str_or_null(dpt_env_str("NCCL_IB_HCA")), "omp_num_threads",
+                   str_or_null(dpt_env_str("OMP_NUM_THREADS")), "node",
                    r->node ? json_incref(r->node) : json_null(), "steps", (json_int_t)r->n_steps, "images",
                    (json_int_t)r->images, "step_time_s", step_total, "images_per_s",
                    step_total > 0 ? (double)r->images / step_total : 0.0, "peak_rss_bytes",
@@ -664,13 +645,13 @@ static int load_json(const char *path, json_t **out, struct dpt_err *err)
  * from the variables each launcher sets. */
 static json_t *launcher(void)
 {
-  const char *l = env_nonempty("DPT_LAUNCHER");
+  const char *l = dpt_env_str("DPT_LAUNCHER");
   if (!l)
-    l = env_nonempty("DPT_PLAN_DIGEST") && env_nonempty("DPT_RANK") ? "dpt-launch"
-        : env_nonempty("SLURM_PROCID")                            ? "srun"
-        : env_nonempty("OMPI_COMM_WORLD_RANK")                    ? "mpirun"
-        : env_nonempty("PMIX_RANK")                               ? "pmix"
-                                                                  : "single";
+    l = dpt_env_str("DPT_PLAN_DIGEST") && dpt_env_str("DPT_RANK") ? "dpt-launch"
+        : dpt_env_str("SLURM_PROCID")                           ? "srun"
+        : dpt_env_str("OMPI_COMM_WORLD_RANK")                   ? "mpirun"
+        : dpt_env_str("PMIX_RANK")                              ? "pmix"
+                                                                : "single";
   return json_string(l);
 }
 
@@ -773,7 +754,7 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
     if (!scaling)
       goto nomem;
   }
-  const char *job = env_nonempty("SLURM_JOB_ID"), *step = env_nonempty("SLURM_STEP_ID");
+  const char *job = dpt_env_str("SLURM_JOB_ID"), *step = dpt_env_str("SLURM_STEP_ID");
   doc = json_pack("{s:s,s:s,s:{s:O,s:o,s:o,s:o,s:o,s:i,s:i,s:i,s:s,s:s,s:f,s:o,s:b},"
                   "s:O,s:O,s:o,s:o,s:O,s:{s:f,s:I},s:o,s:O,s:O,s:o}",
                   "schema", DPT_REPORT_SCHEMA, "program", r->program, "job", "command", r->command,

@@ -8,6 +8,7 @@
  * distances matrix that hwloc's NVML backend stores in the dump. */
 #define _GNU_SOURCE
 #include "dpt_node.h"
+#include "dpt_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -835,47 +836,6 @@ int dpt_node_load_buffer(struct dpt_node **out, const char *buf, size_t len, con
   return 0;
 }
 
-static int read_file(const char *path, char **buf, size_t *len, struct dpt_err *err)
-{
-  FILE *f = fopen(path, "rb");
-  char *b = NULL;
-  size_t n = 0, cap = 0;
-  *buf = NULL;
-  *len = 0;
-  if (!f)
-    return dpt_err_set(err, DPT_E_INPUT, "%s: cannot open the topology file: %s (give an hwloc XML "
-                                         "file made with `lstopo --of xml FILE`)",
-                       path, strerror(errno));
-  for (;;) {
-    if (n == cap) {
-      cap = cap ? 2 * cap : 65536;
-      char *p = realloc(b, cap + 1);
-      if (!p) {
-        free(b);
-        fclose(f);
-        return dpt_err_set(err, DPT_E_NOMEM, "%s: out of memory reading the file", path);
-      }
-      b = p;
-    }
-    size_t r = fread(b + n, 1, cap - n, f);
-    n += r;
-    if (r == 0)
-      break;
-  }
-  if (ferror(f)) {
-    int e = errno;
-    free(b);
-    fclose(f);
-    return dpt_err_set(err, DPT_E_INPUT, "%s: cannot read the topology file: %s", path,
-                       strerror(e ? e : EIO));
-  }
-  fclose(f);
-  b[n] = 0;
-  *buf = b;
-  *len = n;
-  return 0;
-}
-
 int dpt_node_load(struct dpt_node **out, const char *xml_path, struct dpt_err *err)
 {
   struct dpt_node *node = NULL;
@@ -889,7 +849,8 @@ int dpt_node_load(struct dpt_node **out, const char *xml_path, struct dpt_err *e
       xml_path = env;
   }
   if (xml_path && *xml_path) {
-    rc = read_file(xml_path, &buf, &len, err);
+    rc = dpt_file_read(xml_path, "topology file", "give an hwloc XML file made with `lstopo --of xml FILE`",
+                       0, &buf, &len, err);
     if (rc)
       return rc;
   }

@@ -8,6 +8,7 @@
  * invariants.  Hostlists are expanded by libslurm only. */
 #define _GNU_SOURCE /* strverscmp */
 #include "dpt_tree.h"
+#include "dpt_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -581,55 +582,6 @@ fail:
 /* ------------------------------------------------------------------------ */
 /* Files and lines                                                          */
 
-static int read_file(const char *path, char **buf, size_t *len, const char *what, struct dpt_err *err)
-{
-  FILE *f;
-  char *b = NULL;
-  size_t cap = 0, n = 0;
-
-  *buf = NULL;
-  *len = 0;
-  if (!path)
-    return dpt_err_set(err, DPT_E_INPUT, "no %s file given", what);
-  f = fopen(path, "rb");
-  if (!f)
-    return dpt_err_set(err, DPT_E_INPUT, "cannot open %s file %s: %s", what, path, strerror(errno));
-  for (;;) {
-    size_t got;
-    if (n == cap) {
-      void *p;
-      if (cap >= MAX_FILE_BYTES) {
-        free(b);
-        fclose(f);
-        return dpt_err_set(err, DPT_E_INPUT, "%s file %s is larger than %zu MiB", what, path,
-                           MAX_FILE_BYTES >> 20);
-      }
-      cap = cap ? 2 * cap : 65536;
-      p = realloc(b, cap);
-      if (!p) {
-        free(b);
-        fclose(f);
-        return err_nomem(err, "reading a file");
-      }
-      b = p;
-    }
-    got = fread(b + n, 1, cap - n, f);
-    n += got;
-    if (got == 0)
-      break;
-  }
-  if (ferror(f)) {
-    int e = errno;
-    free(b);
-    fclose(f);
-    return dpt_err_set(err, DPT_E_INPUT, "cannot read %s file %s: %s", what, path, strerror(e));
-  }
-  fclose(f);
-  *buf = b;
-  *len = n;
-  return 0;
-}
-
 /* A growable NUL-terminated string. */
 struct sbuf {
   char *s;
@@ -1176,7 +1128,7 @@ int dpt_tree_load_topology_conf(struct dpt_tree **out, const char *path, struct 
   size_t len;
   int rc;
   *out = NULL;
-  if ((rc = read_file(path, &buf, &len, "topology.conf", err)) < 0)
+  if ((rc = dpt_file_read(path, "topology.conf file", NULL, MAX_FILE_BYTES, &buf, &len, err)) < 0)
     return rc;
   rc = dpt_tree_parse_topology_conf(out, buf, len, path, err);
   free(buf);
@@ -1530,7 +1482,7 @@ int dpt_tree_load_addr_list(struct dpt_tree **out, const char *path, struct dpt_
   size_t len;
   int rc;
   *out = NULL;
-  if ((rc = read_file(path, &buf, &len, "SLURM_TOPOLOGY_ADDR list", err)) < 0)
+  if ((rc = dpt_file_read(path, "SLURM_TOPOLOGY_ADDR list", NULL, MAX_FILE_BYTES, &buf, &len, err)) < 0)
     return rc;
   rc = dpt_tree_parse_addr_list(out, buf, len, path, err);
   free(buf);
@@ -2194,7 +2146,7 @@ int dpt_tree_load_ibnetdiscover(struct dpt_tree **out, const char *path, struct 
   size_t len;
   int rc;
   *out = NULL;
-  if ((rc = read_file(path, &buf, &len, "ibnetdiscover", err)) < 0)
+  if ((rc = dpt_file_read(path, "ibnetdiscover dump", NULL, MAX_FILE_BYTES, &buf, &len, err)) < 0)
     return rc;
   rc = dpt_tree_parse_ibnetdiscover(out, buf, len, path, err);
   free(buf);

@@ -16,7 +16,7 @@ dpt_launch_expect(runtime.launch.usage.comm 2 "unknown communicator \"bogus\": c
 dpt_launch_expect(runtime.launch.usage.noprog 2 "missing program" ${_launch} -n 2)
 dpt_launch_expect(runtime.launch.usage.badprog 2 "program \"no-such-program-dpt\" not found"
                   ${_launch} -n 2 -- no-such-program-dpt)
-dpt_launch_expect(runtime.launch.usage.hostfile 2 "cannot read hostfile /nonexistent/hosts"
+dpt_launch_expect(runtime.launch.usage.hostfile 2 "/nonexistent/hosts: cannot open the hostfile: No such file"
                   ${_launch} --hostfile /nonexistent/hosts -N 2 -- true)
 dpt_launch_expect(runtime.launch.usage.hostfile_short 2 "-N 5 but hostfile .* lists only 1 host"
                   ${_launch} --hostfile ${CMAKE_CURRENT_LIST_DIR}/hosts.local -N 5 -- true)
