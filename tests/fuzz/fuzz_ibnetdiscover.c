@@ -1,4 +1,4 @@
-/* fuzz_ibnetdiscover.c — ibnetdiscover -p dumps through dpt_tree_parse_ibnetdiscover() (topology/dpt_tree.c). */
+/* fuzz_ibnetdiscover.c — ibnetdiscover -p dumps through dpt_tree_parse_ibnetdiscover() (topology/dpt_tree_ibnet.c). */
 #include "fuzz_tree_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,4 +1,4 @@
-# Switch trees (topology/dpt_tree.c): topology.conf, SLURM_TOPOLOGY_ADDR,
+# Switch trees (topology/dpt_tree*.c): topology.conf, SLURM_TOPOLOGY_ADDR,
 # ibnetdiscover -p, flat; unit tests, golden dumps, deterministic fuzzing.
 set(DPT_TREE_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/tree)
 set(DPT_TREE_DATA ${DPT_TREE_TEST_DIR}/data)
