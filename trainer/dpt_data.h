@@ -15,9 +15,16 @@
  *
  * ImageNet-style JPEG folders ("imagenet") are not held in memory: the dataset
  * is a list of files and labels, and the loader's worker threads read and
- * decode each record (libturbojpeg, DCT-scaled towards the target size),
- * resize its shorter side to round(8/7 x out) (256 for 224), crop out x out
- * (random in training, centred in validation), flip and normalise.  A record
+ * decode each record, crop it (training: random-resized crop + flip;
+ * validation: shorter side resized to round(8/7 x out), centre crop — boxes and
+ * flips from dpt_augment_crop(), dpt_augment.h), resize the crop to out x out
+ * (bilinear) and normalise.  On the CPU (device DPT_DATA_CPU) libturbojpeg
+ * decodes, DCT-scaled towards the box's size; on the GPU (DPT_DATA_GPU, builds
+ * with nvJPEG: trainer/cuda/dpt_jpeg_gpu.h) nvJPEG decodes the batch (its
+ * hardware decoder where the GPU has one), the files whose header nvJPEG
+ * should not get (dpt_jpeg_hdr_route) or that it refuses are decoded by
+ * libturbojpeg on the worker, and one kernel crops, resizes, flips and
+ * normalises the whole batch with the CPU path's sampling tables.  A record
  * that fails to decode stops the loader with an error naming the file and the
  * record, or (skip_bad) becomes a label -1 image and is counted. */
 #ifndef DPT_DATA_H
@@ -26,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dpt_augment.h"
 #include "dpt_err.h"
 
 /* File-backed records (imagenet): paths and state shared by the loaders. */
@@ -35,6 +43,7 @@ struct dpt_file_set {
   int skip_bad;           /* a record that fails to decode: 1 = label -1 and count, 0 = error */
   unsigned char *bad;     /* [n] 1 once record i failed to decode (skip_bad) */
   int bad_count;          /* distinct records that failed (atomic) */
+  unsigned char *cpu_only; /* [n] 1 once nvJPEG refused record i: the GPU loader sends it to the CPU */
 };
 
 struct dpt_dataset {
@@ -100,8 +109,10 @@ struct dpt_jpeg {
   unsigned char *pix;     /* decoded image, interleaved [h, w, c] */
   size_t pix_cap;
   int w, h, c;            /* decoded (DCT-scaled) size and channels */
-  int src_w, src_h;       /* size in the file */
+  int src_w, src_h;       /* size in the file (dpt_data_jpeg_header) */
+  int cs;                 /* the file's libjpeg colour space (TJCS_*), -1 before a header */
   long max_pixels;        /* refuse files with more pixels (0 = 1 << 28) */
+  int exact;              /* 1: libjpeg's accurate integer IDCT (default: TJFLAG_FASTDCT) */
   unsigned char *file;    /* file bytes (dpt_data_jpeg_read) */
   size_t file_cap, file_len;
   int *tab;               /* resampling tables */
@@ -112,34 +123,66 @@ int dpt_data_jpeg_init(struct dpt_jpeg *j, struct dpt_err *err);
 void dpt_data_jpeg_free(struct dpt_jpeg *j);
 /* Reads a whole file into j->file / j->file_len.  Errors name path and record. */
 int dpt_data_jpeg_read(struct dpt_jpeg *j, const char *path, long record, struct dpt_err *err);
+/* The size in the file (j->src_w, j->src_h) and colour space from the header alone;
+ * refuses empty files, non-JPEGs and more than max_pixels.  name/record: for messages. */
+int dpt_data_jpeg_header(struct dpt_jpeg *j, const unsigned char *buf, size_t len, const char *name, long record,
+                         struct dpt_err *err);
 /* Decodes len bytes to channels (3 RGB, 1 grayscale; CMYK/YCCK files converted),
  * DCT-scaled to the smallest libjpeg-turbo factor whose shorter side is still >=
  * min_side (0 = full size).  A truncated file ("premature end") is an error,
- * other libjpeg warnings (extraneous bytes) are not.  name/record: for messages. */
+ * other libjpeg warnings (extraneous bytes) are not.  No EXIF orientation is
+ * applied (as torchvision's decode_jpeg and PIL's open: pixels in file order). */
 int dpt_data_jpeg_decode(struct dpt_jpeg *j, const unsigned char *buf, size_t len, int channels,
                          int min_side, const char *name, long record, struct dpt_err *err);
-/* Size of the decoded image after resizing its shorter side to side. */
-void dpt_data_jpeg_resized(const struct dpt_jpeg *j, int side, int *rh, int *rw);
-/* Bilinear sample of the decoded image resized to (rh, rw) = dpt_data_jpeg_resized(side):
- * the out x out window at (oy, ox) of it (outside = pixel 0), mirrored if flip, as
- * (v / 255 - mean[c]) / std[c] into x [c, out, out]. */
-int dpt_data_jpeg_sample(struct dpt_jpeg *j, int side, int oy, int ox, int out, int flip,
-                         const float *mean, const float *std, float *x);
+/* Bilinear sample of the crop box (in the file's full-size pixels: src_w x src_h,
+ * scaled to the decoded w x h) resized to out x out, mirrored if crop->flip, as
+ * (v / 255 - mean[c]) / std[c] into x [c, out, out]; tables: dpt_augment_tables.
+ * -1 without a decoded image or out of memory. */
+int dpt_data_jpeg_sample(struct dpt_jpeg *j, const struct dpt_crop *crop, int out, const float *mean,
+                         const float *std, float *x);
 
 /* Names the loader knows, for --help. */
 #define DPT_DATASETS "synthetic, fashion-mnist, cifar10, imagenet"
 #define DPT_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* Where the loader decodes file-backed (imagenet) records and what it delivers. */
+enum dpt_data_device { DPT_DATA_CPU = 0, DPT_DATA_GPU = 1 };
+enum dpt_data_layout { DPT_DATA_NCHW = 0, DPT_DATA_NHWC = 1 };
+enum dpt_data_dtype { DPT_DATA_F32 = 0, DPT_DATA_F16 = 1, DPT_DATA_BF16 = 2 };
 
 struct dpt_loader_opts {
   int batch;        /* per rank */
   int rank, size;   /* this rank, number of ranks */
   uint64_t seed;
   int train;        /* 1: shuffle + augment + drop remainder; 0: validation order */
-  int crop_pad;     /* random crop with this zero padding (0 = none) */
+  int crop_pad;     /* random crop with this zero padding (0 = none; in-memory sets only) */
   int flip;         /* random horizontal flip */
   int out_size;     /* output side (crop size); 0 = image size */
   int prefetch;     /* batches prepared ahead by the worker threads (0 = synchronous) */
   int workers;      /* worker threads filling batches when prefetch > 0 (0 = 1) */
+  /* file-backed (imagenet) records */
+  int exact_decode; /* 1: decode at full size with libjpeg's accurate IDCT (no DCT scaling):
+                       the reference of the GPU parity test */
+  int device;       /* DPT_DATA_CPU (libturbojpeg) | DPT_DATA_GPU (nvJPEG; builds with it) */
+  int gpu;          /* DPT_DATA_GPU: CUDA device ordinal */
+  int gpu_hw;       /* DPT_DATA_GPU: -1 (0 = default) nvJPEG's hardware decoder where the GPU has one,
+                       1 the same, -2 never (hybrid only) */
+  int device_out;   /* DPT_DATA_GPU: 1 = batches stay on the device (dpt_loader_next_device) in
+                       layout / dtype / c_stored; 0 = copied back as host fp32 NCHW (dpt_loader_next) */
+  int layout;       /* enum dpt_data_layout (device_out) */
+  int dtype;        /* enum dpt_data_dtype (device_out) */
+  int c_stored;     /* NHWC: channels stored per pixel, >= c, the rest 0 (0 = c) */
+};
+
+/* What the loader's decoders did so far (summed over its workers). */
+struct dpt_loader_stats {
+  long images;      /* records decoded (file-backed) */
+  long gpu_hw;      /* by nvJPEG's hardware decoder */
+  long gpu_hybrid;  /* by nvJPEG's hybrid decoder */
+  long cpu;         /* by libturbojpeg (every record on the CPU path; on the GPU path the
+                       records routed to the CPU + those nvJPEG refused) */
+  long gpu_refused; /* GPU path: nvJPEG refused them, decoded by libturbojpeg instead */
+  long failed;      /* failed on every decoder (skip_bad: skipped; else the loader stopped) */
 };
 
 struct dpt_loader;
@@ -156,7 +199,37 @@ void dpt_loader_start(struct dpt_loader *L, int epoch, int step);
  * record could not be read (dpt_loader_err says which).
  * *wait_s (optional) += seconds spent waiting for the worker threads. */
 int dpt_loader_next(struct dpt_loader *L, const float **x, const int **labels, double *wait_s);
+/* DPT_DATA_GPU with device_out: the next batch in device memory, x: [batch, c, S, S]
+ * (NCHW) or [batch, S, S, c_stored] (NHWC) of the dtype.  stream (a cudaStream_t,
+ * NULL = the default stream) is the consumer's: the batch is complete when this
+ * returns, and it stays valid for the work the consumer enqueues on stream until
+ * its next call, which records an event on stream before the slot is refilled.
+ * Returns as dpt_loader_next. */
+int dpt_loader_next_device(struct dpt_loader *L, void **x, const int **labels, void *stream, double *wait_s);
+/* What the GPU path decides for batch slot b of step `step` of the current epoch,
+ * device-free (reads the file; have_hw: as if the GPU had nvJPEG's hardware decoder):
+ * record (-1 = validation padding), route (enum dpt_jpeg_route; -1 padding) and why,
+ * frame size and crop box (dpt_augment_crop: the CPU path's own).  Tests and reports. */
+struct dpt_loader_plan {
+  long record;
+  int route;
+  const char *why;
+  int src_w, src_h;
+  struct dpt_crop crop;
+};
+int dpt_loader_plan(struct dpt_loader *L, int step, int b, int have_hw, struct dpt_loader_plan *p,
+                    struct dpt_err *err);
 /* The error behind a -1 from dpt_loader_next. */
 const struct dpt_err *dpt_loader_err(const struct dpt_loader *L);
+void dpt_loader_stats(const struct dpt_loader *L, struct dpt_loader_stats *st);
+/* "hardware + hybrid", "hybrid" (GPU path) or "libturbojpeg" (CPU path). */
+const char *dpt_loader_decoder(const struct dpt_loader *L);
+
+/* 1 when this build and machine can run the GPU path on CUDA device `gpu`; else 0
+ * and why ("built without nvJPEG ...", "no CUDA device ...").  DPT_DATA_GPU_UNAVAILABLE:
+ * what a build without nvJPEG says. */
+int dpt_data_gpu_available(int gpu, char *why, size_t why_len);
+#define DPT_DATA_GPU_UNAVAILABLE "this build has no GPU input path: nvJPEG was not found at build time " \
+  "(pip install nvidia-nvjpeg, as .ci/install-deps does, and rebuild with the CUDA toolkit)"
 
 #endif /* DPT_DATA_H */

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "dpt_augment.h"
 #include "dpt_data.h"
 #ifdef DPT_HAVE_TURBOJPEG
 #include <turbojpeg.h>
@@ -284,7 +285,7 @@ int dpt_data_load_imagenet(struct dpt_dataset *d, const char *dir, const char *l
   if (!(r.fs = calloc(1, sizeof *r.fs))) return dpt_err_set(err, DPT_E_NOMEM, "imagenet: out of memory");
   rc = list ? read_list(&r, list, o, &skipped, &ncls, err) : scan_folders(&r, dir, train, o, &ncls, err);
   if (rc) goto fail;
-  if (!(r.fs->bad = calloc(r.n, 1))) {
+  if (!(r.fs->bad = calloc(r.n, 1)) || !(r.fs->cpu_only = calloc(r.n, 1))) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "imagenet: out of memory for %zu records", r.n);
     goto fail;
   }
@@ -309,6 +310,8 @@ int dpt_data_load_imagenet(struct dpt_dataset *d, const char *dir, const char *l
 fail:
   free(r.fs->pool);
   free(r.fs->off);
+  free(r.fs->bad);
+  free(r.fs->cpu_only);
   free(r.fs);
   free(r.labels);
   return rc;
@@ -398,28 +401,61 @@ static int grow(unsigned char **buf, size_t *cap, size_t need)
 }
 #endif
 
-int dpt_data_jpeg_decode(struct dpt_jpeg *j, const unsigned char *buf, size_t len, int channels,
-                         int min_side, const char *name, long record, struct dpt_err *err)
+#ifdef DPT_HAVE_TURBOJPEG
+/* The error of the last libjpeg call; the handle is replaced: libjpeg-turbo 2.1 leaves a
+ * handle whose header read failed ("Unsupported JPEG process: SOF type 0xc3") failing
+ * every later file with the same message. */
+static int tj_error(struct dpt_jpeg *j, const char *what, const char *name, long record, struct dpt_err *err)
+{
+  int rc = dpt_err_set(err, DPT_E_INPUT, "%s (record %ld): corrupt or not a JPEG (%s: %s): replace the file, or pass "
+                       "--skip-bad to skip and count such records", name, record, what, tjGetErrorStr2(j->tj));
+  tjhandle fresh = tjInitDecompress();
+  if (fresh) {
+    tjDestroy(j->tj);
+    j->tj = fresh;
+  }
+  return rc;
+}
+#endif
+
+int dpt_data_jpeg_header(struct dpt_jpeg *j, const unsigned char *buf, size_t len, const char *name, long record,
+                         struct dpt_err *err)
 {
 #ifdef DPT_HAVE_TURBOJPEG
-  int w = 0, h = 0, sub = 0, cs = -1, rc = 0; /* set: a header-only file left them unset (valgrind) */
-  const char *what = "data";
+  int w = 0, h = 0, sub = 0, cs = -1; /* set: a header-only file left them unset (valgrind) */
   long maxp = j->max_pixels > 0 ? j->max_pixels : 1L << 28;
-  j->w = j->h = 0;
-  if (channels != 1 && channels != 3)
-    return dpt_err_set(err, DPT_E_INPUT, "%s (record %ld): %d channels requested: 1 or 3", name, record, channels);
+  j->src_w = j->src_h = 0;
+  j->cs = -1;
   if (len == 0)
     return dpt_err_set(err, DPT_E_INPUT, "%s (record %ld): empty file (0 bytes), not a JPEG: replace it, or pass "
                        "--skip-bad to skip and count such records", name, record);
   if (len > (1UL << 30))
     return dpt_err_set(err, DPT_E_INPUT, "%s (record %ld): %zu bytes, too large for a JPEG record", name, record, len);
-  if (tjDecompressHeader3(j->tj, buf, (unsigned long)len, &w, &h, &sub, &cs)) {
-    what = "header";
-    goto tjfail;
-  }
+  if (tjDecompressHeader3(j->tj, buf, (unsigned long)len, &w, &h, &sub, &cs)) return tj_error(j, "header", name, record, err);
   if (w < 1 || h < 1 || (long)w * h > maxp)
     return dpt_err_set(err, DPT_E_INPUT, "%s (record %ld): %d x %d pixels, outside 1 .. %ld pixels: not a "
                        "training image (pass --skip-bad to skip and count it)", name, record, w, h, maxp);
+  j->src_w = w;
+  j->src_h = h;
+  j->cs = cs;
+  return 0;
+#else
+  (void)j, (void)buf, (void)len;
+  return dpt_err_set(err, DPT_E_UNSUPPORTED, "%s (record %ld): built without libturbojpeg: install "
+                     "libturbojpeg0-dev and rebuild", name, record);
+#endif
+}
+
+int dpt_data_jpeg_decode(struct dpt_jpeg *j, const unsigned char *buf, size_t len, int channels,
+                         int min_side, const char *name, long record, struct dpt_err *err)
+{
+#ifdef DPT_HAVE_TURBOJPEG
+  int rc;
+  j->w = j->h = 0;
+  if (channels != 1 && channels != 3)
+    return dpt_err_set(err, DPT_E_INPUT, "%s (record %ld): %d channels requested: 1 or 3", name, record, channels);
+  if ((rc = dpt_data_jpeg_header(j, buf, len, name, record, err))) return rc;
+  int w = j->src_w, h = j->src_h, cs = j->cs;
   /* the smallest DCT scaling factor <= 1 whose shorter side is still >= min_side */
   int nsf = 0, bw = w, bh = h, shorter = w < h ? w : h;
   tjscalingfactor *sf = tjGetScalingFactors(&nsf);
@@ -435,10 +471,11 @@ int dpt_data_jpeg_decode(struct dpt_jpeg *j, const unsigned char *buf, size_t le
   size_t need = (size_t)bw * bh * (size_t)tjPixelSize[pf];
   if (grow(&j->pix, &j->pix_cap, need))
     return dpt_err_set(err, DPT_E_NOMEM, "%s (record %ld): out of memory for a %d x %d image", name, record, bw, bh);
-  if (tjDecompress2(j->tj, buf, (unsigned long)len, j->pix, bw, 0, bh, pf, TJFLAG_FASTDCT)) {
+  if (tjDecompress2(j->tj, buf, (unsigned long)len, j->pix, bw, 0, bh, pf, j->exact ? 0 : TJFLAG_FASTDCT)) {
     /* warnings: the image was decoded; only a premature end (a truncated file, grey
      * filled in) is an error.  Real ImageNet files with extraneous bytes pass. */
-    if (tjGetErrorCode(j->tj) != TJERR_WARNING || strcasestr(tjGetErrorStr2(j->tj), "premature")) goto tjfail;
+    if (tjGetErrorCode(j->tj) != TJERR_WARNING || strcasestr(tjGetErrorStr2(j->tj), "premature"))
+      return tj_error(j, "data", name, record, err);
   }
   if (cmyk) { /* Adobe's inverted CMYK (what libjpeg hands back for CMYK/YCCK files) */
     const unsigned char *s = j->pix;
@@ -456,12 +493,7 @@ int dpt_data_jpeg_decode(struct dpt_jpeg *j, const unsigned char *buf, size_t le
   j->w = bw;
   j->h = bh;
   j->c = channels;
-  j->src_w = w;
-  j->src_h = h;
-  return rc;
-tjfail:
-  return dpt_err_set(err, DPT_E_INPUT, "%s (record %ld): corrupt or not a JPEG (%s: %s): replace the file, or pass "
-                     "--skip-bad to skip and count such records", name, record, what, tjGetErrorStr2(j->tj));
+  return 0;
 #else
   (void)j, (void)buf, (void)len, (void)channels, (void)min_side;
   return dpt_err_set(err, DPT_E_UNSUPPORTED, "%s (record %ld): built without libturbojpeg: install "
@@ -469,37 +501,11 @@ tjfail:
 #endif
 }
 
-void dpt_data_jpeg_resized(const struct dpt_jpeg *j, int side, int *rh, int *rw)
+int dpt_data_jpeg_sample(struct dpt_jpeg *j, const struct dpt_crop *crop, int out, const float *mean,
+                         const float *std, float *x)
 {
-  if (j->h <= j->w) {
-    *rh = side;
-    *rw = (int)(((long)j->w * side * 2 + j->h) / (2L * j->h));
-  } else {
-    *rw = side;
-    *rh = (int)(((long)j->h * side * 2 + j->w) / (2L * j->w));
-  }
-  if (*rh < 1) *rh = 1;
-  if (*rw < 1) *rw = 1;
-}
-
-/* Source index pair and weight of resized coordinate t (0..r-1) over n source pixels. */
-static void coord(int t, int r, int n, int *i0, int *i1, float *w)
-{
-  double s = (t + 0.5) * n / r - 0.5;
-  if (s < 0) s = 0;
-  if (s > n - 1) s = n - 1;
-  int a = (int)s;
-  *i0 = a;
-  *i1 = a + 1 < n ? a + 1 : a;
-  *w = (float)(s - a);
-}
-
-int dpt_data_jpeg_sample(struct dpt_jpeg *j, int side, int oy, int ox, int out, int flip,
-                         const float *mean, const float *std, float *x)
-{
-  int rh, rw, C = j->c, W = j->w;
-  if (j->w < 1 || j->h < 1 || out < 1 || side < 1) return -1;
-  dpt_data_jpeg_resized(j, side, &rh, &rw);
+  int C = j->c, W = j->w;
+  if (j->w < 1 || j->h < 1 || out < 1 || j->src_w < 1 || j->src_h < 1) return -1;
   size_t need = 4 * (size_t)out;
   if (need > j->tab_cap) {
     int *nt = realloc(j->tab, need * sizeof *nt);
@@ -510,32 +516,17 @@ int dpt_data_jpeg_sample(struct dpt_jpeg *j, int side, int oy, int ox, int out, 
     j->wt = nw;
     j->tab_cap = need;
   }
-  /* columns: tab[2k], tab[2k+1], wt[k]; rows after them; -1 = outside (padding) */
+  /* columns: tab[2k], tab[2k+1], wt[k]; rows after them (the GPU kernel gets the same tables) */
   int *cx = j->tab, *cy = j->tab + 2 * out;
   float *wx = j->wt, *wy = j->wt + out;
-  for (int k = 0; k < out; k++) {
-    int t = (flip ? out - 1 - k : k) + ox;
-    if (t < 0 || t >= rw) cx[2 * k] = -1;
-    else coord(t, rw, j->w, &cx[2 * k], &cx[2 * k + 1], &wx[k]);
-    t = k + oy;
-    if (t < 0 || t >= rh) cy[2 * k] = -1;
-    else coord(t, rh, j->h, &cy[2 * k], &cy[2 * k + 1], &wy[k]);
-  }
+  dpt_augment_tables(crop, out, j->src_w, j->src_h, j->w, j->h, cx, wx, cy, wy);
   for (int c = 0; c < C; c++) {
     float sc = 1.0f / (255.0f * std[c]), sh = -mean[c] / std[c];
     for (int y = 0; y < out; y++) {
       float *o = x + ((size_t)c * out + y) * out;
-      if (cy[2 * y] < 0) {
-        for (int k = 0; k < out; k++) o[k] = sh;
-        continue;
-      }
       const unsigned char *r0 = j->pix + (size_t)cy[2 * y] * W * C + c, *r1 = j->pix + (size_t)cy[2 * y + 1] * W * C + c;
       float fy = wy[y];
       for (int k = 0; k < out; k++) {
-        if (cx[2 * k] < 0) {
-          o[k] = sh;
-          continue;
-        }
         size_t a = (size_t)cx[2 * k] * C, b = (size_t)cx[2 * k + 1] * C;
         float fx = wx[k];
         float top = r0[a] + (r0[b] - r0[a]) * fx, bot = r1[a] + (r1[b] - r1[a]) * fx;

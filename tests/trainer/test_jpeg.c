@@ -21,9 +21,12 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include "dpt_augment.h"
 #include "dpt_data.h"
+#include "dpt_jpeg_hdr.h"
 
 #include "dpt_check.h"
+#include "jpeg_cases.h"
 
 static const char *classes[3] = {"n01_apple", "n02_bee", "n03_cat"}; /* sorted order = labels */
 
@@ -273,9 +276,6 @@ static void test_decode(const char *dir)
   /* DCT scaling: min side 12 -> 1/4 (16 x 12) */
   CHECK(dpt_data_jpeg_decode(&j, j.file, j.file_len, 3, 12, p, 7, &err) == 0 && j.w == 16 && j.h == 12 &&
             j.src_w == 64, "scaled: %dx%d %s", j.w, j.h, err.msg);
-  int rh, rw;
-  dpt_data_jpeg_resized(&j, 24, &rh, &rw);
-  CHECK(rh == 24 && rw == 32, "resized %dx%d", rh, rw);
   /* grayscale */
   CHECK(dpt_data_jpeg_decode(&j, j.file, j.file_len, 1, 0, p, 7, &err) == 0 && j.c == 1, "gray: %s", err.msg);
   {
@@ -413,11 +413,32 @@ static void test_loader(const char *dir)
   }
 }
 
-/* crop / flip on the gradient image (64 x 48, out 24: shorter side resized to 27 -> 36 x 27) */
+static int same_crop(const struct dpt_crop *a, const struct dpt_crop *b)
+{
+  return a->x0 == b->x0 && a->y0 == b->y0 && a->w == b->w && a->h == b->h && a->flip == b->flip;
+}
+
+/* Expected raw value of a gradient channel (value = gain x source coordinate) at output index
+ * k of a box [b0, b0 + len) resized to S (half-pixel centres, clamped to n source pixels). */
+static float grad_at(double b0, double len, int k, int S, int n, float gain)
+{
+  double s = b0 + (k + 0.5) * len / S - 0.5;
+  if (s < 0) s = 0;
+  if (s > n - 1) s = n - 1;
+  return (float)(gain * s);
+}
+
+/* The loader's crops come from dpt_augment_crop (the function the GPU path uses too):
+ * on the gradient image (64 x 48: R = 4 x, G = 5 y) every output pixel of the CPU
+ * path sits where dpt_augment_crop's box puts it; dpt_loader_plan (the GPU path's
+ * planner) reports the same box; random-resized crops vary in place, size and flip;
+ * validation crops are centred; and the fast path (DCT scaling) is bit-identical to
+ * decoding + sampling by hand with the same box. */
 static void test_augment(const char *dir)
 {
-  char p[1024];
+  char p[1024], img[1024];
   snprintf(p, sizeof p, "%s/grad.txt", dir);
+  snprintf(img, sizeof img, "%s/grad.jpg", dir);
   FILE *f = fopen(p, "w");
   for (int i = 0; i < 64; i++) fprintf(f, "grad.jpg %d\n", i % 2);
   fclose(f);
@@ -426,42 +447,263 @@ static void test_augment(const char *dir)
   struct dpt_data_opts o = {.train_list = p};
   CHECK(dpt_data_load(&d, "imagenet", NULL, 1, 0, 0, &o, &err) == 0, "%s", err.msg);
   for (int k = 0; k < 3; k++) d.mean[k] = 0, d.std[k] = 1; /* raw [0, 1] values */
-  const int S = 24, side = (S * 8 + 3) / 7, rw = (64 * side * 2 + 48) / 96, rh = side; /* 27, 36 */
+  const int S = 24;
   for (int train = 1; train >= 0; train--) {
     struct dpt_loader_opts lo = {.batch = 64, .size = 1, .seed = 5, .train = train, .flip = train, .out_size = S,
-                                 .prefetch = 1, .workers = 2};
+                                 .prefetch = 1, .workers = 2, .exact_decode = 1};
+    struct dpt_augment aug;
+    dpt_augment_default(&aug, train, S, 5);
     struct dpt_loader *L;
     CHECK(dpt_loader_create(&L, &d, &lo, &err) == 0, "%s", err.msg);
+    dpt_loader_start(L, 3, 0);
     const float *x;
     const int *lab;
     CHECK(dpt_loader_next(L, &x, &lab, NULL) == 64, "augment batch: %s", dpt_loader_err(L)->msg);
-    int flips = 0, bad = 0, oxs[64] = {0}, distinct = 0;
+    int flips = 0, off = 0, plan_diff = 0, x0s[64] = {0}, distinct = 0;
+    double amin = 1e9, amax = 0;
+    float worst = 0;
     for (int b = 0; b < 64; b++) {
+      struct dpt_loader_plan pl;
+      struct dpt_crop c;
+      CHECK(dpt_loader_plan(L, 0, b, 1, &pl, &err) == 0, "plan: %s", err.msg);
+      dpt_augment_crop(&aug, 3, pl.record, 64, 48, &c);
+      plan_diff += !same_crop(&c, &pl.crop) || pl.src_w != 64 || pl.src_h != 48 ||
+                   pl.route != DPT_JPEG_ROUTE_GPU_HW;
+      if (c.x0 < 0 || c.y0 < 0 || c.x0 + c.w > 64 + 1e-9 || c.y0 + c.h > 48 + 1e-9) off++;
       const float *im = x + (size_t)b * 3 * S * S;
-      /* R = x_src * 4 / 255; resized column t samples x_src = (t + 0.5) * 64 / rw - 0.5 */
-      float left = im[0] * 255.0f / 4.0f, right = im[S - 1] * 255.0f / 4.0f;
-      int fl = left > right;
-      float xs = fl ? right : left; /* source x of resized column ox */
-      int ox = (int)lrintf((xs + 0.5f) * rw / 64.0f - 0.5f);
-      float ys = im[S * S] * 255.0f / 5.0f; /* G of row 0 */
-      int oy = (int)lrintf((ys + 0.5f) * rh / 48.0f - 0.5f);
-      if (ox < 0 || ox > rw - S || oy < 0 || oy > rh - S) bad++;
-      if (!train && (fl || abs(ox - (rw - S) / 2) > 1 || abs(oy - (rh - S) / 2) > 1)) bad++;
-      flips += fl;
-      oxs[b] = ox;
+      for (int k = 0; k < S; k++) { /* R along row 0, G along column 0 */
+        float r = im[k] * 255.0f, g = im[S * S + (size_t)k * S] * 255.0f;
+        float er = grad_at(c.x0, c.w, c.flip ? S - 1 - k : k, S, 64, 4.0f), eg = grad_at(c.y0, c.h, k, S, 48, 5.0f);
+        worst = fmaxf(worst, fmaxf(fabsf(r - er), fabsf(g - eg)));
+      }
+      flips += c.flip;
+      x0s[b] = (int)c.x0;
+      amin = fmin(amin, c.w * c.h / (64.0 * 48));
+      amax = fmax(amax, c.w * c.h / (64.0 * 48));
+      if (!train) {
+        /* shorter side 48 -> 27, 64 -> 36: centred 24 x 24 at (1, 6) of the resized image */
+        const double rw = 36, rh = 27;
+        CHECK(!c.flip && fabs(c.x0 - 6 * 64 / rw) < 1e-9 && fabs(c.y0 - 1 * 48 / rh) < 1e-9 &&
+                  fabs(c.w - S * 64 / rw) < 1e-9 && fabs(c.h - S * 48 / rh) < 1e-9,
+              "val box %g %g %g %g flip %d", c.x0, c.y0, c.w, c.h, c.flip);
+      }
     }
     for (int b = 0; b < 64; b++) {
       int first = 1;
-      for (int c = 0; c < b; c++) first &= oxs[c] != oxs[b];
+      for (int c = 0; c < b; c++) first &= x0s[c] != x0s[b];
       distinct += first;
     }
-    CHECK(!bad, "%s: %d crops outside the resized %dx%d image or not centred", train ? "train" : "val", bad, rw, rh);
+    const char *what = train ? "train" : "val";
+    CHECK(!plan_diff, "%s: the GPU path's plan differs from dpt_augment_crop for %d of 64 images", what, plan_diff);
+    CHECK(!off, "%s: %d boxes outside the 64 x 48 image", what, off);
+    /* q100 4:4:4 gradient: the decoded values are within 3 of gain x coordinate */
+    CHECK(worst <= 3.0f, "%s: output pixels %.2f away from where dpt_augment_crop's box puts them", what, worst);
     if (train) {
       CHECK(flips > 16 && flips < 48, "flip probability: %d of 64", flips);
       CHECK(distinct >= 6, "crop offsets: only %d distinct x offsets", distinct);
+      CHECK(amin >= 0.08 * 0.9 && amax <= 1.0 && amax - amin > 0.3, "crop areas %.3f .. %.3f of the image", amin, amax);
     }
     dpt_loader_destroy(L);
   }
+  /* the fast path (DCT scaling towards the box) = decode + sample by hand with the same box */
+  {
+    const int S2 = 8;
+    struct dpt_loader_opts lo = {.batch = 64, .size = 1, .seed = 9, .train = 1, .flip = 1, .out_size = S2};
+    struct dpt_augment aug;
+    struct dpt_loader *L;
+    struct dpt_jpeg j;
+    dpt_augment_default(&aug, 1, S2, 9);
+    CHECK(dpt_loader_create(&L, &d, &lo, &err) == 0 && dpt_data_jpeg_init(&j, &err) == 0, "%s", err.msg);
+    const float *x;
+    const int *lab;
+    CHECK(dpt_loader_next(L, &x, &lab, NULL) == 64, "fast batch: %s", dpt_loader_err(L)->msg);
+    float *ref = malloc(3 * S2 * S2 * sizeof *ref);
+    int differ = 0, scaled = 0;
+    CHECK(dpt_data_jpeg_read(&j, img, 0, &err) == 0, "%s", err.msg);
+    for (int b = 0; b < 64; b++) {
+      struct dpt_loader_plan pl;
+      struct dpt_crop c;
+      dpt_loader_plan(L, 0, b, 1, &pl, &err);
+      dpt_augment_crop(&aug, 0, pl.record, 64, 48, &c);
+      int ms = dpt_augment_min_side(&c, S2, 64, 48);
+      CHECK(dpt_data_jpeg_decode(&j, j.file, j.file_len, 3, ms, img, 0, &err) == 0 &&
+                dpt_data_jpeg_sample(&j, &c, S2, d.mean, d.std, ref) == 0, "ref: %s", err.msg);
+      scaled += j.w < 64;
+      differ += memcmp(ref, x + (size_t)b * 3 * S2 * S2, 3 * S2 * S2 * sizeof *ref) != 0;
+    }
+    CHECK(!differ, "DCT-scaled loader output differs from decode + sample with dpt_augment_crop's box in %d of 64",
+          differ);
+    CHECK(scaled > 0, "no crop was DCT-scaled (out %d): the fast path was not exercised", S2);
+    free(ref);
+    dpt_data_jpeg_free(&j);
+    dpt_loader_destroy(L);
+  }
+  dpt_data_free(&d);
+}
+
+/* dpt_augment_crop's parameters: ImageNet's RandomResizedCrop ranges, determinism, the
+ * fallback for extreme shapes, the validation box, the sampling tables. */
+static void test_augment_params(void)
+{
+  struct dpt_augment a;
+  struct dpt_crop c, c2;
+  dpt_augment_default(&a, 1, 224, 42);
+  CHECK(a.resize == 256 && a.scale_min == 0.08 && a.ratio_max > 1.333 && a.ratio_max < 1.334, "defaults");
+  int flips = 0, off = 0, bad_area = 0, bad_ratio = 0, fallback = 0;
+  for (long i = 0; i < 20000; i++) {
+    dpt_augment_crop(&a, 1, i, 500, 375, &c);
+    off += c.x0 < 0 || c.y0 < 0 || c.x0 + c.w > 500 || c.y0 + c.h > 375 || c.x0 != floor(c.x0) || c.w < 1;
+    double area = c.w * c.h / (500.0 * 375), ratio = c.w / c.h;
+    bad_area += area < 0.08 * 0.97 || area > 1.0;
+    fallback += c.w == 500 && c.h == 375;
+    bad_ratio += !(ratio > 0.75 * 0.97 && ratio < 4.0 / 3.0 * 1.03) && !(c.w == 500 && c.h == 375);
+    flips += c.flip;
+  }
+  CHECK(!off && !bad_area && !bad_ratio, "20000 boxes: %d outside / not integer, %d area, %d ratio", off, bad_area,
+        bad_ratio);
+  CHECK(flips > 9700 && flips < 10300, "flips %d of 20000", flips);
+  CHECK(fallback < 200, "%d whole-image fallbacks of 20000 (the 10 draws should nearly always fit)", fallback);
+  dpt_augment_crop(&a, 1, 7, 500, 375, &c);
+  dpt_augment_crop(&a, 1, 7, 500, 375, &c2);
+  CHECK(same_crop(&c, &c2), "same (seed, epoch, record): different box");
+  dpt_augment_crop(&a, 2, 7, 500, 375, &c2);
+  CHECK(!same_crop(&c, &c2), "epoch 1 and 2 of record 7: the same box");
+  /* 1000 x 10: no draw fits (h > 10), torchvision's fallback: h = 10, w = round(10 x 4/3) = 13, centred */
+  dpt_augment_crop(&a, 0, 3, 1000, 10, &c);
+  CHECK(c.w == 13 && c.h == 10 && c.x0 == (1000 - 13) / 2 && c.y0 == 0, "fallback box %g %g %g %g", c.x0, c.y0,
+        c.w, c.h);
+  dpt_augment_crop(&a, 0, 3, 10, 1000, &c);
+  CHECK(c.w == 10 && c.h == 13 && c.y0 == (1000 - 13) / 2, "tall fallback box %g %g %g %g", c.x0, c.y0, c.w, c.h);
+  /* validation 500 x 375 at 224: resize to 341 x 256, centred at (58, 16) */
+  dpt_augment_default(&a, 0, 224, 42);
+  dpt_augment_crop(&a, 5, 9, 500, 375, &c);
+  CHECK(!c.flip && fabs(c.x0 - 58 * 500 / 341.0) < 1e-9 && fabs(c.y0 - 16 * 375 / 256.0) < 1e-9 &&
+            fabs(c.w - 224 * 500 / 341.0) < 1e-9 && fabs(c.h - 224 * 375 / 256.0) < 1e-9,
+        "val box %g %g %g %g", c.x0, c.y0, c.w, c.h);
+  CHECK(dpt_augment_min_side(&c, 224, 500, 375) == 256, "val min side %d", dpt_augment_min_side(&c, 224, 500, 375));
+  /* tables: the whole 6 x 4 image at its own size samples every pixel exactly; flipped, mirrored;
+   * at half size (decoded 3 x 2) the positions scale */
+  int cx[12], cy[12];
+  float wx[6], wy[6];
+  struct dpt_crop whole = {0, 0, 6, 4, 0};
+  dpt_augment_tables(&whole, 4, 6, 4, 6, 4, cx, wx, cy, wy);
+  CHECK(cy[0] == 0 && cy[2] == 1 && cy[6] == 3 && cy[7] == 3 && wy[0] == 0 && wy[3] == 0, "identity rows");
+  dpt_augment_tables(&whole, 6, 6, 4, 6, 4, cx, wx, cy, wy);
+  CHECK(cx[0] == 0 && cx[10] == 5 && wx[2] == 0, "identity columns");
+  whole.flip = 1;
+  dpt_augment_tables(&whole, 6, 6, 4, 6, 4, cx, wx, cy, wy);
+  CHECK(cx[0] == 5 && cx[10] == 0 && wx[0] == 0, "flipped columns %d %d", cx[0], cx[10]);
+  whole.flip = 0;
+  dpt_augment_tables(&whole, 6, 6, 4, 3, 2, cx, wx, cy, wy);
+  /* output column 1: source 1.0 -> decoded (1.5 * 0.5 - 0.5) = 0.25 */
+  CHECK(cx[2] == 0 && cx[3] == 1 && fabsf(wx[1] - 0.25f) < 1e-6f, "half-size column 1: %d %d %g", cx[2], cx[3],
+        (double)wx[1]);
+}
+
+/* The issue's corner cases (jpeg_cases.h): which decoder the GPU path gives each file
+ * (decided on the host from the header), what the CPU decoder makes of it, and the
+ * loader's --skip-bad counts over a folder of them. */
+static void test_corner_cases(const char *dir)
+{
+  char cdir[512], p[1024];
+  snprintf(cdir, sizeof cdir, "%s/corner", dir);
+  const struct jpeg_case *jc = jpeg_cases_make(cdir);
+  struct dpt_jpeg j, ref;
+  struct dpt_err err = {0};
+  CHECK(dpt_data_jpeg_init(&j, &err) == 0 && dpt_data_jpeg_init(&ref, &err) == 0, "%s", err.msg);
+  snprintf(p, sizeof p, "%s/train/c0/base420.jpg", cdir);
+  CHECK(dpt_data_jpeg_read(&ref, p, 0, &err) == 0 &&
+            dpt_data_jpeg_decode(&ref, ref.file, ref.file_len, 3, 0, p, 0, &err) == 0, "base420: %s", err.msg);
+  for (int i = 0; i < JPEG_CASES_N; i++) {
+    struct dpt_jpeg_hdr h;
+    const char *why, *why_nohw;
+    snprintf(p, sizeof p, "%s/train/c0/%s.jpg", cdir, jc[i].name);
+    CHECK(dpt_data_jpeg_read(&j, p, i, &err) == 0, "%s", err.msg);
+    int prc = dpt_jpeg_hdr_parse(j.file, j.file_len, &h);
+    int r = (int)dpt_jpeg_hdr_route(&h, prc, 1, 0, &why), r0 = (int)dpt_jpeg_hdr_route(&h, prc, 0, 0, &why_nohw);
+    CHECK(r == jc[i].route_hw && !strcmp(why, jc[i].why), "%s: route %d (%s), want %d (%s)", jc[i].name, r, why,
+          jc[i].route_hw, jc[i].why);
+    /* without the hardware decoder the hardware's files go to nvJPEG's hybrid decoder */
+    CHECK(r0 == (r == DPT_JPEG_ROUTE_GPU_HW ? DPT_JPEG_ROUTE_GPU : r), "%s: no-hw route %d", jc[i].name, r0);
+    CHECK(h.orientation == jc[i].orientation, "%s: orientation %d", jc[i].name, h.orientation);
+    if (jc[i].decodes && strcmp(jc[i].name, "cmyk"))
+      CHECK(!prc && h.width == 96 && h.height == 72 && h.complete && h.scans >= 1, "%s: header %dx%d complete %d",
+            jc[i].name, h.width, h.height, h.complete);
+    int rc = dpt_data_jpeg_decode(&j, j.file, j.file_len, 3, 0, p, i, &err);
+    CHECK((rc == 0) == jc[i].decodes, "%s: decode rc %d (%s), want it %s", jc[i].name, rc, rc ? err.msg : "",
+          jc[i].decodes ? "decoded" : "refused");
+    if (rc) {
+      CHECK(rc == DPT_E_INPUT && strstr(err.msg, p) && strstr(err.msg, "--skip-bad"), "%s: %s", jc[i].name, err.msg);
+      continue;
+    }
+    size_t bytes = (size_t)96 * 72 * 3;
+    if (!strcmp(jc[i].name, "exif6") || !strcmp(jc[i].name, "progressive"))
+      /* the same coefficients as base420: the same pixels; EXIF rotation is not applied */
+      CHECK(j.w == 96 && j.h == 72 && !memcmp(j.pix, ref.pix, bytes), "%s: %dx%d, pixels differ from base420",
+            jc[i].name, j.w, j.h);
+    if (!strcmp(jc[i].name, "gray")) {
+      int same = 1;
+      for (size_t k = 0; k < bytes; k += 3) same &= j.pix[k] == j.pix[k + 1] && j.pix[k] == j.pix[k + 2];
+      CHECK(same, "gray JPEG decoded to RGB is not R = G = B");
+    }
+  }
+  dpt_data_jpeg_free(&j);
+  dpt_data_jpeg_free(&ref);
+
+  /* the folder: 15 cases in c0 + 2 plain files in c1 = 17 records, 5 undecodable */
+  struct dpt_dataset d;
+  struct dpt_data_opts o = {0};
+  CHECK(dpt_data_load(&d, "imagenet", cdir, 1, 0, 0, &o, &err) == 0 && d.n == 17, "corner scan: %d %s", d.n, err.msg);
+  struct dpt_loader_opts lo = {.batch = 17, .size = 1, .seed = 4, .train = 1, .flip = 1, .out_size = 16,
+                               .prefetch = 1, .workers = 2};
+  struct dpt_loader *L;
+  const float *x;
+  const int *lab;
+  CHECK(dpt_loader_create(&L, &d, &lo, &err) == 0, "%s", err.msg);
+  /* the GPU path's routing of the batch (device-free): 7 to nvJPEG's hardware decoder, 2 to its
+   * hybrid decoder, 8 to the CPU decoder; the crop boxes of the decodable ones are dpt_augment_crop's */
+  int routes[3] = {0}, boxes = 0;
+  for (int b = 0; b < 17; b++) {
+    struct dpt_loader_plan pl;
+    CHECK(dpt_loader_plan(L, 0, b, 1, &pl, &err) == 0 && pl.route >= 0, "plan %d: %s", b, err.msg);
+    if (pl.route >= 0) routes[pl.route]++;
+    if (pl.route != DPT_JPEG_ROUTE_CPU) {
+      struct dpt_augment a;
+      struct dpt_crop c;
+      dpt_augment_default(&a, 1, 16, 4);
+      dpt_augment_crop(&a, 0, pl.record, pl.src_w, pl.src_h, &c);
+      boxes += same_crop(&c, &pl.crop);
+    }
+  }
+  CHECK(routes[DPT_JPEG_ROUTE_GPU_HW] == 8 && routes[DPT_JPEG_ROUTE_GPU] == 2 && routes[DPT_JPEG_ROUTE_CPU] == 7,
+        "routes hw %d gpu %d cpu %d, want 8 2 7", routes[0], routes[1], routes[2]);
+  CHECK(boxes == 10, "%d of 10 GPU-routed boxes equal dpt_augment_crop's", boxes);
+  /* strict: the batch fails, naming one of the undecodable files */
+  CHECK(dpt_loader_next(L, &x, &lab, NULL) == -1 && strstr(dpt_loader_err(L)->msg, "/corner/train/c0/") &&
+            strstr(dpt_loader_err(L)->msg, "(record "), "strict corner batch: %s", dpt_loader_err(L)->msg);
+  dpt_loader_destroy(L);
+  dpt_data_free(&d);
+  /* --skip-bad: 12 images and 5 label -1 per epoch, each bad file counted once over 2 epochs */
+  o.skip_bad = 1;
+  CHECK(dpt_data_load(&d, "imagenet", cdir, 1, 0, 0, &o, &err) == 0, "%s", err.msg);
+  CHECK(dpt_loader_create(&L, &d, &lo, &err) == 0, "%s", err.msg);
+  int real = 0, minus = 0;
+  for (int e = 0; e < 2; e++) {
+    dpt_loader_start(L, e, 0);
+    int n = dpt_loader_next(L, &x, &lab, NULL);
+    CHECK(n == 12, "epoch %d: %d real images: %s", e, n, n < 0 ? dpt_loader_err(L)->msg : "");
+    real += n > 0 ? n : 0;
+    for (int b = 0; b < 17; b++) minus += lab[b] < 0;
+  }
+  struct dpt_loader_stats st;
+  dpt_loader_stats(L, &st);
+  CHECK(real == 24 && minus == 10 && dpt_data_skipped(&d) == 5, "skip: real %d minus %d skipped %d", real, minus,
+        dpt_data_skipped(&d));
+  CHECK(st.images == 24 && st.cpu == 24 && st.failed == 5 && st.gpu_hw == 0 && st.gpu_refused == 0,
+        "stats: images %ld cpu %ld failed %ld hw %ld refused %ld", st.images, st.cpu, st.failed, st.gpu_hw,
+        st.gpu_refused);
+  CHECK(!strcmp(dpt_loader_decoder(L), "libturbojpeg"), "decoder %s", dpt_loader_decoder(L));
+  dpt_loader_destroy(L);
   dpt_data_free(&d);
 }
 
@@ -566,8 +808,10 @@ int main(int argc, char **argv)
   test_list_errors(dir);
   test_decode(dir);
   test_loader(dir);
+  test_augment_params();
   test_augment(dir);
   test_corrupt(dir);
+  test_corner_cases(dir);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) failures++;
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
