@@ -1,12 +1,16 @@
 /* dpt-launch — the dpt runtime without Slurm.
  *
- *   dpt-launch -n N [--input node.xml] [--comm NAME] [--threads T] [--dry-run] [-v]
- *              -- PROGRAM ARGS
+ *   dpt-launch -n N [--oversubscribe] [--input node.xml] [--comm NAME] [--threads T]
+ *              [--dry-run] [-v] -- PROGRAM ARGS
  *   dpt-launch --hostfile FILE -N NODES [--gpus-per-node G] [--input node.xml]
  *              [--comm NAME] [--dry-run] [-v] -- PROGRAM ARGS
  *
- * Both compute the plan (dpt_plan_compute on a flat switch tree over the
- * hosts) and start the ranks through Open MPI's mpirun — the distributed
+ * Both compute the plan (dpt_job_plan, topology/dpt_job.h: a flat switch tree
+ * over the hosts, the one oversubscription rule: -n more ranks than GPUs, or
+ * than cores on a node without GPUs, only with --oversubscribe, which is then
+ * said on stderr and passed on as DPT_OVERSUBSCRIBE=1) and start the ranks
+ * through Open MPI's mpirun (--quiet unless -v: dpt-launch names the failing
+ * rank itself, without mpirun's abort paragraphs) — the distributed
  * engine, which also gives the ranks the MPI world every dpt communicator
  * uses: one app context per plan rank ("-n 1 -x VAR=value ... : ..."), so MPI
  * rank == plan rank == ring position and each rank gets its own binding and
@@ -47,9 +51,8 @@
 #include "dpt_comm.h"
 #include "dpt_err.h"
 #include "dpt_hostfile.h"
-#include "dpt_node.h"
+#include "dpt_job.h"
 #include "dpt_plan.h"
-#include "dpt_tree.h"
 
 #ifndef DPT_MPIRUN
 #define DPT_MPIRUN "mpirun"
@@ -110,11 +113,13 @@ static void install_forwarding(void)
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: dpt-launch -n N [--input node.xml] [--comm NAME] [--threads T] [--dry-run] "
-          "[-v] -- PROGRAM [ARGS...]\n"
+          "usage: dpt-launch -n N [--oversubscribe] [--input node.xml] [--comm NAME] [--threads T] "
+          "[--dry-run] [-v] -- PROGRAM [ARGS...]\n"
           "       dpt-launch --hostfile FILE -N NODES [--gpus-per-node G] [--input node.xml] "
           "[--comm NAME] [--dry-run] [-v] -- PROGRAM [ARGS...]\n"
           "  -n N               ranks on this node (forked through mpirun, one per plan rank)\n"
+          "  --oversubscribe    allow more ranks than GPUs, or than cores on a node without GPUs\n"
+          "                     (ranks share them; said on stderr)\n"
           "  --hostfile FILE    hosts, one per line (\"host [slots=..]\", # comments)\n"
           "  -N NODES           use the first NODES hosts of the hostfile\n"
           "  --gpus-per-node G  ranks (GPUs) per node when no --input describes the nodes\n"
@@ -123,7 +128,7 @@ static void usage(FILE *f)
           "hierarchical, nccl\n"
           "  --threads T        OMP_NUM_THREADS per rank (default: cores of its cpuset)\n"
           "  --dry-run          print the plan, bindings and mpirun command; start nothing\n"
-          "  -v                 print each rank's applied binding\n");
+          "  -v                 print each rank's applied binding and mpirun's own messages\n");
 }
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -499,20 +504,16 @@ out:
 
 int main(int argc, char **argv)
 {
-  int n = 0, nodes = 0, gpn = 0, threads = 0, dry = 0, verbose = 0, i, rc = 1;
+  int n = 0, nodes = 0, gpn = 0, threads = 0, dry = 0, verbose = 0, oversub = 0, i, rc = 1;
   const char *input = NULL, *comm = NULL, *hostfile = NULL, *mpirun;
   char **prog = NULL, **hosts = NULL;
   int nprog = 0, n_hosts = 0, n_nodes_set = 0, n_set = 0;
   struct dpt_err err;
-  struct dpt_node *node = NULL;
-  const struct dpt_node **topos = NULL;
-  struct dpt_node **owned = NULL;
-  struct dpt_tree *tree = NULL;
+  struct dpt_job job;
   struct dpt_plan *plan = NULL;
-  struct dpt_plan_opts po;
   struct strv av = {0};
   char self[PATH_MAX], progpath[PATH_MAX], statusdir[PATH_MAX] = "", rankfile[PATH_MAX] = "";
-  char hostname[256] = "localhost";
+  char hostname[256] = "localhost", node_what[PATH_MAX + 16], note[600] = "";
 
   dpt_err_clear(&err);
   if (argc >= 2 && !strcmp(argv[1], "--exec-rank")) {
@@ -534,6 +535,8 @@ int main(int argc, char **argv)
       dry = 1;
     } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
       verbose = 1;
+    } else if (!strcmp(a, "--oversubscribe")) {
+      oversub = 1;
     } else if (!strcmp(a, "-n") || !strcmp(a, "-N") || !strcmp(a, "--gpus-per-node") ||
                !strcmp(a, "--threads")) {
       int v;
@@ -577,6 +580,9 @@ int main(int argc, char **argv)
     return bad("-n (this node) and --hostfile (several nodes) exclude each other");
   if (hostfile && !n_nodes_set)
     return bad("--hostfile needs -N NODES");
+  if (hostfile && oversub)
+    return bad("--oversubscribe goes with -n (ranks on this node); --hostfile runs --gpus-per-node ranks "
+               "per node");
   if (comm && !dpt_comm_check_name(comm, &err))
     return bad("--comm: %s", err.msg);
   if (!prog || nprog < 1)
@@ -605,39 +611,29 @@ int main(int argc, char **argv)
     n_hosts = 1;
   }
 
-  /* Node topologies: --input for every host, this machine (-n), or the GPU count. */
-  topos = calloc((size_t)n_hosts, sizeof *topos);
-  owned = calloc((size_t)n_hosts, sizeof *owned);
-  if (!topos || !owned)
-    goto out;
-  if (input || !hostfile) {
-    if (dpt_node_load(&node, input, &err) < 0) {
-      rc = bad("%s", err.msg);
-      goto out;
-    }
-    for (i = 0; i < n_hosts; i++)
-      topos[i] = node;
-  } else {
-    for (i = 0; i < n_hosts; i++) {
-      if (dpt_node_synthetic(&owned[i], hosts[i], gpn > 0 ? gpn : 1, &err) < 0) {
-        rc = bad("%s", err.msg);
-        goto out;
-      }
-      topos[i] = owned[i];
-    }
+  /* The plan, as every planner caller makes it (dpt_job.h): a flat tree over the
+   * hosts; --input for every host, this machine (-n), or the GPU count. */
+  dpt_job_init(&job);
+  job.hosts = (const char *const *)hosts;
+  job.n_hosts = n_hosts;
+  if (input) {
+    job.node_source = DPT_JOB_NODE_XML;
+    job.node_path = input;
+    snprintf(node_what, sizeof node_what, "--input %s", input);
+    job.node_what = node_what;
+  } else if (hostfile) {
+    job.node_source = DPT_JOB_NODE_GPUS;
+    job.gpus_per_node = gpn > 0 ? gpn : 1;
   }
-  if (dpt_tree_flat(&tree, (const char *const *)hosts, n_hosts, &err) < 0) {
+  job.ranks_per_node = hostfile ? gpn : n;
+  job.oversubscribe = oversub;
+  job.threads_per_rank = threads;
+  if (dpt_job_plan(&plan, &job, note, sizeof note, &err) < 0) {
     rc = bad("%s", err.msg);
     goto out;
   }
-  dpt_plan_opts_init(&po);
-  po.ranks_per_node = hostfile ? gpn : n;
-  po.allow_oversubscribe = 1;
-  po.threads_per_rank = threads;
-  if (dpt_plan_compute(&plan, tree, (const char *const *)hosts, n_hosts, topos, &po, &err) < 0) {
-    rc = bad("%s", err.msg);
-    goto out;
-  }
+  if (note[0])
+    fprintf(stderr, "dpt-launch: %s\n", note);
 
   /* mpirun command: one app context per plan rank. */
   mpirun = getenv("DPT_MPIRUN") ? getenv("DPT_MPIRUN") : DPT_MPIRUN;
@@ -666,7 +662,9 @@ int main(int argc, char **argv)
     goto out;
   if (geteuid() == 0 && sv_push(&av, "--allow-run-as-root") < 0)
     goto out;
-  if (sv_push(&av, "--oversubscribe") < 0)
+  if (sv_push(&av, "--oversubscribe") < 0) /* mpirun's slots: the plan decides what runs where */
+    goto out;
+  if (!verbose && sv_push(&av, "--quiet") < 0) /* no abort paragraphs: the summary line below names the rank */
     goto out;
   if (hostfile) {
     FILE *f;
@@ -729,6 +727,8 @@ int main(int argc, char **argv)
       kv[0] = '\0';
     }
     if (kv[0] && (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0))
+      goto out;
+    if (oversub && (sv_push(&av, "-x") < 0 || sv_push(&av, "DPT_OVERSUBSCRIBE=1") < 0))
       goto out;
     if (comm) {
       snprintf(kv, sizeof kv, "DPT_COMM=%s", comm);
@@ -802,10 +802,11 @@ int main(int argc, char **argv)
       rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       if (!rc)
         rc = 1;
-      fprintf(stderr, "dpt-launch: mpirun %s %d without a failing rank recorded%s\n",
+      fprintf(stderr, "dpt-launch: mpirun %s %d without a failing rank recorded%s%s\n",
               WIFEXITED(status) ? "exited with status" : "was killed by signal",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-              got_signal ? " (after a forwarded signal)" : "");
+              got_signal ? " (after a forwarded signal)" : "",
+              verbose ? "" : "; run with -v to see mpirun's own messages");
     }
   }
 out:
@@ -817,13 +818,6 @@ out:
   }
   sv_free(&av);
   dpt_plan_destroy(plan);
-  dpt_tree_destroy(tree);
-  dpt_node_destroy(node);
-  if (owned)
-    for (i = 0; i < n_hosts; i++)
-      dpt_node_destroy(owned[i]);
-  free(owned);
-  free(topos);
   if (hosts)
     for (i = 0; i < n_hosts; i++)
       free(hosts[i]);

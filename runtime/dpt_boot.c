@@ -19,6 +19,7 @@
 #endif
 
 #include "dpt_bind.h"
+#include "dpt_job.h"
 #include "dpt_node.h"
 #include "dpt_tree.h"
 
@@ -44,6 +45,7 @@ struct dpt_boot {
   struct dpt_plan *plan;
   unsigned seq;           /* exchanges so far (PMIx key names) */
   int mpi_inited_here;
+  char note[512];         /* dpt_job_plan: what oversubscribed ranks share, "" if none */
 #ifdef DPT_HAVE_PMIX
   pmix_proc_t me;
   int pmix_inited;
@@ -392,9 +394,12 @@ static int rec_decode(const char *s, int rank, struct rec *r, struct dpt_err *er
 
 /* ------------------------------------------------------------ create */
 
+/* The planning inputs every rank must share: the job as the launcher's
+ * variables describe it (dpt_job_from_env: DPT_PLAN_XML / DPT_PLAN_GPUS,
+ * DPT_PLAN_THREADS, DPT_FP16, DPT_OVERSUBSCRIBE) with the caller's options on
+ * top, and the tree choice (DPT_PLAN_TREE). */
 struct plan_in {
-  const char *xml;
-  int gpus, threads, fp16;
+  struct dpt_job job;
   char tree[8];
 };
 
@@ -402,22 +407,21 @@ static int resolve_opts(const struct dpt_boot_opts *o, struct plan_in *in, struc
 {
   const char *t;
   int rc;
-  in->xml = o->node_xml ? o->node_xml : dpt_env_str("DPT_PLAN_XML");
-  in->gpus = o->gpus_per_node;
-  if (in->gpus <= 0 && (rc = dpt_env_int("DPT_PLAN_GPUS", 1, 4096, NULL, &in->gpus, err)) < 0)
-    return rc;
-  in->threads = o->threads_per_rank;
-  if (in->threads < 0) {
-    in->threads = 0;
-    if ((rc = dpt_env_int("DPT_PLAN_THREADS", 0, 4096, NULL, &in->threads, err)) < 0)
-      return rc;
+  dpt_job_init(&in->job);
+  if ((rc = dpt_job_from_env(&in->job, err)) < 0)
+    return dpt_err_prefix(err, "bootstrap");
+  if (o->node_xml) {
+    in->job.node_source = DPT_JOB_NODE_XML;
+    in->job.node_path = o->node_xml;
+  } else if (o->gpus_per_node > 0 && in->job.node_source != DPT_JOB_NODE_XML) {
+    in->job.node_source = DPT_JOB_NODE_GPUS;
+    in->job.gpus_per_node = o->gpus_per_node;
   }
-  in->fp16 = o->fp16;
-  if (in->fp16 < 0) {
-    in->fp16 = 0;
-    if ((rc = dpt_env_int("DPT_FP16", 0, 1, NULL, &in->fp16, err)) < 0)
-      return rc;
-  }
+  if (o->threads_per_rank >= 0)
+    in->job.threads_per_rank = o->threads_per_rank;
+  if (o->fp16 >= 0)
+    in->job.model.fp16 = o->fp16;
+  in->job.node_what = ""; /* load_node names it */
   t = o->tree ? o->tree : dpt_env_str("DPT_PLAN_TREE") ? dpt_env_str("DPT_PLAN_TREE") : "auto";
   if (strcmp(t, "auto") && strcmp(t, "addr") && strcmp(t, "flat"))
     return dpt_err_set(err, DPT_E_INPUT,
@@ -426,20 +430,22 @@ static int resolve_opts(const struct dpt_boot_opts *o, struct plan_in *in, struc
   return 0;
 }
 
+/* "xml PATH", "N GPUs", "HWLOC_XMLFILE" or "live": where this rank's node comes from. */
+static void node_source(const struct plan_in *in, char *src, size_t srclen)
+{
+  if (in->job.node_source == DPT_JOB_NODE_XML)
+    snprintf(src, srclen, "xml %.150s", in->job.node_path);
+  else if (in->job.node_source == DPT_JOB_NODE_GPUS)
+    snprintf(src, srclen, "%d GPUs", in->job.gpus_per_node);
+  else
+    snprintf(src, srclen, "%s", dpt_env_str("HWLOC_XMLFILE") ? "HWLOC_XMLFILE" : "live");
+}
+
 static int load_node(const struct plan_in *in, const char *host, struct dpt_node **node,
                      char *src, size_t srclen, struct dpt_err *err)
 {
-  int rc;
-  if (in->xml) {
-    rc = dpt_node_load(node, in->xml, err);
-    snprintf(src, srclen, "xml %.150s", in->xml);
-  } else if (in->gpus > 0) {
-    rc = dpt_node_synthetic(node, host, in->gpus, err);
-    snprintf(src, srclen, "%d GPUs", in->gpus);
-  } else {
-    rc = dpt_node_load(node, NULL, err);
-    snprintf(src, srclen, "%s", dpt_env_str("HWLOC_XMLFILE") ? "HWLOC_XMLFILE" : "live");
-  }
+  int rc = dpt_job_load_node(&in->job, host, node, err);
+  node_source(in, src, srclen);
   if (rc < 0)
     dpt_err_prefix(err, "bootstrap: this node's topology (%s)", src);
   return rc;
@@ -454,9 +460,7 @@ static int compute_plan(struct dpt_boot *b, const struct rec *recs, const struct
   int *count = NULL;        /* [n] ranks per host slot */
   int *order = NULL;        /* [n] host slots in host-index order */
   const char **hosts = NULL, **addrs = NULL, **pats = NULL;
-  const struct dpt_node **topos = NULL;
-  struct dpt_tree *tree = NULL;
-  struct dpt_plan_opts po;
+  struct dpt_job job;
   char msg[256];
 
   host_of = calloc((size_t)n, sizeof *host_of);
@@ -465,11 +469,9 @@ static int compute_plan(struct dpt_boot *b, const struct rec *recs, const struct
   hosts = calloc((size_t)n, sizeof *hosts);
   addrs = calloc((size_t)n, sizeof *addrs);
   pats = calloc((size_t)n, sizeof *pats);
-  topos = calloc((size_t)n, sizeof *topos);
   b->plan_of = calloc((size_t)n, sizeof *b->plan_of);
   b->launcher_of = calloc((size_t)n, sizeof *b->launcher_of);
-  if (!host_of || !count || !order || !hosts || !addrs || !pats || !topos || !b->plan_of ||
-      !b->launcher_of) {
+  if (!host_of || !count || !order || !hosts || !addrs || !pats || !b->plan_of || !b->launcher_of) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory");
     goto out;
   }
@@ -560,35 +562,35 @@ static int compute_plan(struct dpt_boot *b, const struct rec *recs, const struct
     memcpy(hosts, sorted, sizeof *hosts * (size_t)n_hosts);
     free(sorted);
   }
-  /* Tree. */
+  /* Tree and plan: the job of these hosts, planned as every caller plans it (dpt_job.h). */
+  job = in->job;
+  job.hosts = hosts;
+  job.n_hosts = n_hosts;
+  job.node_source = DPT_JOB_NODE_GIVEN; /* one topology for the whole job (checked above) */
+  job.node = node;
+  job.ranks_per_node = count[0];
   if (!strcmp(in->tree, "flat") || (!strcmp(in->tree, "auto") && with_addr == 0)) {
-    rc = dpt_tree_flat(&tree, hosts, n_hosts, err);
+    job.tree_source = DPT_JOB_TREE_FLAT;
   } else if (with_addr < n) {
     rc = dpt_err_set(err, DPT_E_INPUT,
                      "bootstrap: rank %d on %s has SLURM_TOPOLOGY_ADDR=\"%s\" but rank %d on %s "
                      "has none: cannot build the switch tree (DPT_PLAN_TREE=flat ignores it)",
                      first_addr, recs[first_addr].host, recs[first_addr].addr,
                      first_no, recs[first_no].host);
+    goto out;
   } else {
     for (int r = 0; r < n; r++) {
       addrs[r] = recs[r].addr;
       pats[r] = recs[r].pattern[0] ? recs[r].pattern : NULL;
     }
-    rc = dpt_tree_from_addrs(&tree, addrs, pats, n, err);
-    if (rc < 0)
-      dpt_err_prefix(err, "bootstrap: the ranks' SLURM_TOPOLOGY_ADDR");
+    job.tree_source = DPT_JOB_TREE_ADDRS;
+    job.addrs = addrs;
+    job.patterns = pats;
+    job.n_addrs = n;
+    job.tree_what = "the ranks' SLURM_TOPOLOGY_ADDR";
   }
-  if (rc < 0)
-    goto out;
-  for (int i = 0; i < n_hosts; i++)
-    topos[i] = node;
-  dpt_plan_opts_init(&po);
-  po.ranks_per_node = count[0];
-  po.allow_oversubscribe = 1;
-  po.threads_per_rank = in->threads;
-  po.fp16 = in->fp16;
-  if ((rc = dpt_plan_compute(&b->plan, tree, hosts, n_hosts, topos, &po, err)) < 0) {
-    dpt_err_prefix(err, "bootstrap: planner");
+  if ((rc = dpt_job_plan(&b->plan, &job, b->note, sizeof b->note, err)) < 0) {
+    dpt_err_prefix(err, "bootstrap");
     goto out;
   }
   /* Plan rank of every launcher rank: host's first_rank + position among its ranks. */
@@ -613,14 +615,12 @@ static int compute_plan(struct dpt_boot *b, const struct rec *recs, const struct
   }
   b->rank = b->plan_of[b->lrank];
 out:
-  dpt_tree_destroy(tree);
   free(host_of);
   free(count);
   free(order);
   free(hosts);
   free(addrs);
   free(pats);
-  free(topos);
   return rc;
 }
 
@@ -634,9 +634,12 @@ static int check_agreement(struct dpt_boot *b, const struct plan_in *in, const c
 
   if (dr && b->ctx.source[0] && strcmp(b->ctx.source, "single"))
     snprintf(ann_rank, sizeof ann_rank, "%.15s", dr);
-  snprintf(mine, sizeof mine, "%s %d %s %s fp16=%d,threads=%d,tree=%s,topology=%.150s",
-           b->plan->digest, b->rank, expect && *expect ? expect : "-", ann_rank, in->fp16,
-           in->threads, in->tree, in->xml ? in->xml : in->gpus > 0 ? "synthetic" : "local");
+  snprintf(mine, sizeof mine, "%s %d %s %s fp16=%d,threads=%d,tree=%s,oversubscribe=%d,topology=%.150s",
+           b->plan->digest, b->rank, expect && *expect ? expect : "-", ann_rank, in->job.model.fp16,
+           in->job.threads_per_rank, in->tree, in->job.oversubscribe,
+           in->job.node_source == DPT_JOB_NODE_XML    ? in->job.node_path
+           : in->job.node_source == DPT_JOB_NODE_GPUS ? "synthetic"
+                                                      : "local");
   if ((rc = dpt_boot_allgather(b, mine, &all, err)) < 0)
     return rc;
   if (!(sel = calloc((size_t)n, sizeof *sel))) {
@@ -676,7 +679,7 @@ static int check_agreement(struct dpt_boot *b, const struct plan_in *in, const c
                        "bootstrap: the ranks computed different plans: rank%s %s computed plan "
                        "%s (%s), rank%s %s computed %s (%s): every rank must plan with the same "
                        "inputs (DPT_FP16, DPT_PLAN_THREADS, DPT_PLAN_TREE, DPT_PLAN_XML/"
-                       "DPT_PLAN_GPUS, dpt version)",
+                       "DPT_PLAN_GPUS, DPT_OVERSUBSCRIBE, dpt version)",
                        strpbrk(list_bad, ",-") ? "s" : "", list_bad, dx, ox ? ox + 1 : "?",
                        strpbrk(list_good, ",-") ? "s" : "", list_good, d0, o0 ? o0 + 1 : "?");
       goto out;
@@ -841,6 +844,10 @@ int dpt_boot_create(struct dpt_boot **out, const struct dpt_boot_opts *opts_in,
   expect = opts->expect_digest ? opts->expect_digest : dpt_env_str("DPT_PLAN_DIGEST");
   if ((rc = check_agreement(b, &in, expect, err)) < 0)
     goto fail;
+  /* oversubscription asked for (DPT_OVERSUBSCRIBE=1): said once, unless the launcher
+   * that planned the job (it announced the digest) said it already */
+  if (b->note[0] && b->lrank == 0 && !(expect && *expect))
+    fprintf(stderr, "dpt: bootstrap: %s\n", b->note);
   b->ctx.size = b->lsize;
   b->ctx.node_id = b->plan->ranks[b->rank].node;
   b->ctx.n_nodes = b->plan->n_nodes;

@@ -17,13 +17,17 @@
  * DPT_PLAN_GPUS GPUs (dpt-launch --gpus-per-node without --input), else
  * HWLOC_XMLFILE or the live machine (dpt_node_load).
  *
- * Every rank then calls dpt_plan_compute() with: the hosts in host-index
- * order, the tree from all ranks' SLURM_TOPOLOGY_ADDR (dpt_tree_from_addrs)
- * when every rank has one (flat otherwise, or when DPT_PLAN_TREE=flat), its
- * own node topology for every host (nodes must all publish the same summary:
- * dpt plans homogeneous jobs), ranks_per_node = ranks counted per host (equal
- * on every host), threads_per_rank = DPT_PLAN_THREADS, fp16 = DPT_FP16,
- * oversubscription allowed.  This rank's plan rank (ring position) is
+ * Every rank then plans the job with dpt_job_plan() (topology/dpt_job.h, as
+ * dpt-launch, the SPANK plugin, `dpt-topo plan` and the job report do): the
+ * hosts in host-index order, the tree from all ranks' SLURM_TOPOLOGY_ADDR
+ * (DPT_JOB_TREE_ADDRS) when every rank has one (flat otherwise, or when
+ * DPT_PLAN_TREE=flat), its own node topology for every host (nodes must all
+ * publish the same summary: dpt plans homogeneous jobs), ranks_per_node =
+ * ranks counted per host (equal on every host), threads_per_rank =
+ * DPT_PLAN_THREADS, fp16 = DPT_FP16, and oversubscription (ranks sharing GPUs
+ * or cores) only with DPT_OVERSUBSCRIBE=1 (dpt-launch --oversubscribe and srun
+ * --dpt=ranks-per-gpu set it; rank 0 says so on stderr when no launcher
+ * announced the plan).  This rank's plan rank (ring position) is
  * first_rank of its host + its position among the host's ranks in launcher
  * rank order (what the SPANK plugin and dpt-launch do).
  *

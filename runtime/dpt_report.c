@@ -20,6 +20,7 @@
 
 #include <hwloc.h>
 
+#include "dpt_job.h"
 #include "dpt_node.h"
 #include "dpt_plan.h"
 
@@ -50,9 +51,12 @@ struct dpt_report {
   int plan_fp16;
   json_t *node;         /* this rank's node summary or NULL */
   char *binding;        /* free text or NULL */
+  char *oversubscribed; /* what ranks share (dpt_job_sharing of the plan, or the launcher's
+                           DPT_PLAN_OVERSUBSCRIBED) or NULL */
+  char launch_digest[17]; /* the plan the launcher announced (DPT_PLAN_DIGEST) when the embedded
+                             plan is its plan for the job's own message; "" otherwise */
   uint64_t ar_bytes;    /* 0: not set */
   double ar_measured;   /* < 0: from the steps */
-  double ar_predicted;  /* >= 0: the plan's cost model for ar_bytes (dpt_report_plan_from_launch) */
   double *samples[DPT_REPORT_N_PHASES]; /* [cap] per phase, n_steps used */
   size_t n_steps, cap;
   long images;
@@ -132,7 +136,8 @@ int dpt_report_create(struct dpt_report **out, const char *program, int argc, ch
   r->pid = (long)getpid();
   r->exit_status = -1;
   r->ar_measured = -1;
-  r->ar_predicted = -1;
+  if (dpt_env_str("DPT_PLAN_OVERSUBSCRIBED") && !(r->oversubscribed = strdup(dpt_env_str("DPT_PLAN_OVERSUBSCRIBED"))))
+    goto nomem;
   if (gethostname(r->host, sizeof r->host - 1))
     snprintf(r->host, sizeof r->host, "unknown");
   r->command = json_array();
@@ -182,6 +187,7 @@ void dpt_report_destroy(struct dpt_report *r)
     free(r->samples[p]);
   free(r->binding);
   free(r->baseline);
+  free(r->oversubscribed);
   free(r);
 }
 
@@ -226,10 +232,19 @@ int dpt_report_set_plan(struct dpt_report *r, const struct dpt_plan *plan, struc
   json_t *j = dpt_plan_to_json(plan);
   if (!j)
     return dpt_err_set(err, DPT_E_NOMEM, "report: cannot render the plan as JSON");
+  char shared[512];
+  char *o = dpt_job_sharing(plan, shared, sizeof shared) ? strdup(shared) : NULL;
+  if (shared[0] && !o) {
+    json_decref(j);
+    return dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
+  }
   json_decref(r->plan);
   r->plan = j;
   r->plan_bytes = plan->opts.size_bytes;
   r->plan_fp16 = plan->opts.fp16;
+  r->launch_digest[0] = '\0';
+  free(r->oversubscribed); /* the plan says what its ranks share */
+  r->oversubscribed = o;
   return 0;
 }
 
@@ -281,48 +296,40 @@ int dpt_report_set_allreduce(struct dpt_report *r, uint64_t bytes, double measur
 int dpt_report_plan_from_launch(struct dpt_report *r, uint64_t bytes, int fp16, struct dpt_err *err)
 {
   const char *digest = dpt_env_str("DPT_PLAN_DIGEST"), *host = dpt_env_str("DPT_NODE_NAME");
-  int n_nodes, local_size, threads = 0, rc = 0;
-  struct dpt_node *node = NULL;
-  struct dpt_tree *tree = NULL;
+  int n_nodes, local_size, rc = 0;
   struct dpt_plan *plan = NULL, *sized = NULL;
-  struct dpt_plan_opts o;
+  struct dpt_job job;
 
   if (!digest || !host || dpt_env_int("DPT_N_NODES", 1, 1, NULL, &n_nodes, NULL) != 1 ||
       dpt_env_int("DPT_LOCAL_SIZE", 1, 1000000, NULL, &local_size, NULL) != 1)
     return 0;
-  (void)dpt_env_int("DPT_PLAN_THREADS", 0, 1000000, NULL, &threads, NULL); /* unset or bad: 0 */
-  const struct dpt_node *topos[1];
-  const char *hosts[1] = {host};
-  if ((rc = dpt_node_load(&node, NULL, err)) || (rc = dpt_tree_flat(&tree, hosts, 1, err)))
-    goto out;
-  topos[0] = node;
-  dpt_plan_opts_init(&o);
-  o.ranks_per_node = local_size;
-  o.allow_oversubscribe = 1;
-  o.threads_per_rank = threads;
-  if ((rc = dpt_plan_compute(&plan, tree, hosts, 1, topos, &o, err)))
+  /* the job dpt-launch planned, from the variables it gave the ranks (dpt_job.h) */
+  dpt_job_init(&job);
+  if ((rc = dpt_job_from_env(&job, err)) < 0)
+    return rc;
+  job.hosts = &host;
+  job.n_hosts = 1;
+  job.ranks_per_node = local_size;
+  if ((rc = dpt_job_plan(&plan, &job, NULL, 0, err)) < 0)
     goto out;
   if (strcmp(plan->digest, digest)) {
-    rc = 0; /* not the plan dpt-launch computed (--input, another machine): embed nothing */
+    rc = 0; /* not the plan the launcher computed (another tree: srun): embed nothing */
     goto out;
   }
-  if ((rc = dpt_report_set_plan(r, plan, err)))
-    goto out;
+  /* the same plan for the job's own message: the bytes it all-reduces, on its wire */
   if (bytes) {
-    o.size_bytes = bytes;
-    o.fp16 = fp16;
-    if ((rc = dpt_plan_compute(&sized, tree, hosts, 1, topos, &o, err)))
+    job.model.size_bytes = bytes;
+    job.model.fp16 = fp16;
+    if ((rc = dpt_job_plan(&sized, &job, NULL, 0, err)) < 0)
       goto out;
-    r->ar_predicted = sized->n_alts ? sized->alts[0].predicted_s : -1;
   }
+  if ((rc = dpt_report_set_plan(r, sized ? sized : plan, err)) < 0)
+    goto out;
+  snprintf(r->launch_digest, sizeof r->launch_digest, "%s", plan->digest);
   rc = 1;
 out:
   dpt_plan_destroy(sized);
   dpt_plan_destroy(plan);
-  if (tree)
-    dpt_tree_destroy(tree);
-  if (node)
-    dpt_node_destroy(node);
   return rc;
 }
 
@@ -478,34 +485,34 @@ int dpt_report_write_atomic(const char *path, const char *text, size_t len, stru
   size_t done = 0;
 
   if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-    return dpt_err_set(err, DPT_E_INPUT, "report path '%s' too long", path);
+    return dpt_err_set(err, DPT_E_INPUT, "path '%s' too long", path);
   fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return dpt_err_set(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR ? DPT_E_INPUT : DPT_E_RUNTIME,
-                       "report: cannot create %s: %s (check the directory of --report / DPT_REPORT)", tmp,
-                       strerror(errno));
+                       "cannot create %s: %s (the directory of %s must exist and be writable)", tmp,
+                       strerror(errno), path);
   while (done < len) {
     ssize_t w = write(fd, text + done, len - done);
     if (w < 0 && errno == EINTR)
       continue;
     if (w <= 0) {
-      rc = dpt_err_set(err, DPT_E_RUNTIME, "report: writing %s failed: %s", tmp, strerror(errno));
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "writing %s failed: %s", tmp, strerror(errno));
       goto fail;
     }
     done += (size_t)w;
   }
   if (fsync(fd)) {
-    rc = dpt_err_set(err, DPT_E_RUNTIME, "report: fsync of %s failed: %s", tmp, strerror(errno));
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "fsync of %s failed: %s", tmp, strerror(errno));
     goto fail;
   }
   if (close(fd)) {
     fd = -1;
-    rc = dpt_err_set(err, DPT_E_RUNTIME, "report: closing %s failed: %s", tmp, strerror(errno));
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "closing %s failed: %s", tmp, strerror(errno));
     goto fail;
   }
   fd = -1;
   if (rename(tmp, path)) {
-    rc = dpt_err_set(err, DPT_E_RUNTIME, "report: cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     goto fail;
   }
   snprintf(dir, sizeof dir, "%s", path);
@@ -682,7 +689,67 @@ int dpt_report_check_baseline(const char *path, struct dpt_err *err)
   return rc;
 }
 
-static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struct dpt_err *err)
+/* Has errors[] an entry of rank `rank` with this message? */
+static int has_error(const json_t *errors, json_int_t rank, const char *msg)
+{
+  size_t i;
+  json_t *e;
+  json_array_foreach(errors, i, e) if (json_integer_value(json_object_get(e, "rank")) == rank &&
+                                       !strcmp(json_string_value(json_object_get(e, "message")) ?
+                                               json_string_value(json_object_get(e, "message")) : "", msg))
+      return 1;
+  return 0;
+}
+
+/* The ranks' error files next to the report, <path>.rank<N>.err (dpt.error/1, runtime/
+ * dpt_watchdog: what a rank wrote when it failed or its watchdog fired), as errors[]
+ * entries (kind, phase, step and suspect kept, file: the file's name); the files read go
+ * to *files (paths, removed by the caller once the report is written).  Best effort: an
+ * unreadable file is left alone. */
+static json_t *absorb_error_files(const struct dpt_report *r, const char *path, json_t **files)
+{
+  json_t *out = json_array();
+  *files = json_array();
+  if (!out || !*files)
+    return out;
+  for (int k = 0; k < r->size; k++) {
+    char ep[4200], ts[40];
+    json_error_t je;
+    json_t *f, *e;
+    struct tm tm;
+    double el = 0;
+    snprintf(ep, sizeof ep, "%s.rank%d.err", path, k);
+    if (access(ep, R_OK) || !(f = json_load_file(ep, 0, &je)))
+      continue;
+    const char *schema = json_string_value(json_object_get(f, "schema"));
+    const char *msg = json_string_value(json_object_get(f, "message"));
+    const char *t = json_string_value(json_object_get(f, "time"));
+    if (!schema || strcmp(schema, "dpt.error/1") || !msg) {
+      json_decref(f);
+      continue;
+    }
+    memset(&tm, 0, sizeof tm);
+    if (t && strptime(t, "%Y-%m-%dT%H:%M:%SZ", &tm))
+      el = (double)timegm(&tm) - r->start_unix;
+    iso_time(t && el ? r->start_unix + el : now_real(), ts, sizeof ts);
+    e = json_pack("{s:I,s:s,s:s,s:s,s:s,s:f,s:O,s:O,s:O,s:O,s:s}", "rank",
+                  json_integer_value(json_object_get(f, "rank")), "host",
+                  json_string_value(json_object_get(f, "node")) ? json_string_value(json_object_get(f, "node")) : "?",
+                  "code", "runtime", "message", msg, "time", ts, "elapsed_s", el > 0 ? el : 0.0, "kind",
+                  json_object_get(f, "kind") ? json_object_get(f, "kind") : json_null(), "phase",
+                  json_object_get(f, "phase") ? json_object_get(f, "phase") : json_null(), "step",
+                  json_object_get(f, "step") ? json_object_get(f, "step") : json_null(), "suspect",
+                  json_object_get(f, "suspect") ? json_object_get(f, "suspect") : json_null(), "file",
+                  strrchr(ep, '/') ? strrchr(ep, '/') + 1 : ep);
+    json_decref(f);
+    if (!e || json_array_append_new(out, e) || json_array_append_new(*files, json_string(ep)))
+      continue;
+  }
+  return out;
+}
+
+static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, json_t *absorbed,
+                         struct dpt_err *err)
 {
   char t0[40], t1[40];
   double end = now_real();
@@ -722,6 +789,13 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
     if (a && json_real_value(json_object_get(a, "p50_s")) > measured)
       measured = json_real_value(json_object_get(a, "p50_s"));
   }
+  {
+    size_t ai;
+    json_t *e;
+    json_array_foreach(absorbed, ai, e) if (!has_error(errors, json_integer_value(json_object_get(e, "rank")),
+                                                       json_string_value(json_object_get(e, "message"))))
+        json_array_append(errors, e);
+  }
   /* synchronous training: every rank does the same steps, the job goes at the
    * pace of the rank with the longest total step time */
   ips = slowest > 0 ? (double)images / slowest : 0;
@@ -733,8 +807,6 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
     json_t *alts = json_object_get(r->plan, "alternatives");
     if (r->plan && r->ar_bytes && r->ar_bytes == r->plan_bytes && json_array_size(alts))
       pred = json_real_value(json_object_get(json_array_get(alts, 0), "predicted_s"));
-    if (r->ar_predicted >= 0)
-      pred = r->ar_predicted;
     ar = json_pack("{s:o,s:o,s:o,s:o,s:o}", "bytes", r->ar_bytes ? json_integer((json_int_t)r->ar_bytes) : json_null(),
                    "wire", str_or_null(json_string_value(json_object_get(r->software, "wire"))), "measured_s",
                    measured >= 0 ? json_real(measured) : json_null(), "predicted_s", num_or_null(pred),
@@ -770,6 +842,10 @@ static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, struc
   hosts = topo = ar = errors = NULL;
   if (!doc)
     goto nomem;
+  if (json_object_set_new(json_object_get(doc, "job"), "oversubscribed", str_or_null(r->oversubscribed)) ||
+      json_object_set_new(json_object_get(doc, "job"), "launch_digest",
+                          r->launch_digest[0] ? json_string(r->launch_digest) : json_null()))
+    goto nomem;
   if (scaling && json_object_set_new(doc, "scaling", scaling))
     goto nomem;
   scaling = NULL;
@@ -796,7 +872,7 @@ json_t *dpt_report_to_json(struct dpt_report *r, struct dpt_err *err)
     dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
     return NULL;
   }
-  doc = build_doc(r, parts, r->size > 1, err);
+  doc = build_doc(r, parts, r->size > 1, NULL, err);
   json_decref(parts);
   return doc;
 }
@@ -814,7 +890,8 @@ static int write_doc(json_t *doc, const char *path, struct dpt_err *err)
     return dpt_err_set(err, DPT_E_NOMEM, "report: cannot render %s", path);
   size_t len = strlen(text);
   text[len] = '\n'; /* over the NUL: the file ends with a newline */
-  rc = dpt_report_write_atomic(path, text, len + 1, err);
+  if ((rc = dpt_report_write_atomic(path, text, len + 1, err)) < 0)
+    dpt_err_prefix(err, "report (--report / DPT_REPORT)");
   free(text);
   return rc;
 }
@@ -835,7 +912,7 @@ int dpt_report_finish(struct dpt_report *r, const struct dpt_report_gather *g, c
   char path[4096];
   char *mine = NULL, *all = NULL;
   size_t *lens = NULL;
-  json_t *parts = NULL, *part = NULL, *doc = NULL;
+  json_t *parts = NULL, *part = NULL, *doc = NULL, *absorbed = NULL, *files = NULL;
   int rc = 0, grc = 0, partial = 0;
   struct dpt_err gerr;
 
@@ -887,13 +964,20 @@ int dpt_report_finish(struct dpt_report *r, const struct dpt_report_gather *g, c
   } else {
     json_array_append(parts, part);
   }
-  doc = build_doc(r, parts, partial, err);
+  if (r->rank == 0) /* the ranks' error files: into the report, then away */
+    absorbed = absorb_error_files(r, path, &files);
+  doc = build_doc(r, parts, partial, absorbed, err);
   if (!doc) {
     rc = err->code;
     goto out;
   }
   if ((rc = write_doc(doc, path, err)))
     goto out;
+  {
+    size_t i;
+    json_t *f;
+    json_array_foreach(files, i, f) unlink(json_string_value(f));
+  }
   if (out_path)
     snprintf(out_path, 4096, "%s", path);
   if (grc < 0) {
@@ -907,6 +991,8 @@ out:
   json_decref(part);
   json_decref(parts);
   json_decref(doc);
+  json_decref(absorbed);
+  json_decref(files);
   return rc;
 }
 

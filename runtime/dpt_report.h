@@ -105,13 +105,18 @@ int dpt_report_set_config(struct dpt_report *rep, const char *key, json_t *value
 int dpt_report_set_result(struct dpt_report *rep, const char *key, json_t *value);
 
 /* The plan (embedded as dpt_plan_to_json) and the per-node topology summary
- * derived from it.  Any rank may call it; rank 0's copy is written. */
+ * derived from it; what its ranks share (dpt_job_sharing: oversubscription)
+ * becomes job.oversubscribed.  Any rank may call it; rank 0's copy is written. */
 int dpt_report_set_plan(struct dpt_report *rep, const struct dpt_plan *plan, struct dpt_err *err);
 /* Until the bootstrap hands the plan to every rank: under `dpt-launch -n N`
- * (one node), recompute the plan dpt-launch used (flat tree over DPT_NODE_NAME,
- * this node's topology, DPT_LOCAL_SIZE ranks, DPT_PLAN_THREADS threads) and
- * embed it when its digest equals DPT_PLAN_DIGEST; the all-reduce prediction
- * is the same plan's cost for `bytes` (fp16: on the wire).  Returns 1 when
+ * (one node), recompute the plan dpt-launch used (dpt_job_plan on the job its
+ * variables describe: DPT_NODE_NAME, DPT_LOCAL_SIZE ranks, DPT_PLAN_XML /
+ * DPT_PLAN_GPUS / this node's topology, DPT_PLAN_THREADS, DPT_FP16,
+ * DPT_OVERSUBSCRIBE) and, when its digest equals DPT_PLAN_DIGEST, embed the
+ * same plan computed for the job's own message: `bytes` per all-reduce (0: the
+ * launcher's default), fp16 on the wire, so that its predictions and
+ * allreduce.predicted_s are for what the job moves (job.launch_digest keeps
+ * the launcher's digest: the digest covers the message size).  Returns 1 when
  * embedded, 0 when not applicable (no dpt-launch variables, several nodes,
  * digest differs), or a negative DPT_E_*. */
 int dpt_report_plan_from_launch(struct dpt_report *rep, uint64_t bytes, int fp16, struct dpt_err *err);
@@ -164,7 +169,11 @@ int dpt_report_path(const struct dpt_report *rep, const char *explicit_path, cha
  * dpt_report_path(explicit_path).  When the gather fails (a peer died), rank 0
  * writes what it has (job.partial = true, the failure in errors) and every
  * other rank writes its own part to <path>.rank<N>; the gather's error is
- * returned.  out_path (may be NULL, cap 4096) receives the written path on rank 0. */
+ * returned.  Rank 0 also takes the ranks' error files <path>.rank<N>.err
+ * (dpt.error/1, what dpt-train's ranks write when they fail: runtime/
+ * dpt_watchdog) that it can read into errors[] and removes them once the
+ * report is written: a failed run leaves its report, not a trail of files.
+ * out_path (may be NULL, cap 4096) receives the written path on rank 0. */
 int dpt_report_finish(struct dpt_report *rep, const struct dpt_report_gather *gather,
                       const char *explicit_path, char *out_path, struct dpt_err *err);
 
@@ -182,7 +191,8 @@ int dpt_report_validate(const json_t *doc, const char *file, struct dpt_err *err
 int dpt_report_load(const char *path, json_t **out, struct dpt_err *err);
 
 /* Writes text to path atomically: path.tmp.<pid> in the same directory, fsync,
- * rename, fsync of the directory. */
+ * rename, fsync of the directory.  Messages name the file, not an option:
+ * callers say which of their options gave the path. */
 int dpt_report_write_atomic(const char *path, const char *text, size_t len, struct dpt_err *err);
 
 /* ---- MPI (defined in dpt_report_mpi.c, part of dpt_runtime) ------------------ */

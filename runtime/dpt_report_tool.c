@@ -204,6 +204,8 @@ static void summary(FILE *f, const char *file, const json_t *doc, const json_t *
       }
       fprintf(f, "%s %s (%lld)", i ? " ->" : "", str(e, "host", "?"), integer(e, "n_ranks", 0));
     }
+    if (str(job, "launch_digest", NULL)) /* the same plan, as the launcher announced it to the ranks */
+      fprintf(f, "; launched as %s", str(job, "launch_digest", ""));
     fprintf(f, "\n            predicted all-reduce of %s:",
             (fmt_bytes(num(plan, "size_bytes"), a, sizeof a), a));
     json_array_foreach(alts, i, e) {
@@ -212,6 +214,8 @@ static void summary(FILE *f, const char *file, const json_t *doc, const json_t *
     }
     fprintf(f, "\n");
   }
+  if (str(job, "oversubscribed", NULL))
+    fprintf(f, "  oversub   %s\n", str(job, "oversubscribed", ""));
   /* throughput */
   fprintf(f, "  speed     ");
   if (ips > 0) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dpt_node.h"
+#include "dpt_job.h"
 #include "dpt_spank_plan.h"
 
 int dpt_spank_uniform_tasks(const char *s, int *out, struct dpt_err *err)
@@ -36,61 +36,34 @@ bad:
 
 int dpt_spank_local_compute(const struct dpt_spank_opts *opts, const struct dpt_tree *tree,
                             const char *const *hosts, int n_hosts, int tasks_per_node,
-                            struct dpt_plan **plan, char **encoded, struct dpt_err *err)
+                            struct dpt_plan **plan, char **encoded, char *note, size_t note_len,
+                            struct dpt_err *err)
 {
-  struct dpt_node *node = NULL;
-  struct dpt_tree *flat = NULL;
-  const struct dpt_node **topos = NULL; /* [n_hosts], all the same node */
-  struct dpt_plan_opts po;
+  struct dpt_job job;
   int rc;
 
   *plan = NULL;
   *encoded = NULL;
   if (n_hosts < 1)
     return dpt_err_set(err, DPT_E_INPUT, "the step has no nodes");
-  if ((rc = dpt_node_load(&node, opts->topology[0] ? opts->topology : NULL, err)) < 0) {
-    dpt_err_prefix(err, "node topology (%s)", opts->topology[0] ? "--dpt topology=" : "srun's machine");
-    goto fail;
-  }
-  if (!tree) {
-    if ((rc = dpt_tree_flat(&flat, hosts, n_hosts, err)) < 0)
-      goto fail;
-    tree = flat;
-  }
-  if (!(topos = calloc((size_t)n_hosts, sizeof *topos))) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory");
-    goto fail;
-  }
-  for (int i = 0; i < n_hosts; i++)
-    topos[i] = node;
-
-  dpt_plan_opts_init(&po);
-  po.ranks_per_node = tasks_per_node;
-  po.threads_per_rank = opts->threads;
-  po.fp16 = opts->fp16;
-  if (opts->ranks_per_gpu > 0) {
-    if (tasks_per_node > opts->ranks_per_gpu * (node->n_gpus > 0 ? node->n_gpus : 1)) {
-      rc = dpt_err_set(err, DPT_E_INPUT,
-                       "%d tasks per node but the node has %d GPUs and ranks-per-gpu=%d allows %d",
-                       tasks_per_node, node->n_gpus, opts->ranks_per_gpu,
-                       opts->ranks_per_gpu * (node->n_gpus > 0 ? node->n_gpus : 1));
-      goto fail;
-    }
-    po.allow_oversubscribe = 1;
-  }
-  if ((rc = dpt_plan_compute(plan, tree, hosts, n_hosts, topos, &po, err)) < 0) {
-    dpt_err_prefix(err, "planner");
-    goto fail;
-  }
+  /* the step as a job (dpt_job.h): the plan every other caller would make of it */
+  dpt_job_init(&job);
+  job.hosts = hosts;
+  job.n_hosts = n_hosts;
+  job.tree_source = tree ? DPT_JOB_TREE_GIVEN : DPT_JOB_TREE_FLAT;
+  job.tree = tree;
+  job.node_source = opts->topology[0] ? DPT_JOB_NODE_XML : DPT_JOB_NODE_LOCAL;
+  job.node_path = opts->topology;
+  job.node_what = opts->topology[0] ? "node topology (--dpt topology=)" : "node topology (srun's machine)";
+  job.ranks_per_node = tasks_per_node;
+  job.ranks_per_gpu = opts->ranks_per_gpu; /* ranks-per-gpu=K: oversubscription asked for */
+  job.threads_per_rank = opts->threads;
+  job.model.fp16 = opts->fp16;
+  if ((rc = dpt_job_plan(plan, &job, note, note_len, err)) < 0)
+    return rc;
   if ((rc = dpt_spank_plan_encode(*plan, hosts, n_hosts, encoded, err)) < 0) {
     dpt_plan_destroy(*plan);
     *plan = NULL;
-    goto fail;
   }
-  rc = 0;
-fail:
-  free(topos);
-  dpt_tree_destroy(flat);
-  dpt_node_destroy(node);
   return rc;
 }

@@ -159,7 +159,7 @@ int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct d
   uint32_t total = 0;
   struct dpt_tree *tree = NULL;
   struct dpt_plan *plan = NULL;
-  char *enc = NULL;
+  char *enc = NULL, note[600];
 
   hwloc_global();
   if ((rc = step_nodes(sp, &hosts, &n, err)) < 0)
@@ -181,8 +181,11 @@ int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct d
     dpt_err_prefix(err, "switch tree");
     goto fail;
   }
-  if ((rc = dpt_spank_local_compute(opts, tree, (const char *const *)hosts, n, tpn, &plan, &enc, err)) < 0)
+  if ((rc = dpt_spank_local_compute(opts, tree, (const char *const *)hosts, n, tpn, &plan, &enc, note,
+                                    sizeof note, err)) < 0)
     goto fail;
+  if (note[0]) /* ranks-per-gpu oversubscribes the nodes: never silently */
+    fprintf(stderr, "dpt: %s (ranks-per-gpu=%d)\n", note, opts->ranks_per_gpu);
   if (setenv(DPT_SPANK_PLAN_ENV, enc, 1) != 0) {
     rc = dpt_err_set(err, DPT_E_RUNTIME, "cannot set %s (%zu bytes) in srun's environment",
                      DPT_SPANK_PLAN_ENV, strlen(enc));

@@ -8,8 +8,8 @@
 static void usage(FILE *f)
 {
   fprintf(f,
-          "usage: dpt-topo [show] [--input FILE.xml] [--json]\n"
-          "       dpt-topo plan (--topology-conf FILE | --ibnetdiscover FILE | --addr-list FILE)\n"
+          "usage: dpt-topo [show] [--input FILE.xml] [--json] [--pcie]\n"
+          "       dpt-topo plan [--topology-conf FILE | --ibnetdiscover FILE | --addr-list FILE]\n"
           "                     --nodes HOSTLIST [--gpus-per-node N | --node-xml FILE | --node-xml-dir DIR] ...\n"
           "       dpt-topo --help | --version\n"
           "\n"
@@ -30,7 +30,7 @@ int main(int argc, char **argv)
     return 0;
   }
   if (argc >= 2 && !strcmp(argv[1], "plan"))
-    return dpt_topo_plan_main(argc - 1, argv + 1);
+    return dpt_topo_plan_main(argc - 1, argv + 1, argv[0]);
   if (argc >= 2 && !strcmp(argv[1], "show"))
     return dpt_topo_show_main(argc - 1, argv + 1);
   if (argc >= 2 && argv[1][0] != '-') {

@@ -5,6 +5,7 @@
 #define DPT_TOPO_CLI_H
 
 int dpt_topo_show_main(int argc, char **argv);
-int dpt_topo_plan_main(int argc, char **argv);
+/* program: the tool as it was called (argv[0] of dpt-topo), for the job report's command. */
+int dpt_topo_plan_main(int argc, char **argv, const char *program);
 
 #endif

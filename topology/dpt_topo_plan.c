@@ -5,15 +5,18 @@
  *                 [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]
  *                 [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]
  *                 [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]
- *                 [--report PATH | --no-report]
+ *                 [--report PATH]
  *
- * Without a tree source every host hangs off one switch (dpt_tree_flat).  The
- * plan is computed completely before anything is written: invalid input
- * gives exit 2 and a message naming the node, file or line, never a partial
- * document.  Text goes to stdout (JSON instead with --json); --output writes
- * the JSON document to a file as well (through a temporary file + rename).
- * Every run also writes a job report (dpt.report/1 with the plan embedded and
- * its predicted all-reduce time; runtime/dpt_report.h) unless --no-report. */
+ * The job (hosts, tree source, node topologies, ranks, oversubscription,
+ * threads) goes to dpt_job_plan() (topology/dpt_job.h), like every other
+ * caller of the planner; without a tree source every host hangs off one
+ * switch.  The plan is computed completely before anything is written:
+ * invalid input gives exit 2 and a message naming the node, file or line,
+ * never a partial document.  Text goes to stdout (JSON instead with --json);
+ * nothing is written to a file unless asked: --output writes the JSON document
+ * (through a temporary file + rename), --report a job report (dpt.report/1 with
+ * the plan embedded and its predicted all-reduce time; runtime/dpt_report.h).
+ * Oversubscription that was asked for is said on stderr. */
 #define _GNU_SOURCE /* asprintf */
 #include <errno.h>
 #include <getopt.h>
@@ -23,11 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dpt_node.h"
+#include "dpt_job.h"
 #include "dpt_plan.h"
 #include "dpt_report.h"
 #include "dpt_topo_cli.h"
-#include "dpt_tree.h"
 
 static void usage(FILE *f)
 {
@@ -37,7 +39,7 @@ static void usage(FILE *f)
           "                     [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]\n"
           "                     [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]\n"
           "                     [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]\n"
-          "                     [--report PATH | --no-report]\n"
+          "                     [--report PATH]\n"
           "\n"
           "The topology-aware ring for a job on these nodes: ring order, rank -> node/GPU/cpuset/HCAs,\n"
           "and the predicted all-reduce cost of the plan next to Slurm's order, a random order,\n"
@@ -53,7 +55,8 @@ static void usage(FILE *f)
           "  --node-xml-dir DIR     one hwloc XML per node: DIR/<host>.xml (what\n"
           "                         etc/mn1/sbatch/topo-survey.sbatch collects)\n"
           "  --ranks-per-node N     default: one rank per GPU\n"
-          "  --oversubscribe        allow more ranks than GPUs (ranks share GPUs)\n"
+          "  --oversubscribe        allow more ranks than GPUs, or than cores on nodes without\n"
+          "                         GPUs (ranks share them; said on stderr)\n"
           "  --threads-per-rank N   default: the cores of the rank's cpuset slice\n"
           "  --size BYTES           all-reduce message (K/M/G suffixes: 1024-based);\n"
           "                         default 102228128 (ResNet-50 gradients in fp32)\n"
@@ -65,9 +68,8 @@ static void usage(FILE *f)
           "  --alpha-us X           latency per ring step, microseconds (5)\n"
           "  --json                 print the JSON document (dpt.plan/1) instead of text\n"
           "  --output FILE.json     also write the JSON document to FILE.json\n"
-          "  --report PATH          job report (dpt.report/1); default DPT_REPORT, else\n"
-          "                         dpt-report-<jobid>.<stepid>.json or dpt-report-dpt-topo-<pid>.json\n"
-          "  --no-report            write no job report\n");
+          "  --report PATH          also write a job report (dpt.report/1) to PATH (%%j job id,\n"
+          "                         %%s step id, %%p pid); without it nothing is written to a file\n");
 }
 
 enum {
@@ -152,51 +154,7 @@ static int write_file(const char *path, const char *text, struct dpt_err *err)
   return 0;
 }
 
-static void free_host_nodes(struct dpt_node **nodes, int n)
-{
-  if (!nodes)
-    return;
-  for (int i = 0; i < n; i++)
-    if (nodes[i])
-      dpt_node_destroy(nodes[i]);
-  free(nodes);
-}
-
-/* --node-xml-dir DIR: DIR/<host>.xml for every host of the job (the layout the topology
- * survey writes), each host's own topology.  A missing or invalid file names the host. */
-static int load_host_xmls(const char *dir, char **hosts, int n_hosts, struct dpt_node ***out,
-                          struct dpt_err *err)
-{
-  struct dpt_node **nodes = calloc((size_t)n_hosts, sizeof *nodes);
-  char *path = NULL;
-  int rc = 0;
-  *out = NULL;
-  if (!nodes)
-    return dpt_err_set(err, DPT_E_NOMEM, "out of memory for %d hosts", n_hosts);
-  for (int i = 0; i < n_hosts; i++) {
-    free(path);
-    if (asprintf(&path, "%s/%s.xml", dir, hosts[i]) < 0) {
-      path = NULL;
-      rc = dpt_err_set(err, DPT_E_NOMEM, "out of memory");
-      goto fail;
-    }
-    if (dpt_node_load(&nodes[i], path, err)) {
-      nodes[i] = NULL;
-      dpt_err_prefix(err, "--node-xml-dir %s: host %s", dir, hosts[i]);
-      rc = -1;
-      goto fail;
-    }
-  }
-  free(path);
-  *out = nodes;
-  return 0;
-fail:
-  free(path);
-  free_host_nodes(nodes, n_hosts);
-  return rc;
-}
-
-int dpt_topo_plan_main(int argc, char **argv)
+int dpt_topo_plan_main(int argc, char **argv, const char *program)
 {
   static const struct option longopts[] = {
     {"topology-conf", required_argument, NULL, OPT_CONF},
@@ -228,15 +186,12 @@ int dpt_topo_plan_main(int argc, char **argv)
   int gpus = -1, json = 0, c, status = 0, no_report = 0;
   struct dpt_report *rep = NULL;
   struct dpt_plan_opts o;
+  struct dpt_job job;
   struct dpt_err err;
-  struct dpt_tree *tree = NULL;
-  struct dpt_node *node = NULL;
-  struct dpt_node **host_nodes = NULL; /* [n_hosts] with --node-xml-dir */
   struct dpt_plan *plan = NULL;
-  const struct dpt_node **topos = NULL;
-  char **hosts = NULL, *doc = NULL, *text = NULL;
+  char *doc = NULL, *text = NULL, **cmd = NULL;
+  char hosts_what[600], tree_what[4200], node_what[4200], note[600];
   size_t text_len = 0;
-  int n_hosts = 0;
   json_t *j = NULL;
 
   dpt_err_clear(&err);
@@ -348,49 +303,37 @@ int dpt_topo_plan_main(int argc, char **argv)
     goto fail;
   }
 
-  if (dpt_tree_hostlist_expand(nodes, &hosts, &n_hosts, &err)) {
-    dpt_err_prefix(&err, "--nodes '%s'", nodes);
-    goto fail;
-  }
-  if (n_hosts < 1) {
-    dpt_err_set(&err, DPT_E_INPUT, "--nodes '%s': no host", nodes);
-    goto fail;
-  }
+  /* the job, planned as every other caller plans it (dpt_job.h) */
+  dpt_job_init(&job);
+  job.model = o;
+  job.ranks_per_node = o.ranks_per_node;
+  job.oversubscribe = o.allow_oversubscribe;
+  job.threads_per_rank = o.threads_per_rank;
+  job.hostlist = nodes;
+  snprintf(hosts_what, sizeof hosts_what, "--nodes '%.500s'", nodes);
+  job.hosts_what = hosts_what;
   if (tree_opt) {
-    int rc = tree_opt[2] == 't' ? dpt_tree_load_topology_conf(&tree, tree_file, &err)
-             : tree_opt[2] == 'i' ? dpt_tree_load_ibnetdiscover(&tree, tree_file, &err)
-                                  : dpt_tree_load_addr_list(&tree, tree_file, &err);
-    if (rc) {
-      dpt_err_prefix(&err, "%s %s", tree_opt, tree_file);
-      goto fail;
-    }
-  } else if (dpt_tree_flat(&tree, (const char *const *)hosts, n_hosts, &err)) {
-    goto fail;
-  }
-  topos = malloc(sizeof *topos * (size_t)n_hosts);
-  if (!topos) {
-    dpt_err_set(&err, DPT_E_NOMEM, "out of memory for %d hosts", n_hosts);
-    goto fail;
+    job.tree_source = tree_opt[2] == 't' ? DPT_JOB_TREE_TOPOLOGY_CONF
+                      : tree_opt[2] == 'i' ? DPT_JOB_TREE_IBNETDISCOVER : DPT_JOB_TREE_ADDR_LIST;
+    job.tree_path = tree_file;
+    snprintf(tree_what, sizeof tree_what, "%s %.4096s", tree_opt, tree_file);
+    job.tree_what = tree_what;
   }
   if (xml_dir) {
-    if (load_host_xmls(xml_dir, hosts, n_hosts, &host_nodes, &err))
-      goto fail;
-    for (int i = 0; i < n_hosts; i++)
-      topos[i] = host_nodes[i];
+    job.node_source = DPT_JOB_NODE_XML_DIR;
+    job.node_path = xml_dir;
+    snprintf(node_what, sizeof node_what, "--node-xml-dir %.4096s", xml_dir);
+  } else if (xml) {
+    job.node_source = DPT_JOB_NODE_XML;
+    job.node_path = xml;
+    snprintf(node_what, sizeof node_what, "--node-xml %.4096s", xml);
   } else {
-    if (xml) {
-      if (dpt_node_load(&node, xml, &err)) {
-        dpt_err_prefix(&err, "--node-xml %s", xml);
-        goto fail;
-      }
-    } else if (dpt_node_synthetic(&node, "", gpus, &err)) {
-      dpt_err_prefix(&err, "--gpus-per-node %d", gpus);
-      goto fail;
-    }
-    for (int i = 0; i < n_hosts; i++)
-      topos[i] = node;
+    job.node_source = DPT_JOB_NODE_GPUS;
+    job.gpus_per_node = gpus;
+    snprintf(node_what, sizeof node_what, "--gpus-per-node %d", gpus);
   }
-  if (dpt_plan_compute(&plan, tree, (const char *const *)hosts, n_hosts, topos, &o, &err))
+  job.node_what = node_what;
+  if (dpt_job_plan(&plan, &job, note, sizeof note, &err))
     goto fail;
 
   /* everything computed: now render, then write */
@@ -416,8 +359,15 @@ int dpt_topo_plan_main(int argc, char **argv)
   }
   if (output && write_file(output, doc, &err))
     goto fail;
-  if (!no_report) {
-    if (dpt_report_create(&rep, "dpt-topo", argc, argv, 0, 1, &err) ||
+  if (report_path) {
+    /* the command as typed: the program, then the subcommand and its options */
+    if (!(cmd = calloc((size_t)argc + 2, sizeof *cmd))) {
+      dpt_err_set(&err, DPT_E_NOMEM, "out of memory");
+      goto fail;
+    }
+    cmd[0] = (char *)(program ? program : "dpt-topo");
+    memcpy(cmd + 1, argv, sizeof *argv * (size_t)argc);
+    if (dpt_report_create(&rep, "dpt-topo", argc + 1, cmd, 0, 1, &err) ||
         dpt_report_set_plan(rep, plan, &err))
       goto fail;
     dpt_report_set_software(rep, "wire", o.fp16 ? "fp16" : "fp32");
@@ -428,6 +378,8 @@ int dpt_topo_plan_main(int argc, char **argv)
     if (dpt_report_finish(rep, NULL, report_path, NULL, &err))
       goto fail;
   }
+  if (note[0])
+    fprintf(stderr, "dpt-topo plan: %s\n", note);
   if (json ? (fputs(doc, stdout) < 0 || fputc('\n', stdout) < 0)
            : fwrite(text, 1, text_len, stdout) != text_len) {
     dpt_err_set(&err, DPT_E_RUNTIME, "cannot write to stdout: %s", strerror(errno));
@@ -445,17 +397,10 @@ fail:
     status = 1;
 out:
   dpt_report_destroy(rep);
+  free(cmd);
   free(text);
   free(doc);
   json_decref(j);
   dpt_plan_destroy(plan);
-  free(topos);
-  if (node)
-    dpt_node_destroy(node);
-  free_host_nodes(host_nodes, n_hosts);
-  if (tree)
-    dpt_tree_destroy(tree);
-  if (hosts)
-    dpt_tree_hostlist_free(hosts, n_hosts);
   return status;
 }

@@ -36,14 +36,14 @@ trap 'rm -f "$tmp"' EXIT
 } >"$tmp"
 for np in 2 4; do
   for r in $(seq "$repeat"); do
-    cmd="dpt-launch -n $np -- dpt-bench allreduce --comm ring,hierarchical,mpi --min-bytes 64M --max-bytes 128M --iters 10 --warmup 2"
+    cmd="dpt-launch -n $np --oversubscribe -- dpt-bench allreduce --comm ring,hierarchical,mpi --min-bytes 64M --max-bytes 128M --iters 10 --warmup 2"
     {
       echo "## $np ranks, run $r"
       echo
       echo "\`$cmd\`"
       echo
       echo '```'
-      "$launch" -n "$np" -- "$bench" allreduce --comm ring,hierarchical,mpi --min-bytes 64M \
+      "$launch" -n "$np" --oversubscribe -- "$bench" allreduce --comm ring,hierarchical,mpi --min-bytes 64M \
         --max-bytes 128M --iters 10 --warmup 2
       echo '```'
       echo

@@ -53,7 +53,7 @@ t_start=$(date +%s)
 : >"$work/allreduce.jsonl"
 for np in $ranks; do
   for r in $(seq "$repeat"); do
-    cmd=("$launch" -n "$np" -- "$bench" allreduce --comm ring,hierarchical,mpi --min-bytes 64M
+    cmd=("$launch" -n "$np" --oversubscribe -- "$bench" allreduce --comm ring,hierarchical,mpi --min-bytes 64M
       --max-bytes "$max_bytes" --iters "$iters" --warmup "$warmup" --json --report "$work/report.json")
     (cd "$work" && "${cmd[@]}") >"$work/dpt.json" 2>"$work/dpt.err" ||
       { echo "run.sh: failed: ${cmd[*]}" >&2; cat "$work/dpt.err" >&2; exit 1; }

@@ -13,7 +13,7 @@ if [ "$launch" = mpirun ]; then
   mpirun --oversubscribe --bind-to none --mca btl self,vader,tcp -n "$np" "$prog" "$dir" \
     2>"$dir/err" >"$dir/out" &
 else
-  "$launch" -n "$np" --comm ring -- "$prog" "$dir" 2>"$dir/err" >"$dir/out" &
+  "$launch" -n "$np" --oversubscribe --comm ring -- "$prog" "$dir" 2>"$dir/err" >"$dir/out" &
 fi
 lpid=$!
 for _ in $(seq 300); do

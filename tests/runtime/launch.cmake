@@ -23,7 +23,7 @@ dpt_launch_expect(runtime.launch.usage.hostfile_short 2 "-N 5 but hostfile .* li
 dpt_launch_expect(runtime.launch.usage.noranks 2 "say how many ranks" ${_launch} -- true)
 dpt_launch_expect(runtime.launch.dryrun 0
                   "dpt plan [0-9a-f]+.*bindings \\(plan digest [0-9a-f]+\\):.*rank 2  node .*local 2/3.*command: .*--exec-rank"
-                  ${_launch} -n 3 --dry-run --comm hierarchical -- true)
+                  ${_launch} -n 3 --oversubscribe --dry-run --comm hierarchical -- true)
 dpt_launch_expect(runtime.launch.dryrun.hostfile 0
                   "rankfile .*rank 0=localhost slot=0.*rank 1=localhost slot=1.*--rankfile"
                   ${_launch} --hostfile ${CMAKE_CURRENT_LIST_DIR}/hosts.local -N 1
@@ -31,11 +31,11 @@ dpt_launch_expect(runtime.launch.dryrun.hostfile 0
 # Exit status and name of the first failing rank.
 dpt_launch_expect(runtime.launch.first_failure 3
                   "dpt-launch: rank 1 on [^ ]+ exited with status 3 \\(first failing rank"
-                  ${_launch} -n 3 -- sh -c "test \"$DPT_RANK\" != 1 || exit 3 && sleep 20")
+                  ${_launch} -n 3 --oversubscribe -- sh -c "test \"$DPT_RANK\" != 1 || exit 3 && sleep 20")
 # Every communicator through dpt-launch, the ring in the plan's order (--ctx).
 foreach(np 1 2 3 4 7 8)
   dpt_launch_expect(runtime.comm.launch.np${np} 0 "test_comm: ${np} ranks, 3 communicator\\(s\\): ok"
-                    ${_launch} -n ${np} -- $<TARGET_FILE:test_comm> --ctx --large 100003)
+                    ${_launch} -n ${np} --oversubscribe -- $<TARGET_FILE:test_comm> --ctx --large 100003)
 endforeach()
 # Across "nodes" with a hostfile and rankfile (this host only).
 dpt_launch_expect(runtime.comm.launch.hostfile 0 "test_comm: 2 ranks, 1 communicator\\(s\\): ok"
@@ -64,7 +64,7 @@ endforeach()
 # dpt-bench: runs under dpt-launch, JSON document, exact results; bad usage.
 dpt_launch_expect(runtime.bench.json 0
                   "\"schema\": \"dpt.bench.allreduce/1\".*\"comm\": \"hierarchical\".*\"max_error\": 0.0"
-                  ${_launch} -n 3 -- $<TARGET_FILE:dpt-bench> allreduce --max-bytes 64K --iters 2
+                  ${_launch} -n 3 --oversubscribe -- $<TARGET_FILE:dpt-bench> allreduce --max-bytes 64K --iters 2
                   --warmup 1 --json)
 dpt_launch_expect(runtime.bench.fp16 0 "fp16 on the wire.*ring +65536 +16384 +float"
                   ${_launch} -n 2 -- $<TARGET_FILE:dpt-bench> allreduce --comm ring --fp16

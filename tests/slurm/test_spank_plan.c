@@ -68,7 +68,7 @@ int main(int argc, char **argv)
   dpt_spank_opts_init(&o);
   snprintf(o.topology, sizeof o.topology, "%s", argv[1]);
   if (dpt_tree_parse_topology_conf(&tree, conf, sizeof conf - 1, "test topology.conf", &e) < 0 ||
-      dpt_spank_local_compute(&o, tree, hosts, 6, 8, &plan, &enc, &e) < 0) {
+      dpt_spank_local_compute(&o, tree, hosts, 6, 8, &plan, &enc, NULL, 0, &e) < 0) {
     fprintf(stderr, "FAIL: planning the test cluster: %s\n", e.msg);
     return 1;
   }
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
         mn[i] = mn[j];
         mn[j] = x;
       }
-      if (dpt_spank_local_compute(&o, tree, (const char *const *)mn, n, 8, &plan, &enc, &e) < 0) {
+      if (dpt_spank_local_compute(&o, tree, (const char *const *)mn, n, 8, &plan, &enc, NULL, 0, &e) < 0) {
         CHECK(0, "MN-1 plan: %s", e.msg);
       } else {
         printf("MN-1: %d ranks, DPT_SPANK_PLAN %zu bytes\n", plan->n_ranks, strlen(enc));

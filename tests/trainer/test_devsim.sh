@@ -25,7 +25,7 @@ run() {
   if [ "$ranks" = 1 ]; then
     DPT_CPU_DEVICE_SLABS=$dev "$T" $common "$@" --checkpoint-dir "$tmp/$name" >"$tmp/$name.log" 2>&1
   else
-    DPT_CPU_DEVICE_SLABS=$dev "$L" -n "$ranks" --threads 1 -- "$T" $common "$@" --comm ring \
+    DPT_CPU_DEVICE_SLABS=$dev "$L" -n "$ranks" --oversubscribe --threads 1 -- "$T" $common "$@" --comm ring \
       --checkpoint-dir "$tmp/$name" >"$tmp/$name.log" 2>&1
   fi || { fail "$name: dpt-train failed: $(tail -5 "$tmp/$name.log")"; return 1; }
 }

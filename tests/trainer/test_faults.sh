@@ -28,7 +28,7 @@ for phase in startup allreduce checkpoint validation; do
   mkdir -p "$d"
   [ $phase = checkpoint ] && victim=0 || victim=$(( (victim + 1) % 3 )) # rank 0 too
   t0=$(date +%s.%N)
-  DPT_FAULT=$phase:$victim:$KIND:2 "$L" -n 3 --threads 1 -- "$T" $common --checkpoint-dir "$d/ck" \
+  DPT_FAULT=$phase:$victim:$KIND:2 "$L" -n 3 --oversubscribe --threads 1 -- "$T" $common --checkpoint-dir "$d/ck" \
       --report "$d/rep.json" >"$d/log" 2>&1
   st=$?
   el=$(echo "$(date +%s.%N) - $t0" | bc)
@@ -74,7 +74,7 @@ done
 if [ "$KIND" = kill ]; then
   d=$tmp/default
   mkdir -p "$d"
-  (cd "$d" && env -u DPT_REPORT DPT_FAULT=allreduce:1:kill:2 "$L" -n 3 --threads 1 -- "$T" $common \
+  (cd "$d" && env -u DPT_REPORT DPT_FAULT=allreduce:1:kill:2 "$L" -n 3 --oversubscribe --threads 1 -- "$T" $common \
       --checkpoint-dir "$d/ck" >"$d/log" 2>&1)
   errs=$(cd "$d" && ls ./*.err 2>/dev/null | tr '\n' ' ')
   p0=$(sed -n 's/.*"rank": 0, "node": "[^"]*", "pid": \([0-9]*\),.*/\1/p' "$d"/*.rank0.err 2>/dev/null)

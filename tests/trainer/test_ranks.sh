@@ -56,7 +56,7 @@ grep -q '"baseline_ranks": 1' "$RD/ranks-scaling.json" && grep -q '"efficiency":
 # after backward (--bucket-mb 0); 3 ranks: same up to summation order
 for n in 2 3; do
   for mb in 0 0.05; do
-    "$L" -n $n --threads 1 -- "$T" $common --comm ring --bucket-mb $mb --no-report \
+    "$L" -n $n --oversubscribe --threads 1 -- "$T" $common --comm ring --bucket-mb $mb --no-report \
         --checkpoint-dir "$tmp/bk$n-$mb" >"$tmp/log-bk$n-$mb" 2>&1 || fail "buckets: $n ranks --bucket-mb $mb failed: $(tail -5 "$tmp/log-bk$n-$mb")"
   done
   grep -q "gradients all-reduced in 7 bucket(s) of 0.05 MiB during backward" "$tmp/log-bk$n-0.05" ||
