@@ -11,18 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dpt_check.h"
 #include "dpt_report.h"
 
-static int fails;
-#define CHECK(c, ...)                                              \
-  do {                                                             \
-    if (!(c)) {                                                    \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); \
-      fprintf(stderr, __VA_ARGS__);                                \
-      fprintf(stderr, "\n");                                       \
-      fails++;                                                     \
-    }                                                              \
-  } while (0)
 #define NEAR(a, b) (fabs((double)(a) - (double)(b)) <= 1e-9 * (1 + fabs((double)(b))))
 
 /* In-memory gather: ranks 1..p-1 call first and deposit their parts; rank 0 collects. */
@@ -236,9 +227,9 @@ int main(int argc, char **argv)
   json_decref(bad);
   CHECK(dpt_report_create(&r[0], "t", 0, NULL, 3, 2, &err) == DPT_E_INPUT, "rank >= size refused");
 
-  if (fails)
-    fprintf(stderr, "test_report: %d failure(s)\n", fails);
+  if (failures)
+    fprintf(stderr, "test_report: %d failure(s)\n", failures);
   else
     printf("test_report: ok\n");
-  return fails ? 1 : 0;
+  return failures ? 1 : 0;
 }

@@ -20,19 +20,10 @@
 #include <string.h>
 
 #include "dpt_boot.h"
+#define DPT_CHECK_RANK lrank
+#include "dpt_check.h"
 
-static int failures;
 static int lrank = -1;
-
-#define CHECK(cond, ...)                                                                       \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      failures++;                                                                              \
-      fprintf(stderr, "FAIL rank %d %s:%d: ", lrank, __FILE__, __LINE__);                      \
-      fprintf(stderr, __VA_ARGS__);                                                            \
-      fputc('\n', stderr);                                                                     \
-    }                                                                                          \
-  } while (0)
 
 static void fill(unsigned char *b, size_t n, int root)
 {

@@ -18,21 +18,11 @@
 
 #include "dpt_comm.h"
 #include "dpt_ctx.h"
+#define DPT_CHECK_RANK wrank
+#define DPT_CHECK_SHOW_MAX 20 /* a broken collective fails at every element */
+#include "dpt_check.h"
 
-static int failures;
 static int wrank;
-
-#define CHECK(cond, ...)                                                                       \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      failures++;                                                                              \
-      if (failures < 20) {                                                                     \
-        fprintf(stderr, "FAIL rank %d %s:%d: ", wrank, __FILE__, __LINE__);                    \
-        fprintf(stderr, __VA_ARGS__);                                                          \
-        fputc('\n', stderr);                                                                   \
-      }                                                                                        \
-    }                                                                                          \
-  } while (0)
 
 static uint64_t mix(uint64_t x)
 {

@@ -6,17 +6,7 @@
 #include <string.h>
 
 #include "dpt_spank_opts.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                  \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      failures++;                                                         \
-      fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);     \
-      fprintf(stderr, __VA_ARGS__);                                       \
-      fputc('\n', stderr);                                                \
-    }                                                                     \
-  } while (0)
+#include "dpt_check.h"
 
 static int apply(struct dpt_spank_opts *o, const char *s, struct dpt_err *e)
 {

@@ -15,17 +15,7 @@
 
 #include "dpt_spank_local.h"
 #include "dpt_spank_plan.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                  \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      failures++;                                                         \
-      fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);     \
-      fprintf(stderr, __VA_ARGS__);                                       \
-      fputc('\n', stderr);                                                \
-    }                                                                     \
-  } while (0)
+#include "dpt_check.h"
 
 static void expect_bad(const char *s, int node, const char *host, int local, int count, const char *want)
 {

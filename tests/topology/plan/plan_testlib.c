@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pt_failures;
+int failures;
 
 uint64_t pt_rand(uint64_t *state)
 {

@@ -1,6 +1,7 @@
 /* plan_testlib.h — in-memory switch trees and node topologies for the planner
  * tests (struct dpt_tree and struct dpt_node are plain data), an independent
- * checker of a plan's structural invariants, and a tiny assertion helper. */
+ * checker of a plan's structural invariants (CHECK: tests/dpt_check.h, its count
+ * shared with plan_testlib.c). */
 #ifndef PLAN_TESTLIB_H
 #define PLAN_TESTLIB_H
 
@@ -10,16 +11,8 @@
 
 #include "dpt_plan.h"
 
-extern int pt_failures;
-#define PT_CHECK(cond, ...)                                                   \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      pt_failures++;                                                          \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                           \
-      fputc('\n', stderr);                                                    \
-    }                                                                         \
-  } while (0)
+#define DPT_CHECK_SHARED /* one count for the test and plan_testlib.c */
+#include "dpt_check.h"
 
 uint64_t pt_rand(uint64_t *state); /* splitmix64 */
 int pt_rand_int(uint64_t *state, int lo, int hi); /* uniform in [lo, hi] */

@@ -37,7 +37,7 @@ static const struct dpt_node **topos_for(const struct dpt_tree *t, struct dpt_no
 static int one(uint64_t seed)
 {
   uint64_t rng = seed;
-  int before = pt_failures;
+  int before = failures;
   struct dpt_tree *t = pt_tree_random(&rng), *tp = NULL;
   int nh = t->n_hosts;
   const char **all = malloc(sizeof *all * (size_t)nh), **again = NULL;
@@ -72,73 +72,73 @@ static int one(uint64_t seed)
   o.fp16 = pt_rand_int(&rng, 0, 1);
   topos = topos_for(t, nodes, all, n);
   if (dpt_plan_compute(&p, t, all, n, topos, &o, &err)) {
-    PT_CHECK(0, "seed %llu: plan failed: %s", (unsigned long long)seed, err.msg);
+    CHECK(0, "seed %llu: plan failed: %s", (unsigned long long)seed, err.msg);
     goto out;
   }
-  PT_CHECK(pt_check_plan(p, t, all, n, why, sizeof why) == 0, "seed %llu (%d of %d hosts, %d switches): %s",
-           (unsigned long long)seed, n, nh, t->n_switches, why);
-  PT_CHECK(strlen(p->digest) == 16, "digest '%s'", p->digest);
+  CHECK(pt_check_plan(p, t, all, n, why, sizeof why) == 0, "seed %llu (%d of %d hosts, %d switches): %s",
+        (unsigned long long)seed, n, nh, t->n_switches, why);
+  CHECK(strlen(p->digest) == 16, "digest '%s'", p->digest);
 
   /* same input, same answer */
-  PT_CHECK(dpt_plan_compute(&q, t, all, n, topos, &o, &err) == 0, "%s", err.msg);
+  CHECK(dpt_plan_compute(&q, t, all, n, topos, &o, &err) == 0, "%s", err.msg);
   j1 = plan_json(p);
   j2 = q ? plan_json(q) : NULL;
-  PT_CHECK(q && !strcmp(p->digest, q->digest), "seed %llu: digest differs on recompute",
-           (unsigned long long)seed);
-  PT_CHECK(j1 && j2 && !strcmp(j1, j2), "seed %llu: JSON differs on recompute", (unsigned long long)seed);
+  CHECK(q && !strcmp(p->digest, q->digest), "seed %llu: digest differs on recompute",
+        (unsigned long long)seed);
+  CHECK(j1 && j2 && !strcmp(j1, j2), "seed %llu: JSON differs on recompute", (unsigned long long)seed);
 
   /* another Slurm order: same planned ring and binding */
   again = malloc(sizeof *again * (size_t)n);
   memcpy(again, all, sizeof *again * (size_t)n);
   pt_shuffle(&rng, again, n);
   topos2 = topos_for(t, nodes, again, n);
-  PT_CHECK(dpt_plan_compute(&r, t, again, n, topos2, &o, &err) == 0, "%s", err.msg);
+  CHECK(dpt_plan_compute(&r, t, again, n, topos2, &o, &err) == 0, "%s", err.msg);
   if (r) {
-    PT_CHECK(pt_check_plan(r, t, again, n, why, sizeof why) == 0, "seed %llu shuffled: %s",
-             (unsigned long long)seed, why);
-    PT_CHECK(r->n_ranks == p->n_ranks, "ranks %d vs %d", r->n_ranks, p->n_ranks);
+    CHECK(pt_check_plan(r, t, again, n, why, sizeof why) == 0, "seed %llu shuffled: %s",
+          (unsigned long long)seed, why);
+    CHECK(r->n_ranks == p->n_ranks, "ranks %d vs %d", r->n_ranks, p->n_ranks);
     for (int k = 0; k < n; k++)
-      PT_CHECK(!strcmp(r->nodes[k].host, p->nodes[k].host) && !strcmp(r->nodes[k].hcas, p->nodes[k].hcas),
-               "seed %llu: ring position %d: %s vs %s after shuffling the host list",
-               (unsigned long long)seed, k, r->nodes[k].host, p->nodes[k].host);
+      CHECK(!strcmp(r->nodes[k].host, p->nodes[k].host) && !strcmp(r->nodes[k].hcas, p->nodes[k].hcas),
+            "seed %llu: ring position %d: %s vs %s after shuffling the host list",
+            (unsigned long long)seed, k, r->nodes[k].host, p->nodes[k].host);
     for (int i = 0; i < p->n_ranks && i < r->n_ranks; i++) {
       const struct dpt_plan_rank *a = &p->ranks[i], *b = &r->ranks[i];
-      PT_CHECK(a->gpu == b->gpu && !strcmp(a->cpuset, b->cpuset) && a->numa == b->numa &&
-               a->threads == b->threads && !strcmp(a->gpu_busid, b->gpu_busid),
-               "seed %llu: rank %d binding differs after shuffling", (unsigned long long)seed, i);
+      CHECK(a->gpu == b->gpu && !strcmp(a->cpuset, b->cpuset) && a->numa == b->numa &&
+            a->threads == b->threads && !strcmp(a->gpu_busid, b->gpu_busid),
+            "seed %llu: rank %d binding differs after shuffling", (unsigned long long)seed, i);
     }
-    PT_CHECK(r->alts[0].predicted_s == p->alts[0].predicted_s, "planned cost differs");
+    CHECK(r->alts[0].predicted_s == p->alts[0].predicted_s, "planned cost differs");
   }
 
   /* the same tree in another array order: same digest, same JSON */
   tp = pt_tree_permute(t, seed ^ 0x5555);
-  PT_CHECK(dpt_plan_compute(&u, tp, all, n, topos, &o, &err) == 0, "%s", err.msg);
+  CHECK(dpt_plan_compute(&u, tp, all, n, topos, &o, &err) == 0, "%s", err.msg);
   if (u) {
     j4 = plan_json(u);
-    PT_CHECK(!strcmp(u->digest, p->digest), "seed %llu: digest depends on the tree's array order",
-             (unsigned long long)seed);
-    PT_CHECK(j4 && j1 && !strcmp(j4, j1), "seed %llu: JSON depends on the tree's array order",
-             (unsigned long long)seed);
+    CHECK(!strcmp(u->digest, p->digest), "seed %llu: digest depends on the tree's array order",
+          (unsigned long long)seed);
+    CHECK(j4 && j1 && !strcmp(j4, j1), "seed %llu: JSON depends on the tree's array order",
+          (unsigned long long)seed);
   }
 
   /* the random alternative: a permutation */
   {
     const struct dpt_plan_alt *ra = &p->alts[2];
     char *hit = calloc((size_t)n, 1);
-    PT_CHECK(!strcmp(ra->name, "random"), "alts[2] %s", ra->name);
+    CHECK(!strcmp(ra->name, "random"), "alts[2] %s", ra->name);
     for (int k = 0; k < n; k++) {
-      PT_CHECK(ra->node_order[k] >= 0 && ra->node_order[k] < n && !hit[ra->node_order[k]],
-               "random order not a permutation at %d", k);
+      CHECK(ra->node_order[k] >= 0 && ra->node_order[k] < n && !hit[ra->node_order[k]],
+            "random order not a permutation at %d", k);
       if (ra->node_order[k] >= 0 && ra->node_order[k] < n)
         hit[ra->node_order[k]] = 1;
     }
     free(hit);
     for (int i = 0; i < p->n_alts; i++) {
       const struct dpt_plan_alt *a = &p->alts[i];
-      PT_CHECK(a->predicted_s >= 0 && a->bound_s >= 0 && a->busbw_gbs >= 0, "alt %s negative", a->name);
+      CHECK(a->predicted_s >= 0 && a->bound_s >= 0 && a->busbw_gbs >= 0, "alt %s negative", a->name);
       if (p->n_ranks > 1 && i < 3)
-        PT_CHECK(a->predicted_s >= a->bound_s * (1 - 1e-12), "seed %llu alt %s: predicted %g below bound %g",
-                 (unsigned long long)seed, a->name, a->predicted_s, a->bound_s);
+        CHECK(a->predicted_s >= a->bound_s * (1 - 1e-12), "seed %llu alt %s: predicted %g below bound %g",
+              (unsigned long long)seed, a->name, a->predicted_s, a->bound_s);
     }
   }
 
@@ -162,7 +162,7 @@ out:
   free(all);
   pt_tree_free(t);
   pt_tree_free(tp);
-  return pt_failures == before;
+  return failures == before;
 }
 
 int main(int argc, char **argv)
@@ -171,5 +171,5 @@ int main(int argc, char **argv)
   for (int i = 0; i < n; i++)
     ok += one(0x1234567ULL + (uint64_t)i * 7919);
   printf("plan properties: %d of %d generated trees pass\n", ok, n);
-  return pt_failures ? 1 : 0;
+  return failures ? 1 : 0;
 }

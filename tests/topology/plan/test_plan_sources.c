@@ -29,8 +29,8 @@ static void conf_vs_addr(const char *dir)
 
   snprintf(conf, sizeof conf, "%s/cluster.conf", dir);
   snprintf(addr, sizeof addr, "%s/cluster.addr", dir);
-  PT_CHECK(dpt_tree_load_topology_conf(&tc, conf, &err) == 0, "%s", err.msg);
-  PT_CHECK(dpt_tree_load_addr_list(&ta, addr, &err) == 0, "%s", err.msg);
+  CHECK(dpt_tree_load_topology_conf(&tc, conf, &err) == 0, "%s", err.msg);
+  CHECK(dpt_tree_load_addr_list(&ta, addr, &err) == 0, "%s", err.msg);
   if (!tc || !ta)
     goto out;
   for (int i = 0; i < 16; i++) {
@@ -38,24 +38,24 @@ static void conf_vs_addr(const char *dir)
     hosts[i] = names[i];
   }
   for (int round = 0; round < 3; round++) {
-    PT_CHECK(pt_plan(&pc, tc, hosts, 16, nd, NULL, &err) == 0, "%s", err.msg);
-    PT_CHECK(pt_plan(&pa, ta, hosts, 16, nd, NULL, &err) == 0, "%s", err.msg);
+    CHECK(pt_plan(&pc, tc, hosts, 16, nd, NULL, &err) == 0, "%s", err.msg);
+    CHECK(pt_plan(&pa, ta, hosts, 16, nd, NULL, &err) == 0, "%s", err.msg);
     if (!pc || !pa)
       break;
-    PT_CHECK(pt_check_plan(pc, tc, hosts, 16, why, sizeof why) == 0, "topology.conf: %s", why);
-    PT_CHECK(pt_check_plan(pa, ta, hosts, 16, why, sizeof why) == 0, "addr: %s", why);
-    PT_CHECK(!strcmp(pc->digest, pa->digest), "topology.conf digest %s != addr digest %s", pc->digest,
-             pa->digest);
+    CHECK(pt_check_plan(pc, tc, hosts, 16, why, sizeof why) == 0, "topology.conf: %s", why);
+    CHECK(pt_check_plan(pa, ta, hosts, 16, why, sizeof why) == 0, "addr: %s", why);
+    CHECK(!strcmp(pc->digest, pa->digest), "topology.conf digest %s != addr digest %s", pc->digest,
+          pa->digest);
     for (int k = 0; k < 16; k++)
-      PT_CHECK(!strcmp(pc->nodes[k].host, pa->nodes[k].host), "ring position %d: %s vs %s", k,
-               pc->nodes[k].host, pa->nodes[k].host);
-    PT_CHECK(pc->alts[0].inter_group_hops == 4, "planned %d hops", pc->alts[0].inter_group_hops);
+      CHECK(!strcmp(pc->nodes[k].host, pa->nodes[k].host), "ring position %d: %s vs %s", k,
+            pc->nodes[k].host, pa->nodes[k].host);
+    CHECK(pc->alts[0].inter_group_hops == 4, "planned %d hops", pc->alts[0].inter_group_hops);
     if (round == 0) {
-      PT_CHECK(pc->alts[1].inter_group_hops == 16, "name order %d hops", pc->alts[1].inter_group_hops);
+      CHECK(pc->alts[1].inter_group_hops == 16, "name order %d hops", pc->alts[1].inter_group_hops);
       /* LinkSpeed: leaf uplinks at min(leaf 100, pod 200) = 100 Gb/s, host links 100 */
-      PT_CHECK(!strcmp(pc->nodes[0].host, "node01") && !strcmp(pc->nodes[4].host, "node02") &&
-               !strcmp(pc->nodes[8].host, "node03"), "ring starts %s %s %s", pc->nodes[0].host,
-               pc->nodes[4].host, pc->nodes[8].host);
+      CHECK(!strcmp(pc->nodes[0].host, "node01") && !strcmp(pc->nodes[4].host, "node02") &&
+            !strcmp(pc->nodes[8].host, "node03"), "ring starts %s %s %s", pc->nodes[0].host,
+            pc->nodes[4].host, pc->nodes[8].host);
     }
     dpt_plan_destroy(pc);
     dpt_plan_destroy(pa);
@@ -81,7 +81,7 @@ static void avakas(const char *fixtures)
 
   snprintf(path, sizeof path, "%s/ibnet/avakas/ibnetdiscover-p.txt", fixtures);
   if (dpt_tree_load_ibnetdiscover(&t, path, &err)) {
-    PT_CHECK(0, "%s", err.msg);
+    CHECK(0, "%s", err.msg);
     goto out;
   }
   for (uint64_t seed = 1; seed <= 5; seed++) {
@@ -92,16 +92,16 @@ static void avakas(const char *fixtures)
       all[h] = t->hosts[h].name;
     pt_shuffle(&rng, all, t->n_hosts);
     if (pt_plan(&p, t, all, 64, nd, NULL, &err)) {
-      PT_CHECK(0, "%s", err.msg);
+      CHECK(0, "%s", err.msg);
       free(all);
       continue;
     }
-    PT_CHECK(pt_check_plan(p, t, all, 64, why, sizeof why) == 0, "avakas seed %llu: %s",
-             (unsigned long long)seed, why);
-    PT_CHECK(p->n_groups >= 2, "only %d groups", p->n_groups);
-    PT_CHECK(p->alts[0].inter_group_hops == p->n_groups, "planned hops %d, groups %d",
-             p->alts[0].inter_group_hops, p->n_groups);
-    PT_CHECK(p->alts[2].inter_group_hops > 2 * p->n_groups, "random hops %d", p->alts[2].inter_group_hops);
+    CHECK(pt_check_plan(p, t, all, 64, why, sizeof why) == 0, "avakas seed %llu: %s",
+          (unsigned long long)seed, why);
+    CHECK(p->n_groups >= 2, "only %d groups", p->n_groups);
+    CHECK(p->alts[0].inter_group_hops == p->n_groups, "planned hops %d, groups %d",
+          p->alts[0].inter_group_hops, p->n_groups);
+    CHECK(p->alts[2].inter_group_hops > 2 * p->n_groups, "random hops %d", p->alts[2].inter_group_hops);
     for (int k = 0; k < p->n_nodes; k++) {
       if (k > 0 && !strcmp(p->nodes[k].group, p->nodes[k - 1].group))
         continue;
@@ -114,8 +114,8 @@ static void avakas(const char *fixtures)
         if (!strcmp(l->to, p->nodes[k].group) && !strcmp(l->from, par))
           down += l->flows;
       }
-      PT_CHECK(up == 1 && down == 1, "avakas seed %llu: leaf '%s' uplink carries %d up, %d down",
-               (unsigned long long)seed, p->nodes[k].group, up, down);
+      CHECK(up == 1 && down == 1, "avakas seed %llu: leaf '%s' uplink carries %d up, %d down",
+            (unsigned long long)seed, p->nodes[k].group, up, down);
     }
     if (seed == 1)
       printf("avakas, 64 hosts: %d groups, planned %d hops vs random %d, busiest random link %d flows\n",
@@ -138,11 +138,11 @@ static void mn1_xml(const char *xml)
   const char *hosts[] = {"mn1-033", "mn1-002", "mn1-001"};
 
   if (dpt_node_load(&nd, xml, &err)) {
-    PT_CHECK(0, "%s", err.msg);
+    CHECK(0, "%s", err.msg);
     goto out;
   }
   if (pt_plan(&p, t, hosts, 3, nd, NULL, &err)) {
-    PT_CHECK(0, "%s", err.msg);
+    CHECK(0, "%s", err.msg);
     goto out;
   }
   for (int k = 0; k < 3; k++) {
@@ -151,22 +151,22 @@ static void mn1_xml(const char *xml)
     for (int j = 0; j + 1 < 8; j++)
       sys += dpt_node_gpu_path(nd, p->ranks[pn->first_rank + j].gpu, p->ranks[pn->first_rank + j + 1].gpu).cls ==
              DPT_PATH_SYS;
-    PT_CHECK(sys == 1, "%s: %d socket crossings in the block", pn->host, sys);
+    CHECK(sys == 1, "%s: %d socket crossings in the block", pn->host, sys);
     int near_first = 0, near_last = 0;
     for (int h = 0; h < nd->n_hcas; h++) {
       near_first |= dpt_node_hca_path(nd, first, h).cls == DPT_PATH_PIX;
       near_last |= dpt_node_hca_path(nd, last, h).cls == DPT_PATH_PIX;
     }
-    PT_CHECK(near_first && near_last, "%s: block GPUs %d..%d not next to an HCA", pn->host, first, last);
-    PT_CHECK(!strcmp(pn->hcas, "mlx5_0,mlx5_1,mlx5_2,mlx5_3"), "%s: hcas %s", pn->host, pn->hcas);
+    CHECK(near_first && near_last, "%s: block GPUs %d..%d not next to an HCA", pn->host, first, last);
+    CHECK(!strcmp(pn->hcas, "mlx5_0,mlx5_1,mlx5_2,mlx5_3"), "%s: hcas %s", pn->host, pn->hcas);
     for (int j = 0; j < 8; j++) {
       const struct dpt_plan_rank *r = &p->ranks[pn->first_rank + j];
-      PT_CHECK(r->cpuset[0] && r->threads == 2 && r->numa == nd->gpus[r->gpu].numa, "rank %d: %s %d %d", r->rank,
-               r->cpuset, r->threads, r->numa);
+      CHECK(r->cpuset[0] && r->threads == 2 && r->numa == nd->gpus[r->gpu].numa, "rank %d: %s %d %d", r->rank,
+            r->cpuset, r->threads, r->numa);
     }
   }
-  PT_CHECK(!strcmp(p->nodes[0].host, "mn1-001") && !strcmp(p->nodes[2].host, "mn1-033"), "ring %s %s %s",
-           p->nodes[0].host, p->nodes[1].host, p->nodes[2].host);
+  CHECK(!strcmp(p->nodes[0].host, "mn1-001") && !strcmp(p->nodes[2].host, "mn1-033"), "ring %s %s %s",
+        p->nodes[0].host, p->nodes[1].host, p->nodes[2].host);
 out:
   dpt_plan_destroy(p);
   if (nd)
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
   conf_vs_addr(argv[1]);
   avakas(argv[2]);
   mn1_xml(argv[3]);
-  if (!pt_failures)
+  if (!failures)
     printf("plan sources tests pass\n");
-  return pt_failures ? 1 : 0;
+  return failures ? 1 : 0;
 }

@@ -204,9 +204,9 @@ int main(int argc, char **argv)
   }
   test_errors();
   test_special();
-  if (g_fail)
-    fprintf(stderr, "test_tree_addr: %d checks failed\n", g_fail);
+  if (failures)
+    fprintf(stderr, "test_tree_addr: %d checks failed\n", failures);
   else
     printf("test_tree_addr: all checks passed\n");
-  return g_fail ? 1 : 0;
+  return failures ? 1 : 0;
 }

@@ -181,9 +181,9 @@ int main(int argc, char **argv)
   test_cluster_file(path);
   test_syntax();
   test_errors();
-  if (g_fail)
-    fprintf(stderr, "test_tree_conf: %d checks failed\n", g_fail);
+  if (failures)
+    fprintf(stderr, "test_tree_conf: %d checks failed\n", failures);
   else
     printf("test_tree_conf: all checks passed\n");
-  return g_fail ? 1 : 0;
+  return failures ? 1 : 0;
 }

@@ -129,9 +129,9 @@ int main(void)
   test_builder();
   test_hostlist();
   test_flat_json();
-  if (g_fail)
-    fprintf(stderr, "test_tree_core: %d checks failed\n", g_fail);
+  if (failures)
+    fprintf(stderr, "test_tree_core: %d checks failed\n", failures);
   else
     printf("test_tree_core: all checks passed\n");
-  return g_fail ? 1 : 0;
+  return failures ? 1 : 0;
 }

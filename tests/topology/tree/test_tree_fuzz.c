@@ -174,9 +174,9 @@ int main(int argc, char **argv)
     free(s);
   } else
     CHECK(0, "cannot read %s", argv[2]);
-  if (g_fail)
-    fprintf(stderr, "test_tree_fuzz: %d checks failed\n", g_fail);
+  if (failures)
+    fprintf(stderr, "test_tree_fuzz: %d checks failed\n", failures);
   else
     printf("test_tree_fuzz: all checks passed\n");
-  return g_fail ? 1 : 0;
+  return failures ? 1 : 0;
 }

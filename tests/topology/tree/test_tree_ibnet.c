@@ -191,9 +191,9 @@ int main(int argc, char **argv)
   }
   test_avakas(argv[1]);
   test_synthetic();
-  if (g_fail)
-    fprintf(stderr, "test_tree_ibnet: %d checks failed\n", g_fail);
+  if (failures)
+    fprintf(stderr, "test_tree_ibnet: %d checks failed\n", failures);
   else
     printf("test_tree_ibnet: all checks passed\n");
-  return g_fail ? 1 : 0;
+  return failures ? 1 : 0;
 }

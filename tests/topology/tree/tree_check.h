@@ -1,5 +1,5 @@
-/* tree_check.h — tiny assertion helpers and a tree invariant checker shared by
- * the switch-tree tests. */
+/* tree_check.h — a tree invariant checker and a structure comparison shared by
+ * the switch-tree tests (CHECK comes from tests/dpt_check.h). */
 #ifndef TREE_CHECK_H
 #define TREE_CHECK_H
 
@@ -7,19 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dpt_check.h" /* CHECK, failures */
 #include "dpt_tree.h"
-
-static int g_fail __attribute__((unused));
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);                     \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, "\n");                                                                       \
-      g_fail++;                                                                                    \
-    }                                                                                              \
-  } while (0)
 
 /* Structural invariants promised by dpt_tree.h; returns a description of the
  * first violation or NULL. */
