@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -504,9 +507,54 @@ void dpt_tree_hostlist_free(char **hosts, int n)
   free(hosts);
 }
 
+/* slurm_hostlist_create() with libslurm's own log kept off stderr.  libslurm
+ * reports a bad range on stderr through its log ("prog: error:
+ * _parse_single_range: Invalid range: `5-1'"), which no public call of Slurm
+ * 22.05 turns off (log_init/log_alter and their options live in its private
+ * log.h); so fd 2 points at an anonymous memory file while it parses, and what
+ * it wrote comes back in said ("Invalid range: `5-1'", "" if nothing) for dpt's
+ * own message.  Anything written there while the list was good (another
+ * thread's line) goes back to stderr as it was. */
+static hostlist_t hostlist_create_quiet(const char *hostlist, char *said, size_t len)
+{
+  hostlist_t hl;
+  int mem = memfd_create("dpt-libslurm-log", MFD_CLOEXEC), saved = -1;
+  ssize_t got = 0;
+
+  said[0] = '\0';
+  fflush(stderr);
+  if (mem >= 0 && (saved = fcntl(2, F_DUPFD_CLOEXEC, 3)) >= 0 && dup2(mem, 2) < 0) {
+    close(saved);
+    saved = -1;
+  }
+  hl = slurm_hostlist_create(hostlist);
+  if (saved >= 0) {
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    got = pread(mem, said, len - 1, 0);
+    said[got > 0 ? got : 0] = '\0';
+  }
+  if (mem >= 0)
+    close(mem);
+  if (hl && said[0]) { /* not libslurm's complaint about this list: give it back */
+    ssize_t w = write(2, said, strlen(said));
+    (void)w;
+    said[0] = '\0';
+  } else if (said[0]) { /* "prog: error: _func: Reason\n" -> "Reason" */
+    char *r = strstr(said, "error: ") ? strstr(said, "error: ") + 7 : said, *c;
+    if (*r == '_' && (c = strstr(r, ": ")))
+      r = c + 2;
+    memmove(said, r, strlen(r) + 1);
+    said[strcspn(said, "\n")] = '\0';
+  }
+  return hl;
+}
+
 int dpt_tree_hostlist_expand(const char *hostlist, char ***out, int *n, struct dpt_err *err)
 {
   hostlist_t hl = NULL;
+  char said[256];
   char **v = NULL, *s;
   int cnt, k = 0, depth = 0, rc;
 
@@ -529,12 +577,12 @@ int dpt_tree_hostlist_expand(const char *hostlist, char ***out, int *n, struct d
   }
   if (depth)
     return dpt_err_set(err, DPT_E_INPUT, "hostlist '%.200s': '[' is never closed", hostlist);
-  hl = slurm_hostlist_create(hostlist);
+  hl = hostlist_create_quiet(hostlist, said, sizeof said);
   if (!hl)
     return dpt_err_set(err, DPT_E_INPUT,
-                       "hostlist '%.200s' is invalid (libslurm rejects it: bad or reversed range, or "
-                       "more than 65536 names in one range)",
-                       hostlist);
+                       "hostlist '%.200s' is invalid: libslurm rejects it%s%s (ranges are LOW-HIGH "
+                       "with LOW <= HIGH, at most 65536 names each)",
+                       hostlist, said[0] ? ": " : "", said);
   cnt = slurm_hostlist_count(hl);
   if (cnt < 0 || cnt > DPT_TREE_MAX_HOSTS) {
     rc = dpt_err_set(err, DPT_E_INPUT, "hostlist '%.200s' names %d hosts, more than dpt's limit of %d",
