@@ -38,7 +38,7 @@ struct dpt_backend_opts {
   float bn_momentum;    /* running-stat update factor (PyTorch: 0.1) */
   float bn_eps;         /* PyTorch: 1e-5 */
   const char *precision; /* NULL: the backend's default; "fp32" (every backend), "tf32",
-                            "mixed" (cuda only; cpu refuses them with DPT_E_UNSUPPORTED) */
+                            "mixed", "bf16" (cuda only; cpu refuses them with DPT_E_UNSUPPORTED) */
 };
 void dpt_backend_opts_default(struct dpt_backend_opts *o);
 
@@ -119,7 +119,7 @@ struct dpt_backend {
   float *state;                    /* [model->n_state] */
   float *velocity;                 /* [model->n_params] after sgd_init (host_slabs), else NULL */
   float *pending;                  /* [model->n_params] after pending_init (backend memory), else NULL */
-  const char *precision;           /* "fp32", "tf32" or "mixed": what the backend runs */
+  const char *precision;           /* "fp32", "tf32", "mixed" or "bf16": what the backend runs */
   struct dpt_layer *layers;        /* [model->n_layers] */
   void *impl;
   /* gradient buckets (dpt_backend_set_buckets; n_buckets = 0: no hook) */

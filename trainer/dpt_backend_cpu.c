@@ -1364,7 +1364,7 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   if (opts->batch < 1) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: batch size %d < 1", opts->batch);
   if (opts->precision && strcmp(opts->precision, "fp32"))
     return dpt_err_set(err, DPT_E_UNSUPPORTED, "cpu backend: precision '%s' is not supported: the cpu "
-                       "backend computes in fp32 only (tf32 and mixed are cuda modes)", opts->precision);
+                       "backend computes in fp32 only (tf32, mixed and bf16 are cuda modes)", opts->precision);
   struct cpu_backend *cb = calloc(1, sizeof *cb);
   if (!cb) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory");
   struct dpt_backend *be = &cb->pub;

@@ -154,9 +154,10 @@ static void usage(FILE *f)
           "system:\n"
           "  --backend B           cpu|cuda|auto (default %s; this build has: %s); auto = cuda\n"
           "                        when a CUDA device works on every rank, else cpu (with a notice)\n"
-          "  --precision P         fp32|tf32|mixed (default fp32): cpu computes fp32 only; cuda: fp32\n"
-          "                        with TF32 off (the oracle), tf32 tensor-core math, or mixed (fp16\n"
-          "                        activations, fp32 master weights, dynamic loss scaling)\n"
+          "  --precision P         fp32|tf32|mixed|bf16 (default fp32): cpu computes fp32 only; cuda:\n"
+          "                        fp32 with TF32 off (the oracle), tf32 tensor-core math, mixed (fp16\n"
+          "                        activations, fp32 master weights, dynamic loss scaling) or bf16\n"
+          "                        (bf16 activations, fp32 master weights, no loss scaling)\n"
           "  --threads N           CPU threads per rank (default: OMP_NUM_THREADS / all cores)\n"
           "  --comm NAME           communicator for >1 rank: auto|mpi|ring|hierarchical|nccl\n"
           "                        (default $DPT_COMM or ring; auto = nccl when the backend keeps its\n"
@@ -348,8 +349,9 @@ static int parse(int argc, char **argv, struct opts *o)
     return bad("--resume auto needs --checkpoint-dir");
   if (!strcmp(o->comm, "nccl") && !strcmp(o->backend, "cpu"))
     return bad("--comm nccl moves device buffers: it needs --backend cuda");
-  if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "tf32") && strcmp(o->precision, "mixed"))
-    return bad("--precision '%s' is unknown: fp32, tf32 or mixed", o->precision);
+  if (o->precision && strcmp(o->precision, "fp32") && strcmp(o->precision, "tf32") && strcmp(o->precision, "mixed") &&
+      strcmp(o->precision, "bf16"))
+    return bad("--precision '%s' is unknown: fp32, tf32, mixed or bf16", o->precision);
   if (o->precision && strcmp(o->precision, "fp32") && !strcmp(o->backend, "cpu"))
     return bad("--precision %s needs --backend cuda: the cpu backend computes in fp32 only", o->precision);
 #ifdef DPT_TRAIN_HAVE_COMM

@@ -36,7 +36,10 @@ fi
 grep -q '"precision": "fp32"' "$RD/backend-cli-auto.json" || fail "the report's config lacks the precision"
 grep -q '"backend_memory"' "$RD/backend-cli-auto.json" || fail "the report lacks the backend's memory"
 expect 0 "backend cpu fp32" $common --backend cpu --precision fp32 --no-report
-expect 2 "--precision 'fp16' is unknown: fp32, tf32 or mixed" $common --precision fp16 --no-report
+expect 2 "--precision 'fp16' is unknown: fp32, tf32, mixed or bf16" $common --precision fp16 --no-report
+expect 2 "--precision bf16 needs --backend cuda" $common --backend cpu --precision bf16 --no-report
+expect 1 "precision 'bf16' is not supported: the cpu backend computes in fp32 only" \
+  $common --backend auto --precision bf16 --no-report
 expect 2 "--precision mixed needs --backend cuda" $common --backend cpu --precision mixed --no-report
 expect 2 "--precision tf32 needs --backend cuda" $common --backend cpu --precision tf32 --no-report
 expect 1 "precision 'tf32' is not supported: the cpu backend computes in fp32 only" \
@@ -51,6 +54,7 @@ else
 fi
 if [ $gpu_build = 1 ]; then
   expect 1 "no usable CUDA device" $common --backend cuda --precision mixed --no-report
+  expect 1 "no usable CUDA device" $common --backend cuda --precision bf16 --no-report
 fi
 if [ $fails = 0 ]; then echo "ok: --backend auto -> cpu (gpu build: $gpu_build), --precision checks, report config"; rm -rf "$tmp"; fi
 [ $fails = 0 ]

@@ -7,12 +7,17 @@
  * the project's full -Wall -Wextra -Werror and no warning is silenced.
  *
  * Plan first (dpt_cuda_plan.c, host-only and tested without a GPU): tensor
- * layouts, convolution shapes and the distinct-shape table, memory.  Then one
- * allocation per concept: parameter slab, gradient slab, state slab,
- * activation arena, activation-gradient arena, scratch (2 x largest tensor),
- * fp16 weight arena (mixed), BN saved statistics, host<->device staging, and
- * the shared convolution workspace sized by the algorithms chosen once per
- * distinct shape under dpt_cuda_workspace_limit().
+ * layouts (NHWC at every precision), convolution shapes and the distinct-shape
+ * table, memory by lifetime.  Then one allocation per plan region (a fixed
+ * list, whatever the depth): parameter, gradient and state slabs, SGD
+ * momentum + mask, the liveness arena (activations, their gradients and the
+ * backward scratch at the offsets the plan gives), weight copies (KRSC in the
+ * compute type, one shared weight-gradient buffer), BN saved statistics,
+ * staging, loss buffers; then the convolution workspace sized by the
+ * algorithms chosen once per distinct shape under dpt_cuda_workspace_limit().
+ * Before any allocation the plan's bytes are compared with the free device
+ * memory: a batch that cannot fit is refused with the bytes it needs and the
+ * largest batch that fits (dpt_cuda_plan_fit).
  *
  * Gradients of activations are delivered with cuDNN's beta blending: a layer
  * writes its input's gradient with beta = 0 the first time and beta = 1 when
@@ -31,10 +36,10 @@
 
 #include "dpt_cuda_kernels.h"
 
-#define MAX_ALLOCS 24
+#define MAX_ALLOCS (DPT_CUDA_NREGIONS + 4) /* regions + workspace, search workspace, pending slab */
 
 struct cu_tensor {
-  cudnnTensorDescriptor_t desc; /* [N, c_stored, h, w], NCHW fp32 or NHWC fp16 */
+  cudnnTensorDescriptor_t desc; /* [N, c_stored, h, w], NHWC fp32 / fp16 / bf16 */
   void *buf;                    /* activation */
   void *diff;                   /* its gradient (NULL when not needed) */
   int written;                  /* gradient delivered during this backward */
@@ -56,7 +61,10 @@ struct cu_layer {
   cudnnTensorDescriptor_t pdesc;    /* BN scale/bias/mean/var [1, C, 1, 1] fp32; FC bias [1, K, 1, 1] */
   cudnnPoolingDescriptor_t pool;
   float *save_mean, *save_istd;     /* BN [C] each, from forward training */
-  void *w16, *dw16;                 /* mixed: fp16 conv [K, R, S, C_stored] / FC [K, C] weights, grads */
+  void *w16, *dw16;                 /* conv: KRSC weight copy [K, R, S, C_stored] in the compute type and
+                                       the shared weight-gradient buffer; FC (16-bit): [K, C] weights */
+  void *scratch;                    /* BN+ReLU / add+ReLU backward: relu'(y) * dy [output's size] */
+  void *discard;                    /* BN whose input has no gradient: its dx [input's size] */
 };
 
 struct cu_backend {
@@ -68,16 +76,17 @@ struct cu_backend {
   cudaStream_t stream;
   cudnnHandle_t dnn;
   cublasHandle_t blas;
-  cudnnActivationDescriptor_t relu;
-  cudnnOpTensorDescriptor_t add;
   struct cu_tensor *t;              /* [n_tensors] */
   struct cu_layer *l;               /* [n_layers] */
   struct cu_algo *algo;             /* [plan.n_shapes] */
-  void *scratch, *scratch2;         /* [plan.scratch_bytes] each */
+  void *region[DPT_CUDA_NREGIONS];  /* one allocation each (plan.region[] bytes) */
   void *ws;                         /* shared convolution workspace [ws_bytes] */
   size_t ws_bytes;
   float *in32, *out32, *dout32, *dx32; /* fp32 staging: input, logits, dlogits, dinput */
-  void *dy16;                       /* mixed: FC output gradient in fp16 [N, K] (in scratch2) */
+  void *dy16;                       /* 16-bit: FC output gradient cast [N, K] (FC-cast region) */
+  long host_syncs;                  /* cudaStreamSynchronize calls so far (dpt_backend_cuda_host_syncs) */
+  int overflow_armed;               /* the next sgd_step reads the device overflow flag */
+  int mask_ready;                   /* dpt_backend_cuda_sgd_step uploaded its mask */
   float *velocity;                  /* [n_params] SGD momentum (lazy) */
   float sgd_momentum, sgd_wd;       /* ops->sgd_init's hyper-parameters */
   int sgd_nesterov, sgd_ready;
@@ -92,7 +101,7 @@ struct cu_backend {
   size_t alloc_bytes[MAX_ALLOCS];
   int n_allocs;
   size_t bytes, peak;
-  cudnnDataType_t act_type;         /* CUDNN_DATA_FLOAT or CUDNN_DATA_HALF */
+  int dtype;                        /* DPT_DT_F32 / F16 / BF16: activations and weight copies */
 };
 
 #define CB(be) ((struct cu_backend *)(be))
@@ -112,7 +121,7 @@ static void layer_shape(const struct cu_backend *cb, int li, char *buf, size_t l
   const struct dpt_cuda_tensor_plan *x = &cb->plan.t[d->in[0]], *y = &cb->plan.t[d->out];
   int o = snprintf(buf, len, "%s [%d,%d,%d,%d] -> [%d,%d,%d,%d] %s %s", dpt_layer_type_name(d->type),
                    x->n, x->c_stored, x->h, x->w, y->n, y->c_stored, y->h, y->w,
-                   y->nhwc ? "NHWC" : "NCHW", y->elem_bytes == 2 ? "fp16" : "fp32");
+                   y->nhwc ? "NHWC" : "NCHW", y->elem_bytes == 4 ? "fp32" : cb->dtype == DPT_DT_BF16 ? "bf16" : "fp16");
   if (d->type == DPT_LAYER_CONV && o > 0 && (size_t)o < len)
     snprintf(buf + o, len - (size_t)o, ", filter %dx%d stride %d pad %d", d->kernel, d->kernel,
              d->stride, d->pad);
@@ -204,13 +213,27 @@ static void dfree(struct cu_backend *cb, void *p)
     }
 }
 
-static int layer_sync(struct cu_backend *cb, int li, struct dpt_err *err)
+/* Every host wait on the stream goes through here: counted (tests check the
+ * waits per step), and the error names the context. */
+static int stream_sync(struct cu_backend *cb, int li, const char *what, struct dpt_err *err)
 {
   int rc = 0;
-  if (cb->sync_debug) CUDA_CK(cudaStreamSynchronize, (cb->stream), li, "sync");
+  cb->host_syncs++;
+  CUDA_CK(cudaStreamSynchronize, (cb->stream), li, what);
   return 0;
 fail:
   return rc;
+}
+
+static int layer_sync(struct cu_backend *cb, int li, struct dpt_err *err)
+{
+  return cb->sync_debug ? stream_sync(cb, li, "sync", err) : 0;
+}
+
+static size_t t_elems(const struct cu_backend *cb, int tid)
+{
+  const struct dpt_cuda_tensor_plan *p = &cb->plan.t[tid];
+  return (size_t)p->n * p->c_stored * p->h * p->w;
 }
 
 /* Input gradient target of a layer: beta 0 first, 1 when accumulating. */
@@ -222,9 +245,14 @@ static void *diff_target(struct cu_backend *cb, int tid, float *beta)
   return t->diff;
 }
 
-static cudnnDataType_t tensor_type(const struct dpt_cuda_tensor_plan *p)
+static cudnnDataType_t tensor_type(const struct cu_backend *cb, const struct dpt_cuda_tensor_plan *p)
 {
-  return p->elem_bytes == 2 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+  return p->elem_bytes == 4 ? CUDNN_DATA_FLOAT : cb->dtype == DPT_DT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+}
+
+static int tensor_dtype(const struct cu_backend *cb, int tid)
+{
+  return cb->plan.t[tid].elem_bytes == 4 ? DPT_DT_F32 : cb->dtype;
 }
 
 /* ---- convolution ---------------------------------------------------------- */
@@ -237,12 +265,9 @@ static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
   const struct cu_algo *a = &cb->algo[cp->shape_id];
   int rc = 0, li = L->idx;
-  const void *w = l->params;
-  if (L->w16) {
-    KERN_CK(dpt_cuda_nchw32_to_nhwc16, (l->params, L->w16, cp->k, cp->c_logical,
-                                        (size_t)cp->r * cp->s, cp->c, 1.0f, cb->stream), li, "");
-    w = L->w16;
-  }
+  const void *w = L->w16; /* KRSC copy in the compute type, cast from the fp32 master weights */
+  KERN_CK(dpt_cuda_nchw32_to_nhwc, (l->params, L->w16, cb->dtype, cp->k, cp->c_logical, (size_t)cp->r * cp->s,
+                                    cp->c, 1.0f, cb->stream), li, "");
   DNN_CK(cudnnConvolutionForward, (cb->dnn, &one, cb->t[d->in[0]].desc, cb->t[d->in[0]].buf,
                                    L->fdesc, w, L->cdesc, (cudnnConvolutionFwdAlgo_t)a->fwd, cb->ws,
                                    a->ws_fwd, &zero, cb->t[d->out].desc, cb->t[d->out].buf), li, "");
@@ -262,16 +287,14 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   int rc = 0, li = L->idx;
   DNN_CK(cudnnConvolutionBackwardFilter, (cb->dnn, &one, in->desc, in->buf, out->desc, out->diff,
                                           L->cdesc, (cudnnConvolutionBwdFilterAlgo_t)a->bwd_filter,
-                                          cb->ws, a->ws_filter, &zero, L->fdesc,
-                                          L->dw16 ? L->dw16 : (void *)l->grads), li, "");
-  if (L->dw16) /* gradient packing: fp16 KRSC (scaled) -> fp32 KCRS slab, unscaled */
-    KERN_CK(dpt_cuda_nhwc16_to_nchw32, (L->dw16, l->grads, cp->k, cp->c_logical,
-                                        (size_t)cp->r * cp->s, cp->c, 1.0f / cb->loss_scale,
-                                        cb->stream), li, "");
+                                          cb->ws, a->ws_filter, &zero, L->fdesc, L->dw16), li, "");
+  /* gradient packing: KRSC (loss-scaled in fp16) -> fp32 KCRS slab, unscaled */
+  KERN_CK(dpt_cuda_nhwc_to_nchw32, (L->dw16, cb->dtype, l->grads, cp->k, cp->c_logical, (size_t)cp->r * cp->s,
+                                    cp->c, 1.0f / cb->loss_scale, cb->stream), li, "");
   if (in->diff) {
     float beta;
     void *dx = diff_target(cb, d->in[0], &beta);
-    DNN_CK(cudnnConvolutionBackwardData, (cb->dnn, &one, L->fdesc, L->w16 ? L->w16 : (void *)l->params,
+    DNN_CK(cudnnConvolutionBackwardData, (cb->dnn, &one, L->fdesc, L->w16,
                                           out->desc, out->diff, L->cdesc,
                                           (cudnnConvolutionBwdDataAlgo_t)a->bwd_data, cb->ws,
                                           a->ws_data, &beta, in->desc, dx), li, "");
@@ -307,8 +330,7 @@ static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
            (cb->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x->desc, x->buf, y->desc, y->buf,
             L->pdesc, l->params, l->params + C, l->state, l->state + C, eps), li, "");
   if (d->relu)
-    DNN_CK(cudnnActivationForward, (cb->dnn, cb->relu, &one, y->desc, y->buf, &zero, y->desc, y->buf),
-           li, "");
+    KERN_CK(dpt_cuda_relu, (y->buf, y->buf, tensor_dtype(cb, d->out), t_elems(cb, d->out), cb->stream), li, "");
   return layer_sync(cb, li, err);
 fail:
   return rc;
@@ -325,14 +347,14 @@ static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
   if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
   const void *dz = y->diff;
   if (d->relu) { /* dz = relu'(y) * dy; y > 0 exactly where the BN output was > 0 */
-    DNN_CK(cudnnActivationBackward, (cb->dnn, cb->relu, &one, y->desc, y->buf, y->desc, y->diff,
-                                     y->desc, y->buf, &zero, y->desc, cb->scratch), li, "");
-    dz = cb->scratch;
+    KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, L->scratch, tensor_dtype(cb, d->out), 0, t_elems(cb, d->out),
+                                cb->stream), li, "");
+    dz = L->scratch;
   }
   float beta = 0.0f;
-  void *dx = x->diff ? diff_target(cb, d->in[0], &beta) : cb->scratch2;
+  void *dx = x->diff ? diff_target(cb, d->in[0], &beta) : L->discard;
   /* Parameter gradients are fp32: unscale them here (fp16 gradients carry the loss scale). */
-  float pscale = cb->plan.t[d->out].elem_bytes == 2 ? 1.0f / cb->loss_scale : 1.0f;
+  float pscale = 1.0f / cb->loss_scale; /* 1 but in mixed precision */
   DNN_CK(cudnnBatchNormalizationBackward,
          (cb->dnn, bn_train_mode(cb), &one, &beta, &pscale, &zero, x->desc, x->buf, y->desc, dz,
           x->desc, dx, L->pdesc, l->params, l->grads, l->grads + C, eps, L->save_mean, L->save_istd),
@@ -351,8 +373,9 @@ static int relu_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
   int rc = 0;
-  DNN_CK(cudnnActivationForward, (cb->dnn, cb->relu, &one, x->desc, x->buf, &zero, y->desc, y->buf),
-         L->idx, "");
+  (void)x;
+  KERN_CK(dpt_cuda_relu, (cb->t[d->in[0]].buf, y->buf, tensor_dtype(cb, d->out), t_elems(cb, d->out), cb->stream),
+          L->idx, "");
   return layer_sync(cb, L->idx, err);
 fail:
   return rc;
@@ -368,8 +391,8 @@ static int relu_backward(struct dpt_layer *l, struct dpt_err *err)
   if (!x->diff) return 0;
   float beta;
   void *dx = diff_target(cb, d->in[0], &beta);
-  DNN_CK(cudnnActivationBackward, (cb->dnn, cb->relu, &one, y->desc, y->buf, y->desc, y->diff,
-                                   x->desc, x->buf, &beta, x->desc, dx), L->idx, "");
+  KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, dx, tensor_dtype(cb, d->out), beta != 0.0f, t_elems(cb, d->out),
+                              cb->stream), L->idx, "");
   return layer_sync(cb, L->idx, err);
 fail:
   return rc;
@@ -419,6 +442,11 @@ static cublasComputeType_t fc_compute(const struct cu_backend *cb)
   return cb->plan.precision == DPT_CUDA_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
+static cudaDataType_t fc_type(const struct cu_backend *cb)
+{
+  return cb->dtype == DPT_DT_F16 ? CUDA_R_16F : cb->dtype == DPT_DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
 static int fc_forward(struct dpt_layer *l, int training, struct dpt_err *err)
 {
   struct cu_layer *L = l->impl;
@@ -426,10 +454,10 @@ static int fc_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
   int rc = 0, li = L->idx, N = cb->pub.opts.batch, K = d->c_out, D = (int)(d->w_len / (size_t)K);
-  cudaDataType_t xt = L->w16 ? CUDA_R_16F : CUDA_R_32F;
+  cudaDataType_t xt = fc_type(cb);
   const void *w = l->params;
   if (L->w16) {
-    KERN_CK(dpt_cuda_f32_to_f16, (l->params, L->w16, 1.0f, d->w_len, cb->stream), li, "");
+    KERN_CK(dpt_cuda_f32_to, (l->params, L->w16, cb->dtype, 1.0f, d->w_len, cb->stream), li, "");
     w = L->w16;
   }
   BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, N, D, &one, w, xt, D, x->buf, xt, D,
@@ -447,11 +475,11 @@ static int fc_backward(struct dpt_layer *l, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
   int rc = 0, li = L->idx, N = cb->pub.opts.batch, K = d->c_out, D = (int)(d->w_len / (size_t)K);
-  cudaDataType_t xt = L->w16 ? CUDA_R_16F : CUDA_R_32F;
+  cudaDataType_t xt = fc_type(cb);
   const void *dy = y->diff;
   float unscale = 1.0f;
-  if (L->w16) { /* the fp32 output gradient enters the fp16 graph with the loss scale */
-    KERN_CK(dpt_cuda_f32_to_f16, (y->diff, cb->dy16, cb->loss_scale, (size_t)N * K, cb->stream), li, "");
+  if (L->w16) { /* the fp32 output gradient enters the 16-bit graph (with the loss scale in fp16) */
+    KERN_CK(dpt_cuda_f32_to, (y->diff, cb->dy16, cb->dtype, cb->loss_scale, (size_t)N * K, cb->stream), li, "");
     dy = cb->dy16;
     unscale = 1.0f / cb->loss_scale;
   }
@@ -480,11 +508,8 @@ static int add_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *a = &cb->t[d->in[0]], *b = &cb->t[d->in[1]], *y = &cb->t[d->out];
   int rc = 0;
-  DNN_CK(cudnnOpTensor, (cb->dnn, cb->add, &one, a->desc, a->buf, &one, b->desc, b->buf, &zero,
-                         y->desc, y->buf), L->idx, "");
-  if (d->relu)
-    DNN_CK(cudnnActivationForward, (cb->dnn, cb->relu, &one, y->desc, y->buf, &zero, y->desc, y->buf),
-           L->idx, "");
+  KERN_CK(dpt_cuda_add, (a->buf, b->buf, y->buf, tensor_dtype(cb, d->out), d->relu, t_elems(cb, d->out), cb->stream),
+          L->idx, "");
   return layer_sync(cb, L->idx, err);
 fail:
   return rc;
@@ -498,10 +523,10 @@ static int add_backward(struct dpt_layer *l, struct dpt_err *err)
   struct cu_tensor *y = &cb->t[d->out];
   int rc = 0;
   const void *g = y->diff;
+  int dt = tensor_dtype(cb, d->out);
   if (d->relu) {
-    DNN_CK(cudnnActivationBackward, (cb->dnn, cb->relu, &one, y->desc, y->buf, y->desc, y->diff,
-                                     y->desc, y->buf, &zero, y->desc, cb->scratch), L->idx, "");
-    g = cb->scratch;
+    KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, L->scratch, dt, 0, t_elems(cb, d->out), cb->stream), L->idx, "");
+    g = L->scratch;
   }
   for (int k = 0; k < 2; k++) {
     struct cu_tensor *x = &cb->t[d->in[k]];
@@ -512,7 +537,7 @@ static int add_backward(struct dpt_layer *l, struct dpt_err *err)
       CUDA_CK(cudaMemcpyAsync, (dx, g, cb->plan.t[d->in[k]].bytes, cudaMemcpyDeviceToDevice,
                                 cb->stream), L->idx, "");
     else
-      DNN_CK(cudnnAddTensor, (cb->dnn, &one, y->desc, g, &one, x->desc, dx), L->idx, "");
+      KERN_CK(dpt_cuda_acc, (dx, g, dt, t_elems(cb, d->out), cb->stream), L->idx, "");
   }
   return layer_sync(cb, L->idx, err);
 fail:
@@ -546,9 +571,9 @@ static int choose_algos(struct cu_backend *cb, int shape, size_t limit, struct d
   const struct dpt_layer_desc *d = &cb->pub.model->layers[li];
   struct cu_layer *L = &cb->l[li];
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  const void *w = L->w16 ? L->w16 : (const void *)cb->pub.layers[li].params;
-  void *dw = L->dw16 ? L->dw16 : (void *)cb->pub.layers[li].grads;
-  void *dx = x->diff ? x->diff : cb->scratch2;
+  const void *w = L->w16;
+  void *dw = L->dw16;
+  void *dx = x->diff;
   struct cu_algo *a = &cb->algo[shape];
   struct dpt_cuda_algo_cand c[16];
   int det = cb->copts.deterministic;
@@ -636,29 +661,27 @@ static int cu_forward(struct dpt_backend *be, const float *x, int training, floa
   int rc = 0, o = out_tid(cb);
   const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "forward");
-  if (ip->elem_bytes == 4) {
-    CUDA_CK(cudaMemcpyAsync, (cb->t[0].buf, x, ip->bytes, cudaMemcpyHostToDevice, cb->stream), -1, "input");
-  } else {
-    CUDA_CK(cudaMemcpyAsync, (cb->in32, x, n_elems(ip) * 4, cudaMemcpyHostToDevice, cb->stream), -1, "input");
-    KERN_CK(dpt_cuda_nchw32_to_nhwc16, (cb->in32, cb->t[0].buf, ip->n, ip->c, (size_t)ip->h * ip->w,
-                                        ip->c_stored, 1.0f, cb->stream), -1, "input");
-  }
+  /* NCHW fp32 images -> the NHWC input tensor (channels padded in 16 bits) */
+  CUDA_CK(cudaMemcpyAsync, (cb->in32, x, n_elems(ip) * 4, cudaMemcpyHostToDevice, cb->stream), -1, "input");
+  KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
+                                    ip->c_stored, 1.0f, cb->stream), -1, "input");
   for (int i = 0; i < m->n_layers; i++) {
     struct dpt_layer *l = &be->layers[i];
     if ((rc = l->ops->forward(l, training, err))) goto fail;
   }
-  /* logits in fp32 on the device (out32) for the device loss, and on the host */
+  /* logits in fp32 on the device (out32) for the device loss, and on the host when asked */
   if (op->elem_bytes == 4)
     CUDA_CK(cudaMemcpyAsync, (cb->out32, cb->t[o].buf, op->bytes, cudaMemcpyDeviceToDevice, cb->stream),
             -1, "output");
   else
-    KERN_CK(dpt_cuda_nhwc16_to_nchw32, (cb->t[o].buf, cb->out32, op->n, op->c, (size_t)op->h * op->w,
-                                        op->c_stored, 1.0f, cb->stream), -1, "output");
-  if (out)
+    KERN_CK(dpt_cuda_nhwc_to_nchw32, (cb->t[o].buf, tensor_dtype(cb, o), cb->out32, op->n, op->c,
+                                      (size_t)op->h * op->w, op->c_stored, 1.0f, cb->stream), -1, "output");
+  if (out) { /* the host wants the logits: wait for them (the device loss path passes NULL: no wait) */
     CUDA_CK(cudaMemcpyAsync, (out, cb->out32, n_elems(op) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
             "output");
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "end of forward (an asynchronous fault in any "
-          "layer; DPT_CUDA_SYNC_DEBUG=1 names it)");
+    return stream_sync(cb, -1, "end of forward (an asynchronous fault in any layer; DPT_CUDA_SYNC_DEBUG=1 "
+                       "names it)", err);
+  }
   return 0;
 fail:
   return rc;
@@ -679,12 +702,13 @@ static int cu_backward(struct dpt_backend *be, const float *dout, float *dx, str
             -1, "output gradient");
   /* else: dpt_backend_cuda_loss left it in dout32 */
   for (int i = 0; i < cb->plan.n_tensors; i++) cb->t[i].written = 0;
-  if (op->elem_bytes == 4)
+  if (op->elem_bytes == 4) /* the logits' gradient is fp32 (the FC casts it, with the loss scale) */
     CUDA_CK(cudaMemcpyAsync, (cb->t[o].diff, cb->dout32, op->bytes, cudaMemcpyDeviceToDevice, cb->stream),
             -1, "output gradient");
-  else /* fp16 gradients carry the loss scale */
-    KERN_CK(dpt_cuda_nchw32_to_nhwc16, (cb->dout32, cb->t[o].diff, op->n, op->c, (size_t)op->h * op->w,
-                                        op->c_stored, cb->loss_scale, cb->stream), -1, "output gradient");
+  else /* 16-bit gradients carry the loss scale */
+    KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->dout32, cb->t[o].diff, tensor_dtype(cb, o), op->n, op->c,
+                                      (size_t)op->h * op->w, op->c_stored, cb->loss_scale, cb->stream), -1,
+            "output gradient");
   cb->t[o].written = 1;
   for (int i = m->n_layers - 1; i >= 0; i--) {
     struct dpt_layer *l = &be->layers[i];
@@ -701,17 +725,12 @@ static int cu_backward(struct dpt_backend *be, const float *dout, float *dx, str
     }
   }
   if (dx) {
-    if (ip->elem_bytes == 4) {
-      CUDA_CK(cudaMemcpyAsync, (dx, cb->t[0].diff, ip->bytes, cudaMemcpyDeviceToHost, cb->stream), -1,
-              "input gradient");
-    } else {
-      KERN_CK(dpt_cuda_nhwc16_to_nchw32, (cb->t[0].diff, cb->dx32, ip->n, ip->c, (size_t)ip->h * ip->w,
-                                          ip->c_stored, 1.0f / cb->loss_scale, cb->stream), -1,
-              "input gradient");
-      CUDA_CK(cudaMemcpyAsync, (dx, cb->dx32, n_elems(ip) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
-              "input gradient");
-    }
-    CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "end of backward");
+    KERN_CK(dpt_cuda_nhwc_to_nchw32, (cb->t[0].diff, tensor_dtype(cb, 0), cb->dx32, ip->n, ip->c,
+                                      (size_t)ip->h * ip->w, ip->c_stored, 1.0f / cb->loss_scale, cb->stream), -1,
+            "input gradient");
+    CUDA_CK(cudaMemcpyAsync, (dx, cb->dx32, n_elems(ip) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
+            "input gradient");
+    if ((rc = stream_sync(cb, -1, "end of backward", err))) goto fail;
   }
   return 0;
 fail:
@@ -735,8 +754,7 @@ static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host
   CUDA_CK(cudaMemcpyAsync, (to_backend ? (void *)s : (void *)host, to_backend ? (void *)host : (void *)s,
                             n, to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
           -1, what);
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, what);
-  return 0;
+  return stream_sync(cb, -1, what, err);
 fail:
   return rc;
 }
@@ -761,8 +779,6 @@ static void cu_destroy(struct dpt_backend *be)
     if (cb->bucket_ev[i]) cudaEventDestroy(cb->bucket_ev[i]);
   if (cb->stash_ev) cudaEventDestroy(cb->stash_ev);
   while (cb->n_allocs) dfree(cb, cb->allocs[0]);
-  if (cb->relu) cudnnDestroyActivationDescriptor(cb->relu);
-  if (cb->add) cudnnDestroyOpTensorDescriptor(cb->add);
   if (cb->blas) cublasDestroy(cb->blas);
   if (cb->dnn) cudnnDestroy(cb->dnn);
   if (cb->stream) cudaStreamDestroy(cb->stream);
@@ -782,21 +798,14 @@ static int cu_sgd_init(struct dpt_backend *be, float momentum, float weight_deca
   size_t n = be->model->n_params;
   int rc = 0;
   void *p;
+  (void)p;
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD set-up");
-  if (!cb->velocity) { /* allocated once, here: no allocation during training */
-    if ((rc = dalloc(cb, &p, (n ? n : 1) * 4, "SGD momentum buffer", err))) return rc;
-    cb->velocity = p;
-  }
+  /* velocity and mask live in the plan's SGD region: no allocation here */
   CUDA_CK(cudaMemsetAsync, (cb->velocity, 0, n * 4, cb->stream), -1, "SGD momentum buffer");
-  if (mask) {
-    if (!cb->mask) {
-      if ((rc = dalloc(cb, &p, n ? n : 1, "weight-decay mask", err))) return rc;
-      cb->mask = p;
-    }
+  if (mask)
     CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1,
             "weight-decay mask");
-  }
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD set-up");
+  if ((rc = stream_sync(cb, -1, "SGD set-up", err))) return rc;
   cb->sgd_momentum = momentum;
   cb->sgd_wd = weight_decay;
   cb->sgd_nesterov = nesterov;
@@ -820,9 +829,13 @@ static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, str
   else if (grads) /* the double-buffered averaged gradient, from the host */
     CUDA_CK(cudaMemcpyAsync, (be->grads, grads, n * 4, cudaMemcpyHostToDevice, cb->stream), -1,
             "SGD gradient upload");
-  KERN_CK(dpt_cuda_sgd, (be->params, cb->velocity, g, cb->sgd_ready == 2 ? cb->mask : NULL, lr,
-                         cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov, n, cb->stream), -1, "SGD");
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD");
+  /* mixed precision: the step is skipped on the device when the overflow flag that
+   * dpt_backend_cuda_check_overflow set after the all-reduce says so (no host wait) */
+  KERN_CK(dpt_cuda_sgd_unless, (be->params, cb->velocity, g, cb->sgd_ready == 2 ? cb->mask : NULL, lr,
+                                cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov, n,
+                                cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL,
+                                cb->stream), -1, "SGD");
+  cb->overflow_armed = 0;
   return 0;
 fail:
   return rc;
@@ -833,9 +846,8 @@ static int cu_sync(struct dpt_backend *be, struct dpt_err *err)
   struct cu_backend *cb = CB(be);
   int rc = 0;
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "sync");
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "end of backward (an asynchronous fault in any "
-          "layer; DPT_CUDA_SYNC_DEBUG=1 names it)");
-  return 0;
+  return stream_sync(cb, -1, "end of backward (an asynchronous fault in any layer; DPT_CUDA_SYNC_DEBUG=1 "
+                     "names it)", err);
 fail:
   return rc;
 }
@@ -858,8 +870,7 @@ static int cu_pending_init(struct dpt_backend *be, struct dpt_err *err)
   be->pending = p;
   CUDA_CK(cudaMemsetAsync, (p, 0, be->model->n_params * sizeof(float), cb->stream), -1, "pending gradient slab");
   CUDA_CK(cudaEventCreateWithFlags, (&cb->stash_ev, cudaEventDisableTiming), -1, "pending gradient event");
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "pending gradient slab");
-  return 0;
+  return stream_sync(cb, -1, "pending gradient slab", err);
 fail:
   return rc;
 }
@@ -969,13 +980,13 @@ int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_back
     int p = dpt_cuda_precision_parse(opts->precision);
     if (p < 0) {
       *out = NULL;
-      return dpt_err_set(err, DPT_E_INPUT, "cuda backend: precision '%s': expected fp32, tf32 or mixed",
+      return dpt_err_set(err, DPT_E_INPUT, "cuda backend: precision '%s': expected fp32, tf32, mixed or bf16",
                          opts->precision);
     }
     co.precision = (enum dpt_cuda_precision)p;
   } else if (getenv("DPT_CUDA_PRECISION") && dpt_cuda_precision_parse(getenv("DPT_CUDA_PRECISION")) < 0) {
     *out = NULL;
-    return dpt_err_set(err, DPT_E_INPUT, "DPT_CUDA_PRECISION='%s': expected fp32, tf32 or mixed",
+    return dpt_err_set(err, DPT_E_INPUT, "DPT_CUDA_PRECISION='%s': expected fp32, tf32, mixed or bf16",
                        getenv("DPT_CUDA_PRECISION"));
   }
   return dpt_backend_cuda_create_ex(model, opts, &co, out, err);
@@ -986,7 +997,7 @@ static int set_tensor_desc(struct cu_backend *cb, cudnnTensorDescriptor_t d,
 {
   int rc = 0;
   DNN_CK(cudnnSetTensor4dDescriptor, (d, p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                      tensor_type(p), p->n, p->c_stored, p->h, p->w), li, "tensor");
+                                      tensor_type(cb, p), p->n, p->c_stored, p->h, p->w), li, "tensor");
   return 0;
 fail:
   return rc;
@@ -999,8 +1010,12 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
   struct dpt_layer *l = &cb->pub.layers[li];
   struct cu_layer *L = &cb->l[li];
   const struct dpt_cuda_tensor_plan *x = &cb->plan.t[d->in[0]];
-  int rc = 0, mixed = cb->plan.precision == DPT_CUDA_MIXED;
+  int rc = 0, half = dpt_cuda_precision_half(cb->plan.precision);
+  char *arena = cb->region[DPT_CUDA_R_ARENA], *wr = cb->region[DPT_CUDA_R_WEIGHTS];
+  cudnnDataType_t ct = cb->dtype == DPT_DT_BF16 ? CUDNN_DATA_BFLOAT16 : half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
   L->cb = cb;
+  if (cb->plan.scratch_off[li] != (size_t)-1) L->scratch = arena + cb->plan.scratch_off[li];
+  if (cb->plan.discard_off[li] != (size_t)-1) L->discard = arena + cb->plan.discard_off[li];
   L->idx = li;
   L->conv = -1;
   l->desc = d;
@@ -1015,16 +1030,13 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
       if (cb->plan.conv[c].layer == li) L->conv = c;
     const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
     DNN_CK(cudnnCreateFilterDescriptor, (&L->fdesc), li, "");
-    DNN_CK(cudnnSetFilter4dDescriptor, (L->fdesc, mixed ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT,
-                                        mixed ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, cp->k, cp->c,
-                                        cp->r, cp->s), li, "");
+    DNN_CK(cudnnSetFilter4dDescriptor, (L->fdesc, ct, CUDNN_TENSOR_NHWC, cp->k, cp->c, cp->r, cp->s), li, "");
     DNN_CK(cudnnCreateConvolutionDescriptor, (&L->cdesc), li, "");
     DNN_CK(cudnnSetConvolution2dDescriptor, (L->cdesc, cp->pad, cp->pad, cp->stride, cp->stride, 1, 1,
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), li, "");
-    /* fp32: FMA only (TF32 off, the oracle); tf32: default math (TF32 allowed);
-     * mixed: tensor ops. */
+    /* fp32: FMA only (TF32 off, the oracle); tf32, fp16, bf16: tensor-core math
+     * (cuDNN then lists its tensor-core kernels, and the measured search picks among them) */
     DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, cb->plan.precision == DPT_CUDA_FP32 ? CUDNN_FMA_MATH
-                                         : cb->plan.precision == DPT_CUDA_TF32 ? CUDNN_DEFAULT_MATH
                                          : CUDNN_TENSOR_OP_MATH), li, "");
     int dims[4];
     DNN_CK(cudnnGetConvolution2dForwardOutputDim, (L->cdesc, cb->t[d->in[0]].desc, L->fdesc, &dims[0],
@@ -1036,11 +1048,9 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
                          "[%d,%d,%d,%d], the plan says [%d,%d,%d,%d]", d->name, shape, dims[0],
                          dims[1], dims[2], dims[3], cp->n, cp->k, cp->p, cp->q);
     }
-    if (mixed) {
-      size_t wl = (size_t)cp->k * cp->c * cp->r * cp->s * 2;
-      if ((rc = dalloc(cb, &L->w16, 2 * wl, "fp16 convolution weights", err))) return rc;
-      L->dw16 = (char *)L->w16 + wl;
-    }
+    /* the KRSC weight copy and the shared weight-gradient buffer: the plan's weight region */
+    L->w16 = wr + cb->plan.wcopy_off[li];
+    L->dw16 = wr + cb->plan.wgrad_off;
     break;
   }
   case DPT_LAYER_BN:
@@ -1063,19 +1073,16 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
   }
   case DPT_LAYER_FC:
     l->ops = &fc_ops;
-    if (mixed && (x->h * x->w != 1 || x->c_stored != x->c || x->elem_bytes != 2)) {
+    if (x->h * x->w != 1 || x->c_stored != x->c) {
       char shape[192];
       layer_shape(cb, li, shape, sizeof shape);
-      return dpt_err_set(err, DPT_E_UNSUPPORTED, "cuda backend: FC layer '%s' (%s) in mixed precision "
-                         "needs an fp16 [N, C, 1, 1] input (global average pool before it); use "
-                         "precision fp32", d->name, shape);
+      return dpt_err_set(err, DPT_E_UNSUPPORTED, "cuda backend: FC layer '%s' (%s) needs an [N, C, 1, 1] "
+                         "input (global average pool before it: NHWC and NCHW agree only there)", d->name, shape);
     }
     DNN_CK(cudnnCreateTensorDescriptor, (&L->pdesc), li, "");
     DNN_CK(cudnnSetTensor4dDescriptor, (L->pdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, d->c_out, 1, 1),
            li, "");
-    if (mixed) {
-      if ((rc = dalloc(cb, &L->w16, d->w_len * 2, "fp16 FC weights", err))) return rc;
-    }
+    if (half) L->w16 = wr + cb->plan.wcopy_off[li];
     break;
   case DPT_LAYER_ADD: l->ops = &add_ops; break;
   default:
@@ -1111,6 +1118,8 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   be->precision = dpt_cuda_precision_name(copts->precision);
   cb->copts = *copts;
   cb->loss_scale = copts->precision == DPT_CUDA_MIXED ? copts->loss_scale : 1.0f;
+  cb->dtype = copts->precision == DPT_CUDA_MIXED ? DPT_DT_F16 : copts->precision == DPT_CUDA_BF16 ? DPT_DT_BF16
+                                                                                                  : DPT_DT_F32;
   cb->sync_debug = getenv("DPT_CUDA_SYNC_DEBUG") && atoi(getenv("DPT_CUDA_SYNC_DEBUG")) > 0;
   cb->dev = copts->device;
   if (cb->dev < 0) cb->dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
@@ -1130,22 +1139,31 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   BLAS_CK(cublasSetStream, (cb->blas, cb->stream), -1, "cuBLAS handle");
   BLAS_CK(cublasSetMathMode, (cb->blas, cb->plan.precision == DPT_CUDA_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
                               : CUBLAS_DEFAULT_MATH), -1, "cuBLAS handle");
-  DNN_CK(cudnnCreateActivationDescriptor, (&cb->relu), -1, "relu");
-  DNN_CK(cudnnSetActivationDescriptor, (cb->relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), -1,
-         "relu");
-  DNN_CK(cudnnCreateOpTensorDescriptor, (&cb->add), -1, "add");
-  DNN_CK(cudnnSetOpTensorDescriptor, (cb->add, CUDNN_OP_TENSOR_ADD, CUDNN_DATA_FLOAT, CUDNN_PROPAGATE_NAN),
-         -1, "add");
-
-  size_t np = m->n_params ? m->n_params : 1, ns = m->n_state ? m->n_state : 1;
+  /* Does the plan fit?  Its regions plus a reserve for the workspace, cuDNN and cuBLAS. */
+  {
+    size_t fr = 0, tot = 0, need = 0, reserve = dpt_cuda_memory_reserve(copts->workspace_cap);
+    CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "memory check");
+    if (cb->plan.total_bytes + reserve > fr) {
+      int fit = dpt_cuda_plan_fit(m, copts->precision, opts->need_input_grad, opts->batch, fr, reserve, &need, err);
+      rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: batch %d needs %zu bytes on device %d (%zu planned: "
+                       "activations, gradients and slabs; + %zu reserved for the convolution workspace, cuDNN "
+                       "and cuBLAS) but %zu of %zu are free; the largest batch that fits is %d: use "
+                       "--batch-size %d or less%s", opts->batch, cb->plan.total_bytes + reserve, cb->dev,
+                       cb->plan.total_bytes, reserve, fr, tot, fit > 0 ? fit : 0, fit > 0 ? fit : 1,
+                       fit > 0 ? "" : " (not even batch 1 fits: free the GPU or use a smaller --width)");
+      goto fail;
+    }
+  }
+  size_t np = m->n_params;
   int N = opts->batch, o = m->layers[m->n_layers - 1].out;
-  void *p;
-  if ((rc = dalloc(cb, &p, np * 4, "parameter slab", err))) goto fail;
-  be->params = p;
-  if ((rc = dalloc(cb, &p, np * 4, "gradient slab", err))) goto fail;
-  be->grads = p;
-  if ((rc = dalloc(cb, &p, ns * 4, "state slab", err))) goto fail;
-  be->state = p;
+  for (int r = 0; r < DPT_CUDA_NREGIONS; r++) /* one allocation per region: a fixed handful */
+    if ((rc = dalloc(cb, &cb->region[r], cb->plan.region[r], dpt_cuda_region_name(r), err))) goto fail;
+  be->params = cb->region[DPT_CUDA_R_PARAMS];
+  be->grads = cb->region[DPT_CUDA_R_GRADS];
+  be->state = cb->region[DPT_CUDA_R_STATE];
+  cb->velocity = cb->region[DPT_CUDA_R_SGD];
+  cb->mask = (unsigned char *)cb->region[DPT_CUDA_R_SGD] + (np * 4 + 255) / 256 * 256;
+  cb->dy16 = cb->region[DPT_CUDA_R_SCRATCH];
   cb->t = calloc((size_t)cb->plan.n_tensors, sizeof *cb->t);
   cb->l = calloc((size_t)m->n_layers, sizeof *cb->l);
   be->layers = calloc((size_t)m->n_layers, sizeof *be->layers);
@@ -1154,38 +1172,24 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory for %d layers", m->n_layers);
     goto fail;
   }
-  /* activations and their gradients: one arena each */
-  char *act, *dif;
-  if ((rc = dalloc(cb, &p, cb->plan.act_bytes, "activations", err))) goto fail;
-  act = p;
-  if ((rc = dalloc(cb, &p, cb->plan.diff_bytes, "activation gradients", err))) goto fail;
-  dif = p;
+  /* activations and their gradients: the liveness arena, at the plan's offsets */
+  char *arena = cb->region[DPT_CUDA_R_ARENA];
   for (int i = 0; i < cb->plan.n_tensors; i++) {
     const struct dpt_cuda_tensor_plan *tp = &cb->plan.t[i];
     DNN_CK(cudnnCreateTensorDescriptor, (&cb->t[i].desc), -1, "tensor");
     if ((rc = set_tensor_desc(cb, cb->t[i].desc, tp, -1, err))) goto fail;
-    cb->t[i].buf = act;
-    act += tp->bytes;
-    if (i > 0 || opts->need_input_grad) {
-      cb->t[i].diff = dif;
-      dif += tp->bytes;
-    }
+    cb->t[i].buf = arena + tp->act_off;
+    cb->t[i].diff = tp->diff_lo <= tp->diff_hi ? arena + tp->diff_off : NULL;
   }
-  if ((rc = dalloc(cb, &cb->scratch, 2 * cb->plan.scratch_bytes, "scratch", err))) goto fail;
-  cb->scratch2 = (char *)cb->scratch + cb->plan.scratch_bytes;
-  cb->dy16 = cb->scratch2;
   {
     size_t nin = n_elems(&cb->plan.t[0]), nout = n_elems(&cb->plan.t[o]);
-    if ((rc = dalloc(cb, &p, cb->plan.io_bytes, "input/output staging", err))) goto fail;
-    cb->in32 = p;
+    cb->in32 = cb->region[DPT_CUDA_R_STAGING];
     cb->out32 = cb->in32 + nin;
     cb->dout32 = cb->out32 + nout;
     cb->dx32 = opts->need_input_grad ? cb->dout32 + nout : NULL;
   }
   {
-    float *bn;
-    if ((rc = dalloc(cb, &p, cb->plan.bn_saved_bytes, "batch-norm saved statistics", err))) goto fail;
-    bn = p;
+    float *bn = cb->region[DPT_CUDA_R_BN];
     for (int i = 0; i < m->n_layers; i++)
       if (m->layers[i].type == DPT_LAYER_BN) {
         cb->l[i].save_mean = bn;
@@ -1193,8 +1197,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
         bn += 2 * m->layers[i].c_out;
       }
   }
-  if ((rc = dalloc(cb, &p, (size_t)N * 12 + 16, "loss buffers", err))) goto fail;
-  cb->labels = p;
+  cb->labels = cb->region[DPT_CUDA_R_LOSS];
   cb->rank = cb->labels + N;
   cb->loss_rows = (float *)(cb->rank + N);
   cb->flag = (int *)(cb->loss_rows + N);
@@ -1207,7 +1210,8 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   }
   /* initial parameters: the same bytes as every other backend */
   {
-    float *hp = malloc(np * 4), *hs = malloc(ns * 4);
+    size_t ns = m->n_state ? m->n_state : 1;
+    float *hp = malloc((np ? np : 1) * 4), *hs = malloc(ns * 4);
     if (!hp || !hs) {
       free(hp);
       free(hs);
@@ -1221,7 +1225,14 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     free(hs);
     if (rc) goto fail;
   }
-  /* algorithms: once per distinct shape, under the workspace limit */
+  /* algorithms: once per distinct shape, under the workspace limit; the weight copies are
+   * filled first (the measured search runs the convolutions on them) */
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].type == DPT_LAYER_CONV) {
+      const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[cb->l[i].conv];
+      KERN_CK(dpt_cuda_nchw32_to_nhwc, (be->layers[i].params, cb->l[i].w16, cb->dtype, cp->k, cp->c_logical,
+                                        (size_t)cp->r * cp->s, cp->c, 1.0f, cb->stream), i, "");
+    }
   {
     size_t fr = 0, tot = 0;
     CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "workspace sizing");
@@ -1241,7 +1252,11 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     }
     if (cb->ws_bytes && (rc = dalloc(cb, &cb->ws, cb->ws_bytes, "convolution workspace", err))) goto fail;
   }
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "creation");
+  /* the algorithm search ran on the arena: every buffer is rewritten by its first writer in
+   * a step, but the pooled memory starts clean for compute-sanitizer's initcheck */
+  CUDA_CK(cudaMemsetAsync, (cb->region[DPT_CUDA_R_ARENA], 0, cb->plan.region[DPT_CUDA_R_ARENA], cb->stream), -1,
+          "arena");
+  if ((rc = stream_sync(cb, -1, "creation", err))) goto fail;
   *out = be;
   return 0;
 fail:
@@ -1276,27 +1291,39 @@ size_t dpt_backend_cuda_workspace_bytes(const struct dpt_backend *be)
   return CB(be)->ws_bytes;
 }
 
+/* Loss on the device: labels go up (pageable host memory: a small copy the driver stages),
+ * the softmax kernel writes the output gradient (dout32) and the per-row loss and rank. */
+static int loss_enqueue(struct cu_backend *cb, const int *labels, float smoothing, float grad_scale,
+                        struct dpt_err *err)
+{
+  int rc = 0, N = cb->pub.opts.batch, o = out_tid(cb);
+  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
+  int K = op->c * op->h * op->w;
+  CUDA_CK(cudaMemcpyAsync, (cb->labels, labels, (size_t)N * sizeof(int), cudaMemcpyHostToDevice, cb->stream), -1,
+          "loss");
+  KERN_CK(dpt_cuda_softmax_xent, (cb->out32, cb->labels, N, K, smoothing, grad_scale, cb->dout32, cb->loss_rows,
+                                  cb->rank, cb->stream), -1, "loss");
+  return 0;
+fail:
+  return rc;
+}
+
 int dpt_backend_cuda_loss(struct dpt_backend *be, const int *labels, float smoothing,
                           float grad_scale, double *loss_sum, int *top1, int *top5,
                           struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
-  int rc = 0, N = be->opts.batch, o = out_tid(cb);
-  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
-  int K = op->c * op->h * op->w;
+  int rc = 0, N = be->opts.batch;
   float *loss = malloc((size_t)N * sizeof *loss);
   int *rank = malloc((size_t)N * sizeof *rank);
   if (!loss || !rank) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory");
     goto fail;
   }
-  CUDA_CK(cudaMemcpyAsync, (cb->labels, labels, (size_t)N * sizeof(int), cudaMemcpyHostToDevice,
-                            cb->stream), -1, "loss");
-  KERN_CK(dpt_cuda_softmax_xent, (cb->out32, cb->labels, N, K, smoothing, grad_scale, cb->dout32,
-                                  cb->loss_rows, cb->rank, cb->stream), -1, "loss");
+  if ((rc = loss_enqueue(cb, labels, smoothing, grad_scale, err))) goto fail;
   CUDA_CK(cudaMemcpyAsync, (loss, cb->loss_rows, (size_t)N * 4, cudaMemcpyDeviceToHost, cb->stream), -1, "loss");
   CUDA_CK(cudaMemcpyAsync, (rank, cb->rank, (size_t)N * 4, cudaMemcpyDeviceToHost, cb->stream), -1, "loss");
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "loss");
+  if ((rc = stream_sync(cb, -1, "loss", err))) goto fail;
   double s = 0;
   int t1 = 0, t5 = 0;
   for (int i = 0; i < N; i++) {
@@ -1313,26 +1340,25 @@ fail:
   return rc;
 }
 
+int dpt_backend_cuda_loss_async(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
+                                struct dpt_err *err)
+{
+  return loss_enqueue(CB(be), labels, smoothing, grad_scale, err);
+}
+
 int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum, float weight_decay,
                               int nesterov, const unsigned char *mask, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
   size_t n = be->model->n_params;
   int rc = 0;
-  void *p;
-  if (!cb->velocity) {
-    if ((rc = dalloc(cb, &p, n * 4, "SGD momentum buffer", err))) return rc;
-    cb->velocity = p;
-  }
-  if (mask && !cb->mask) {
-    if ((rc = dalloc(cb, &p, n, "weight-decay mask", err))) return rc;
-    cb->mask = p;
+  if (mask && !cb->mask_ready) {
     CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1, "SGD");
+    cb->mask_ready = 1;
   }
   KERN_CK(dpt_cuda_sgd, (be->params, cb->velocity, be->grads, mask ? cb->mask : NULL, lr, momentum,
                          weight_decay, nesterov, n, cb->stream), -1, "SGD");
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD");
-  return 0;
+  return stream_sync(cb, -1, "SGD", err);
 fail:
   return rc;
 }
@@ -1343,21 +1369,11 @@ int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host, int to_b
   struct cu_backend *cb = CB(be);
   size_t n = be->model->n_params * 4;
   int rc = 0;
-  void *p;
-  if (!cb->velocity) {
-    if (!to_backend) {
-      memset(host, 0, n);
-      return 0;
-    }
-    if ((rc = dalloc(cb, &p, n, "SGD momentum buffer", err))) return rc;
-    cb->velocity = p;
-  }
   CUDA_CK(cudaMemcpyAsync, (to_backend ? (void *)cb->velocity : (void *)host,
                             to_backend ? (void *)host : (void *)cb->velocity, n,
                             to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
           -1, "SGD momentum buffer");
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "SGD momentum buffer");
-  return 0;
+  return stream_sync(cb, -1, "SGD momentum buffer", err);
 fail:
   return rc;
 }
@@ -1381,9 +1397,34 @@ int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int 
           "gradient check");
   CUDA_CK(cudaMemcpyAsync, (&flag, cb->flag, sizeof flag, cudaMemcpyDeviceToHost, cb->stream), -1,
           "gradient check");
-  CUDA_CK(cudaStreamSynchronize, (cb->stream), -1, "gradient check");
+  if ((rc = stream_sync(cb, -1, "gradient check", err))) return rc;
   *finite = !flag;
   return 0;
 fail:
   return rc;
+}
+
+int dpt_backend_cuda_check_overflow(struct dpt_backend *be, const float *buf, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  CUDA_CK(cudaMemsetAsync, (cb->flag, 0, sizeof(int), cb->stream), -1, "gradient check");
+  KERN_CK(dpt_cuda_nonfinite, (buf ? buf : be->grads, be->model->n_params, cb->flag, cb->stream), -1,
+          "gradient check");
+  cb->overflow_armed = 1;
+  return 0;
+fail:
+  return rc;
+}
+
+long dpt_backend_cuda_host_syncs(const struct dpt_backend *be)
+{
+  return CB(be)->host_syncs;
+}
+
+size_t dpt_cuda_memory_reserve(size_t workspace_cap)
+{
+  /* the convolution workspace (at most the cap; 512 MiB if uncapped) and 256 MiB for the
+   * cuDNN / cuBLAS handles and the context's own allocations */
+  return (workspace_cap ? workspace_cap : (size_t)512 << 20) + ((size_t)256 << 20);
 }

@@ -20,6 +20,9 @@
  * not).  copy_slab() and the helpers below sync the stream.  With DPT_CUDA_SYNC_DEBUG=1 every
  * layer is synchronised so an asynchronous fault names its layer.
  *
+ * Layout: NHWC at every precision; convolutions run on KRSC weight copies in the
+ * compute type (fp32, fp16 or bf16) cast from the fp32 master slab each forward.
+ * bf16 (--precision bf16): bf16 activations and weights, no loss scaling.
  * Mixed precision: activations and conv/FC weights in fp16 NHWC (weights cast
  * from the fp32 master slab each forward), tensor-core math, the FC output
  * (logits) and every parameter gradient in fp32; fp16 activation gradients
@@ -36,7 +39,7 @@
 #include "dpt_cuda_plan.h"
 
 struct dpt_cuda_opts {
-  enum dpt_cuda_precision precision; /* default fp32 (DPT_CUDA_PRECISION=fp32|tf32|mixed) */
+  enum dpt_cuda_precision precision; /* default fp32 (DPT_CUDA_PRECISION=fp32|tf32|mixed|bf16) */
   int device;            /* -1: DPT_CUDA_DEVICE or 0 */
   size_t workspace_cap;  /* bytes, cap on the shared conv workspace (default 512 MiB; 0 = none) */
   int algo_search;       /* 1: cudnnFind*AlgorithmEx (measured, default); 0: Get*_v7 heuristics */
@@ -89,10 +92,27 @@ int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum,
 int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host /* [n_params] */,
                                    int to_backend, struct dpt_err *err);
 
+/* The loss without a host wait: enqueues the softmax kernel over the last
+ * forward's logits (forward(out = NULL)), leaving the output gradient on the
+ * device for backward(dout = NULL).  The per-row losses stay on the device. */
+int dpt_backend_cuda_loss_async(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
+                                struct dpt_err *err);
+
+/* Host waits (cudaStreamSynchronize) so far: the tests count them per step. */
+long dpt_backend_cuda_host_syncs(const struct dpt_backend *be);
+
+/* Bytes kept free next to the plan (dpt_cuda_plan_fit's reserve): the workspace
+ * cap and 256 MiB for the cuDNN / cuBLAS handles. */
+size_t dpt_cuda_memory_reserve(size_t workspace_cap);
+
 /* Mixed precision. */
 void dpt_backend_cuda_set_loss_scale(struct dpt_backend *be, float scale);
 float dpt_backend_cuda_loss_scale(const struct dpt_backend *be);
 /* *finite = 1 when every element of buf (device [n_params]; NULL: the gradient slab) is finite. */
 int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err);
+/* The same check with no host wait: sets the device overflow flag, and the next
+ * sgd_step is skipped on the device when it is set (read it back at log time
+ * with grads_finite's flag through dpt_backend_cuda_grads_finite). */
+int dpt_backend_cuda_check_overflow(struct dpt_backend *be, const float *buf, struct dpt_err *err);
 
 #endif /* DPT_BACKEND_CUDA_H */

@@ -12,6 +12,7 @@
 //
 // All are grid-stride loops launched on the caller's stream; each returns
 // cudaGetLastError() so the host reports the launch with its layer and shape.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -28,6 +29,72 @@ static unsigned blocks_for(size_t n)
 #define GRID_LOOP(i, n)                                                                           \
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                         \
        i += (size_t)gridDim.x * blockDim.x)
+
+// ---- typed element access: fp32, fp16, bf16 ----------------------------------
+template <typename T> __device__ static inline float ld(const T *p, size_t i);
+template <> __device__ inline float ld<float>(const float *p, size_t i) { return p[i]; }
+template <> __device__ inline float ld<__half>(const __half *p, size_t i) { return __half2float(p[i]); }
+template <> __device__ inline float ld<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
+template <typename T> __device__ static inline void st(T *p, size_t i, float v);
+template <> __device__ inline void st<float>(float *p, size_t i, float v) { p[i] = v; }
+template <> __device__ inline void st<__half>(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
+template <> __device__ inline void st<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+template <typename T>
+__global__ static void k_to_nhwc(const float *x, T *y, int c, size_t hw, int cp, float scale, size_t total)
+{
+  GRID_LOOP(i, total) {
+    int ch = (int)(i % cp);
+    size_t pix = i / cp, n = pix / hw, s = pix % hw;
+    st(y, i, ch < c ? scale * x[(n * c + ch) * hw + s] : 0.0f);
+  }
+}
+
+template <typename T>
+__global__ static void k_to_nchw(const T *x, float *y, int c, size_t hw, int cp, float scale, size_t total)
+{
+  GRID_LOOP(i, total) {
+    size_t s = i % hw, nc = i / hw, n = nc / c;
+    int ch = (int)(nc % c);
+    y[i] = scale * ld(x, (n * hw + s) * cp + ch);
+  }
+}
+
+template <typename T> __global__ static void k_from32(const float *x, T *y, float scale, size_t n)
+{
+  GRID_LOOP(i, n) st(y, i, scale * x[i]);
+}
+
+template <typename T> __global__ static void k_add(const T *a, const T *b, T *y, int relu, size_t n)
+{
+  GRID_LOOP(i, n) {
+    float v = ld(a, i) + ld(b, i);
+    st(y, i, relu && !(v > 0.0f) && !isnan(v) ? 0.0f : v);
+  }
+}
+
+template <typename T> __global__ static void k_relu(const T *x, T *y, size_t n)
+{
+  GRID_LOOP(i, n) {
+    float v = ld(x, i);
+    st(y, i, !(v > 0.0f) && !isnan(v) ? 0.0f : v);
+  }
+}
+
+// dx (+)= (y > 0) dy; a NaN in dy passes (as cuDNN's CUDNN_PROPAGATE_NAN)
+template <typename T> __global__ static void k_relu_bwd(const T *y, const T *dy, T *dx, int acc, size_t n)
+{
+  GRID_LOOP(i, n) {
+    float g = ld(y, i) > 0.0f ? ld(dy, i) : 0.0f;
+    st(dx, i, acc ? ld(dx, i) + g : g);
+  }
+}
+
+template <typename T> __global__ static void k_acc(T *y, const T *x, size_t n)
+{
+  GRID_LOOP(i, n) st(y, i, ld(y, i) + ld(x, i));
+}
+
 
 // y[n][hw][cp] = scale * x[n][c][hw]  (cp >= c; padding channels 0)
 __global__ static void k_nchw32_to_nhwc16(const float *x, __half *y, int c, size_t hw, int cp,
@@ -121,8 +188,9 @@ __global__ static void k_xent(const float *z, const int *labels, int k, float sm
 }
 
 __global__ static void k_sgd(float *w, float *v, const float *g, const unsigned char *mask,
-                             float lr, float mom, float wd, int nesterov, size_t n)
+                             float lr, float mom, float wd, int nesterov, size_t n, const int *skip)
 {
+  if (skip && *skip) return;
   GRID_LOOP(i, n) {
     float gi = g[i] + ((!mask || mask[i]) ? wd * w[i] : 0.0f);
     float vi = mom * v[i] + gi;
@@ -177,7 +245,87 @@ int dpt_cuda_softmax_xent(const float *logits, const int *labels, int n, int k, 
 int dpt_cuda_sgd(float *w, float *v, const float *g, const unsigned char *mask, float lr,
                  float momentum, float weight_decay, int nesterov, size_t n, cudaStream_t s)
 {
-  k_sgd<<<blocks_for(n), 256, 0, s>>>(w, v, g, mask, lr, momentum, weight_decay, nesterov, n);
+  k_sgd<<<blocks_for(n), 256, 0, s>>>(w, v, g, mask, lr, momentum, weight_decay, nesterov, n, NULL);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_sgd_unless(float *w, float *v, const float *g, const unsigned char *mask, float lr,
+                        float momentum, float weight_decay, int nesterov, size_t n, const int *skip,
+                        cudaStream_t s)
+{
+  k_sgd<<<blocks_for(n), 256, 0, s>>>(w, v, g, mask, lr, momentum, weight_decay, nesterov, n, skip);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_nchw32_to_nhwc(const float *x, void *y, int dtype, int n, int c, size_t hw, int c_stored,
+                            float scale, cudaStream_t s)
+{
+  size_t total = (size_t)n * hw * c_stored;
+  if (dtype == DPT_DT_F16) k_to_nhwc<__half><<<blocks_for(total), 256, 0, s>>>(x, (__half *)y, c, hw, c_stored, scale, total);
+  else if (dtype == DPT_DT_BF16)
+    k_to_nhwc<__nv_bfloat16><<<blocks_for(total), 256, 0, s>>>(x, (__nv_bfloat16 *)y, c, hw, c_stored, scale, total);
+  else k_to_nhwc<float><<<blocks_for(total), 256, 0, s>>>(x, (float *)y, c, hw, c_stored, scale, total);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_nhwc_to_nchw32(const void *x, int dtype, float *y, int n, int c, size_t hw, int c_stored,
+                            float scale, cudaStream_t s)
+{
+  size_t total = (size_t)n * c * hw;
+  if (dtype == DPT_DT_F16)
+    k_to_nchw<__half><<<blocks_for(total), 256, 0, s>>>((const __half *)x, y, c, hw, c_stored, scale, total);
+  else if (dtype == DPT_DT_BF16)
+    k_to_nchw<__nv_bfloat16><<<blocks_for(total), 256, 0, s>>>((const __nv_bfloat16 *)x, y, c, hw, c_stored, scale, total);
+  else k_to_nchw<float><<<blocks_for(total), 256, 0, s>>>((const float *)x, y, c, hw, c_stored, scale, total);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_f32_to(const float *x, void *y, int dtype, float scale, size_t n, cudaStream_t s)
+{
+  if (dtype == DPT_DT_F16) k_from32<__half><<<blocks_for(n), 256, 0, s>>>(x, (__half *)y, scale, n);
+  else if (dtype == DPT_DT_BF16) k_from32<__nv_bfloat16><<<blocks_for(n), 256, 0, s>>>(x, (__nv_bfloat16 *)y, scale, n);
+  else k_from32<float><<<blocks_for(n), 256, 0, s>>>(x, (float *)y, scale, n);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_add(const void *a, const void *b, void *y, int dtype, int relu, size_t n, cudaStream_t s)
+{
+  if (dtype == DPT_DT_F16)
+    k_add<__half><<<blocks_for(n), 256, 0, s>>>((const __half *)a, (const __half *)b, (__half *)y, relu, n);
+  else if (dtype == DPT_DT_BF16)
+    k_add<__nv_bfloat16><<<blocks_for(n), 256, 0, s>>>((const __nv_bfloat16 *)a, (const __nv_bfloat16 *)b,
+                                                         (__nv_bfloat16 *)y, relu, n);
+  else k_add<float><<<blocks_for(n), 256, 0, s>>>((const float *)a, (const float *)b, (float *)y, relu, n);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_relu(const void *x, void *y, int dtype, size_t n, cudaStream_t s)
+{
+  if (dtype == DPT_DT_F16) k_relu<__half><<<blocks_for(n), 256, 0, s>>>((const __half *)x, (__half *)y, n);
+  else if (dtype == DPT_DT_BF16)
+    k_relu<__nv_bfloat16><<<blocks_for(n), 256, 0, s>>>((const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, n);
+  else k_relu<float><<<blocks_for(n), 256, 0, s>>>((const float *)x, (float *)y, n);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_relu_bwd(const void *y, const void *dy, void *dx, int dtype, int accumulate, size_t n,
+                      cudaStream_t s)
+{
+  if (dtype == DPT_DT_F16)
+    k_relu_bwd<__half><<<blocks_for(n), 256, 0, s>>>((const __half *)y, (const __half *)dy, (__half *)dx, accumulate, n);
+  else if (dtype == DPT_DT_BF16)
+    k_relu_bwd<__nv_bfloat16><<<blocks_for(n), 256, 0, s>>>((const __nv_bfloat16 *)y, (const __nv_bfloat16 *)dy,
+                                                              (__nv_bfloat16 *)dx, accumulate, n);
+  else k_relu_bwd<float><<<blocks_for(n), 256, 0, s>>>((const float *)y, (const float *)dy, (float *)dx, accumulate, n);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_acc(void *y, const void *x, int dtype, size_t n, cudaStream_t s)
+{
+  if (dtype == DPT_DT_F16) k_acc<__half><<<blocks_for(n), 256, 0, s>>>((__half *)y, (const __half *)x, n);
+  else if (dtype == DPT_DT_BF16)
+    k_acc<__nv_bfloat16><<<blocks_for(n), 256, 0, s>>>((__nv_bfloat16 *)y, (const __nv_bfloat16 *)x, n);
+  else k_acc<float><<<blocks_for(n), 256, 0, s>>>((float *)y, (const float *)x, n);
   return (int)cudaGetLastError();
 }
 

@@ -13,6 +13,27 @@
 extern "C" {
 #endif
 
+/* Element types of the activation / weight copies (the DPT_DT_* below). */
+enum { DPT_DT_F32 = 0, DPT_DT_F16 = 1, DPT_DT_BF16 = 2 };
+
+/* y: dtype [n, hw, c_stored] = scale * x: fp32 [n, c, hw]; channels >= c are 0.
+ * Also KCRS fp32 weights -> KRSC copies (n = K, c = C, hw = R*S). */
+int dpt_cuda_nchw32_to_nhwc(const float *x, void *y, int dtype, int n, int c, size_t hw, int c_stored,
+                            float scale, cudaStream_t s);
+/* y: fp32 [n, c, hw] = scale * x: dtype [n, hw, c_stored] (padding dropped); also the
+ * weight-gradient packing KRSC -> KCRS fp32 slab with scale = 1/loss_scale. */
+int dpt_cuda_nhwc_to_nchw32(const void *x, int dtype, float *y, int n, int c, size_t hw, int c_stored,
+                            float scale, cudaStream_t s);
+/* y: dtype [n] = scale * x: fp32 [n]. */
+int dpt_cuda_f32_to(const float *x, void *y, int dtype, float scale, size_t n, cudaStream_t s);
+/* Element-wise over dtype [n]: y = relu?(a + b); y = relu(x); dx (+)= (y > 0) * dy
+ * (accumulate = 1 adds to dx: a second consumer's gradient); y += x. */
+int dpt_cuda_add(const void *a, const void *b, void *y, int dtype, int relu, size_t n, cudaStream_t s);
+int dpt_cuda_relu(const void *x, void *y, int dtype, size_t n, cudaStream_t s);
+int dpt_cuda_relu_bwd(const void *y, const void *dy, void *dx, int dtype, int accumulate, size_t n,
+                      cudaStream_t s);
+int dpt_cuda_acc(void *y, const void *x, int dtype, size_t n, cudaStream_t s);
+
 /* y: fp16 [n, hw, c_stored] = scale * x: fp32 [n, c, hw]; channels >= c are 0.
  * Also KCRS fp32 weights -> KRSC fp16 (n = K, c = C, hw = R*S). */
 int dpt_cuda_nchw32_to_nhwc16(const float *x, void *y, int n, int c, size_t hw, int c_stored,
@@ -36,6 +57,12 @@ int dpt_cuda_softmax_xent(const float *logits, const int *labels, int n, int k, 
  * w -= lr * (nesterov ? g + m v : v).  w, v, g [n], mask [n] or NULL. */
 int dpt_cuda_sgd(float *w, float *v, const float *g, const unsigned char *mask, float lr,
                  float momentum, float weight_decay, int nesterov, size_t n, cudaStream_t s);
+/* The same step, skipped on the device when *skip != 0 (mixed precision: a
+ * gradient overflow found by dpt_cuda_nonfinite after the all-reduce), with no
+ * host round trip; skip NULL = never. */
+int dpt_cuda_sgd_unless(float *w, float *v, const float *g, const unsigned char *mask, float lr,
+                        float momentum, float weight_decay, int nesterov, size_t n, const int *skip,
+                        cudaStream_t s);
 
 #ifdef __cplusplus
 }

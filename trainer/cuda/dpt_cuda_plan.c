@@ -10,6 +10,7 @@ int dpt_cuda_precision_parse(const char *s)
   if (!strcmp(s, "fp32")) return DPT_CUDA_FP32;
   if (!strcmp(s, "tf32")) return DPT_CUDA_TF32;
   if (!strcmp(s, "mixed") || !strcmp(s, "fp16")) return DPT_CUDA_MIXED;
+  if (!strcmp(s, "bf16")) return DPT_CUDA_BF16;
   return -1;
 }
 
@@ -19,14 +20,29 @@ const char *dpt_cuda_precision_name(enum dpt_cuda_precision p)
   case DPT_CUDA_FP32: return "fp32";
   case DPT_CUDA_TF32: return "tf32";
   case DPT_CUDA_MIXED: return "mixed";
+  case DPT_CUDA_BF16: return "bf16";
   }
   return "?";
 }
 
+int dpt_cuda_precision_half(enum dpt_cuda_precision p)
+{
+  return p == DPT_CUDA_MIXED || p == DPT_CUDA_BF16;
+}
+
 int dpt_cuda_stored_channels(int c, int is_network_input, enum dpt_cuda_precision p)
 {
-  if (p != DPT_CUDA_MIXED || !is_network_input) return c;
+  if (!dpt_cuda_precision_half(p) || !is_network_input) return c;
   return (c + DPT_CUDA_CHANNEL_MULTIPLE - 1) / DPT_CUDA_CHANNEL_MULTIPLE * DPT_CUDA_CHANNEL_MULTIPLE;
+}
+
+const char *dpt_cuda_region_name(enum dpt_cuda_region r)
+{
+  static const char *const n[DPT_CUDA_NREGIONS] = {
+      "parameter slab", "gradient slab", "state slab", "SGD momentum and weight-decay mask",
+      "activations, gradients and scratch (liveness arena)", "FC gradient cast", "weight copies",
+      "batch-norm saved statistics", "input/output staging", "loss buffers"};
+  return r >= 0 && r < DPT_CUDA_NREGIONS ? n[r] : "?";
 }
 
 void dpt_cuda_plan_free(struct dpt_cuda_plan *plan)
@@ -35,6 +51,9 @@ void dpt_cuda_plan_free(struct dpt_cuda_plan *plan)
   free(plan->t);
   free(plan->conv);
   free(plan->shape_rep);
+  free(plan->wcopy_off);
+  free(plan->scratch_off);
+  free(plan->discard_off);
   memset(plan, 0, sizeof *plan);
 }
 
@@ -44,26 +63,144 @@ static int same_shape(const struct dpt_cuda_conv_plan *a, const struct dpt_cuda_
          a->r == b->r && a->s == b->s && a->stride == b->stride && a->pad == b->pad;
 }
 
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+size_t dpt_cuda_arena_place(int n, const size_t *bytes, const int *lo, const int *hi, size_t align,
+                            size_t *off)
+{
+  int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order), *placed = calloc((size_t)(n > 0 ? n : 1), sizeof *placed);
+  size_t top = 0;
+  if (!order || !placed) { /* no memory to plan with: everything side by side (still correct) */
+    for (int i = 0; i < n; i++) {
+      off[i] = top;
+      top += lo[i] <= hi[i] ? align_up(bytes[i], align) : 0;
+    }
+    free(order);
+    free(placed);
+    return top;
+  }
+  for (int i = 0; i < n; i++) order[i] = i;
+  for (int a = 1; a < n; a++) /* largest first, then earliest (stable insertion sort) */
+    for (int b = a; b > 0 && bytes[order[b]] > bytes[order[b - 1]]; b--) {
+      int x = order[b];
+      order[b] = order[b - 1];
+      order[b - 1] = x;
+    }
+  for (int a = 0; a < n; a++) {
+    int i = order[a];
+    off[i] = 0;
+    if (lo[i] > hi[i]) continue;
+    size_t sz = align_up(bytes[i] ? bytes[i] : 1, align), cand = 0;
+    for (int moved = 1; moved;) { /* lowest offset clear of every placed buffer live with i */
+      moved = 0;
+      for (int b = 0; b < a; b++) {
+        int j = order[b];
+        if (!placed[j] || hi[j] < lo[i] || hi[i] < lo[j]) continue;
+        size_t js = align_up(bytes[j] ? bytes[j] : 1, align);
+        if (cand < off[j] + js && off[j] < cand + sz) {
+          cand = off[j] + js;
+          moved = 1;
+        }
+      }
+    }
+    off[i] = cand;
+    placed[i] = 1;
+    if (cand + sz > top) top = cand + sz;
+  }
+  free(order);
+  free(placed);
+  return top;
+}
+
+/* Which activations backward reads (the cuDNN calls of dpt_backend_cuda.c):
+ * conv, BN, FC: their input; BN+ReLU, ReLU, add+ReLU: their output (the ReLU
+ * mask); ReLU and pooling: input and output (cudnnActivationBackward /
+ * cudnnPoolingBackward take both). */
+static void backward_reads(const struct dpt_layer_desc *l, int *in, int *out)
+{
+  *in = l->type == DPT_LAYER_CONV || l->type == DPT_LAYER_BN || l->type == DPT_LAYER_FC ||
+        l->type == DPT_LAYER_RELU || l->type == DPT_LAYER_MAXPOOL || l->type == DPT_LAYER_GAP;
+  *out = ((l->type == DPT_LAYER_BN || l->type == DPT_LAYER_ADD) && l->relu) || l->type == DPT_LAYER_RELU ||
+         l->type == DPT_LAYER_MAXPOOL || l->type == DPT_LAYER_GAP;
+}
+
+/* Lifetimes on the step axis: forward of layer i is step i, its backward step
+ * 2L-1-i.  An activation lives from its producer's forward (the input: step 0)
+ * to its last reader (forward consumers; backward readers; the logits: the
+ * loss after the forward, step L).  A gradient lives from the backward of the
+ * tensor's last consumer (its first writer; the logits' from step L) to the
+ * backward of its producer (the input's: to the end, 2L). */
+static void lifetimes(const struct dpt_model *m, struct dpt_cuda_plan *plan, int need_input_grad)
+{
+  int L = m->n_layers, o = m->layers[L - 1].out;
+  for (int t = 0; t < m->n_tensors; t++) {
+    struct dpt_cuda_tensor_plan *tp = &plan->t[t];
+    int p = m->tensors[t].producer;
+    tp->act_lo = p < 0 ? 0 : p;
+    tp->act_hi = t == o ? L : tp->act_lo;
+    tp->diff_lo = t == o ? L : 2 * L;
+    tp->diff_hi = p < 0 ? 2 * L : 2 * L - 1 - p;
+    tp->keep = 0;
+  }
+  for (int i = 0; i < L; i++) {
+    const struct dpt_layer_desc *l = &m->layers[i];
+    int rin, rout;
+    backward_reads(l, &rin, &rout);
+    for (int k = 0; k < 2; k++) {
+      int t = l->in[k];
+      if (t < 0) continue;
+      struct dpt_cuda_tensor_plan *tp = &plan->t[t];
+      if (i > tp->act_hi) tp->act_hi = i;
+      if (rin && k == 0) {
+        tp->keep = 1;
+        if (2 * L - 1 - i > tp->act_hi) tp->act_hi = 2 * L - 1 - i;
+      }
+      if (2 * L - 1 - i < tp->diff_lo) tp->diff_lo = 2 * L - 1 - i;
+    }
+    if (rout) {
+      struct dpt_cuda_tensor_plan *tp = &plan->t[l->out];
+      tp->keep = 1;
+      if (2 * L - 1 - i > tp->act_hi) tp->act_hi = 2 * L - 1 - i;
+    }
+  }
+  if (!need_input_grad) plan->t[0].diff_lo = 2 * L + 1, plan->t[0].diff_hi = 0; /* none */
+}
+
+#define ARENA_ALIGN 256
+
 int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec,
                         int need_input_grad, struct dpt_cuda_plan *plan, struct dpt_err *err)
 {
   int rc = 0;
+  size_t *sz = NULL, *off = NULL;
+  int *lo = NULL, *hi = NULL;
   memset(plan, 0, sizeof *plan);
   if (batch < 1) return dpt_err_set(err, DPT_E_INPUT, "cuda plan: batch size %d < 1", batch);
   if (m->n_layers < 1 || m->n_tensors < 2)
     return dpt_err_set(err, DPT_E_INPUT, "cuda plan: the model has no layers");
+  int half = dpt_cuda_precision_half(prec);
   plan->precision = prec;
   plan->batch = batch;
-  plan->bn_persistent_train = prec == DPT_CUDA_MIXED;
+  plan->bn_persistent_train = half;
   plan->n_tensors = m->n_tensors;
+  plan->n_steps = 2 * m->n_layers;
   plan->t = calloc((size_t)m->n_tensors, sizeof *plan->t);
   plan->conv = calloc((size_t)(m->n_conv > 0 ? m->n_conv : 1), sizeof *plan->conv);
   plan->shape_rep = calloc((size_t)(m->n_conv > 0 ? m->n_conv : 1), sizeof *plan->shape_rep);
-  if (!plan->t || !plan->conv || !plan->shape_rep) {
+  plan->wcopy_off = malloc((size_t)m->n_layers * sizeof *plan->wcopy_off);
+  plan->scratch_off = malloc((size_t)m->n_layers * sizeof *plan->scratch_off);
+  plan->discard_off = malloc((size_t)m->n_layers * sizeof *plan->discard_off);
+  size_t nbuf = 2 * (size_t)m->n_tensors + 2 * (size_t)m->n_layers;
+  sz = calloc(nbuf, sizeof *sz);
+  off = malloc(nbuf * sizeof *off);
+  lo = calloc(nbuf, sizeof *lo);
+  hi = calloc(nbuf, sizeof *hi);
+  if (!plan->t || !plan->conv || !plan->shape_rep || !plan->wcopy_off || !plan->scratch_off || !plan->discard_off ||
+      !sz || !off || !lo || !hi) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "cuda plan: out of memory for %d tensors", m->n_tensors);
     goto fail;
   }
-  int eb = prec == DPT_CUDA_MIXED ? 2 : 4;
+  int eb = half ? 2 : 4;
   size_t largest = 0;
   for (int i = 0; i < m->n_tensors; i++) {
     const struct dpt_tensor_desc *d = &m->tensors[i];
@@ -72,11 +209,11 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
     t->c = d->c;
     t->h = d->h;
     t->w = d->w;
-    /* Mixed precision keeps FC outputs (the logits) in fp32: cuBLAS writes fp32
-     * from fp16 inputs, the loss and the bias gradient run in fp32. */
+    /* The FC output (the logits) stays fp32 at every precision: cuBLAS writes
+     * fp32 from 16-bit inputs, the loss and the bias gradient run in fp32. */
     int fc_out = d->producer >= 0 && m->layers[d->producer].type == DPT_LAYER_FC;
     t->c_stored = dpt_cuda_stored_channels(d->c, i == 0, prec);
-    t->nhwc = prec == DPT_CUDA_MIXED && !fc_out;
+    t->nhwc = 1;
     t->elem_bytes = fc_out ? 4 : eb;
     t->bytes = (size_t)batch * t->c_stored * d->h * d->w * t->elem_bytes;
     plan->act_bytes += t->bytes;
@@ -85,21 +222,28 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
   }
   plan->scratch_bytes = largest;
 
+  size_t wgrad = 0;
   for (int li = 0; li < m->n_layers; li++) {
     const struct dpt_layer_desc *l = &m->layers[li];
+    plan->wcopy_off[li] = (size_t)-1;
     if (l->in[0] < 0 || l->in[0] >= m->n_tensors || l->out <= 0 || l->out >= m->n_tensors) {
       rc = dpt_err_set(err, DPT_E_INPUT, "cuda plan: layer %d '%s' refers to tensor %d/%d of %d",
                        li, l->name, l->in[0], l->out, m->n_tensors);
       goto fail;
     }
     if (l->type == DPT_LAYER_BN) plan->bn_saved_bytes += 2 * (size_t)l->c_out * sizeof(float);
-    if (prec == DPT_CUDA_MIXED && (l->type == DPT_LAYER_CONV || l->type == DPT_LAYER_FC)) {
-      size_t wl = l->w_len;
-      if (l->type == DPT_LAYER_CONV)
-        wl = (size_t)l->c_out * plan->t[l->in[0]].c_stored * l->kernel * l->kernel;
-      plan->half_weight_bytes += 2 * wl * 2; /* weights + weight gradients, fp16 */
+    if (l->type == DPT_LAYER_FC && half) { /* 16-bit FC weights (fp32 uses the slab) */
+      plan->wcopy_off[li] = plan->weight_copy_bytes;
+      plan->weight_copy_bytes += align_up(l->w_len * 2, ARENA_ALIGN);
+      plan->half_weight_bytes += l->w_len * 2;
     }
     if (l->type != DPT_LAYER_CONV) continue;
+    /* every conv: its KRSC weights in the compute type (cast / transposed each forward) */
+    size_t wl = (size_t)l->c_out * plan->t[l->in[0]].c_stored * l->kernel * l->kernel * (size_t)eb;
+    plan->wcopy_off[li] = plan->weight_copy_bytes;
+    plan->weight_copy_bytes += align_up(wl, ARENA_ALIGN);
+    if (half) plan->half_weight_bytes += 2 * wl;
+    if (wl > wgrad) wgrad = wl;
     const struct dpt_cuda_tensor_plan *x = &plan->t[l->in[0]], *y = &plan->t[l->out];
     struct dpt_cuda_conv_plan *c = &plan->conv[plan->n_conv];
     c->layer = li;
@@ -124,7 +268,7 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
                        batch, y->c, y->h, y->w);
       goto fail;
     }
-    if (prec == DPT_CUDA_MIXED)
+    if (half)
       c->tensor_core = c->c % DPT_CUDA_CHANNEL_MULTIPLE == 0 && c->k % DPT_CUDA_CHANNEL_MULTIPLE == 0;
     else
       c->tensor_core = prec == DPT_CUDA_TF32;
@@ -140,23 +284,93 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
     }
     plan->n_conv++;
   }
+  plan->wgrad_off = plan->weight_copy_bytes;
+  plan->weight_copy_bytes += align_up(wgrad ? wgrad : 1, ARENA_ALIGN);
+
+  /* the liveness arena: activations, gradients and each layer's backward scratch (live
+   * during that layer's backward step only), placed together */
+  lifetimes(m, plan, need_input_grad);
+  int nt = m->n_tensors, L = m->n_layers;
+  for (int i = 0; i < nt; i++) {
+    const struct dpt_cuda_tensor_plan *t = &plan->t[i];
+    sz[i] = sz[nt + i] = t->bytes;
+    lo[i] = t->act_lo, hi[i] = t->act_hi;
+    lo[nt + i] = t->diff_lo, hi[nt + i] = t->diff_hi;
+  }
+  for (int i = 0; i < L; i++) {
+    const struct dpt_layer_desc *l = &m->layers[i];
+    int relu = (l->type == DPT_LAYER_BN || l->type == DPT_LAYER_ADD) && l->relu;
+    int discard = l->type == DPT_LAYER_BN && plan->t[l->in[0]].diff_lo > plan->t[l->in[0]].diff_hi;
+    size_t *b = sz + 2 * nt + 2 * i;
+    int *a = lo + 2 * nt + 2 * i, *z = hi + 2 * nt + 2 * i;
+    b[0] = plan->t[l->out].bytes, a[0] = relu ? 2 * L - 1 - i : 1, z[0] = relu ? 2 * L - 1 - i : 0;
+    b[1] = plan->t[l->in[0]].bytes, a[1] = discard ? 2 * L - 1 - i : 1, z[1] = discard ? 2 * L - 1 - i : 0;
+  }
+  plan->arena_bytes = dpt_cuda_arena_place((int)nbuf, sz, lo, hi, ARENA_ALIGN, off);
+  for (int i = 0; i < nt; i++) {
+    plan->t[i].act_off = off[i];
+    plan->t[i].diff_off = off[nt + i];
+  }
+  for (int i = 0; i < L; i++) {
+    plan->scratch_off[i] = lo[2 * nt + 2 * i] <= hi[2 * nt + 2 * i] ? off[2 * nt + 2 * i] : (size_t)-1;
+    plan->discard_off[i] = lo[2 * nt + 2 * i + 1] <= hi[2 * nt + 2 * i + 1] ? off[2 * nt + 2 * i + 1] : (size_t)-1;
+  }
+
   plan->param_bytes = plan->grad_bytes = m->n_params * sizeof(float);
   plan->state_bytes = m->n_state * sizeof(float);
+  plan->sgd_bytes = m->n_params * (sizeof(float) + 1);
   {
     const struct dpt_cuda_tensor_plan *in = &plan->t[0];
     const struct dpt_cuda_tensor_plan *out = &plan->t[m->layers[m->n_layers - 1].out];
     size_t nin = (size_t)batch * in->c * in->h * in->w, nout = (size_t)batch * out->c * out->h * out->w;
     plan->io_bytes = (nin * (need_input_grad ? 2 : 1) + 2 * nout) * sizeof(float);
   }
-  plan->total_bytes = plan->param_bytes + plan->grad_bytes + plan->state_bytes + plan->act_bytes +
-                      plan->diff_bytes + plan->scratch_bytes + plan->half_weight_bytes +
-                      plan->bn_saved_bytes + plan->io_bytes;
+  /* labels [N], ranks [N], row losses [N] (4 bytes each), then 16 words of flags,
+   * loss scale and counters (dpt_backend_cuda.c) */
+  plan->loss_bytes = (size_t)batch * 12 + 64;
+  size_t *r = plan->region;
+  r[DPT_CUDA_R_PARAMS] = plan->param_bytes ? plan->param_bytes : 4;
+  r[DPT_CUDA_R_GRADS] = plan->grad_bytes ? plan->grad_bytes : 4;
+  r[DPT_CUDA_R_STATE] = plan->state_bytes ? plan->state_bytes : 4;
+  r[DPT_CUDA_R_SGD] = align_up(plan->param_bytes, ARENA_ALIGN) + (m->n_params ? m->n_params : 1);
+  r[DPT_CUDA_R_ARENA] = plan->arena_bytes;
+  plan->fc_cast_bytes = 0;
+  for (int i = 0; i < L; i++)
+    if (m->layers[i].type == DPT_LAYER_FC && half) plan->fc_cast_bytes += align_up(plan->t[m->layers[i].out].bytes / 2, ARENA_ALIGN);
+  r[DPT_CUDA_R_SCRATCH] = plan->fc_cast_bytes ? plan->fc_cast_bytes : ARENA_ALIGN;
+  r[DPT_CUDA_R_WEIGHTS] = plan->weight_copy_bytes;
+  r[DPT_CUDA_R_BN] = plan->bn_saved_bytes ? plan->bn_saved_bytes : 4;
+  r[DPT_CUDA_R_STAGING] = plan->io_bytes;
+  r[DPT_CUDA_R_LOSS] = plan->loss_bytes;
+  for (int i = 0; i < DPT_CUDA_NREGIONS; i++) plan->total_bytes += r[i];
+  free(sz), free(off), free(lo), free(hi);
   return 0;
 fail:
+  free(sz), free(off), free(lo), free(hi);
   dpt_cuda_plan_free(plan);
   return rc;
 }
 
+int dpt_cuda_plan_fit(const struct dpt_model *m, enum dpt_cuda_precision prec, int need_input_grad,
+                      int want, size_t free_bytes, size_t reserve, size_t *need, struct dpt_err *err)
+{
+  struct dpt_cuda_plan p;
+  int rc;
+  if ((rc = dpt_cuda_plan_build(m, want, prec, need_input_grad, &p, err))) return rc;
+  *need = p.total_bytes + reserve;
+  dpt_cuda_plan_free(&p);
+  if (*need <= free_bytes) return want;
+  int lo = 0, hi = want; /* lo fits (0: nothing), hi does not */
+  while (hi - lo > 1) {
+    int mid = lo + (hi - lo) / 2;
+    if ((rc = dpt_cuda_plan_build(m, mid, prec, need_input_grad, &p, err))) return rc;
+    size_t b = p.total_bytes + reserve;
+    dpt_cuda_plan_free(&p);
+    if (b <= free_bytes) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
 int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limit, int need_det)
 {
   int best = -1;

@@ -3,9 +3,20 @@
  * Everything the GPU backend decides before it touches a device lives here so
  * it can be tested on machines without a GPU:
  *   - precision policy: fp32 (TF32 off, the oracle), tf32, mixed (fp16
- *     activations/weights in NHWC, fp32 master weights in the slab);
- *   - per-tensor storage: layout (NCHW fp32 / NHWC fp16), stored channel count
- *     after the channel-multiple rule, bytes;
+ *     activations/weights, loss scaling), bf16 (bf16 activations/weights, no
+ *     loss scaling); fp32 master weights in the slab for all;
+ *   - per-tensor storage: NHWC at every precision (fp32 for fp32/tf32, fp16 /
+ *     bf16 otherwise; the logits stay fp32), stored channel count after the
+ *     channel-multiple rule, bytes;
+ *   - memory by lifetime: one arena for activations, their gradients and the
+ *     backward scratch, every buffer placed at an offset by the interval of
+ *     steps in which it is live (forward steps 0..L-1, backward steps
+ *     L..2L-1), so only what is live is resident (dpt_cuda_arena_place, a
+ *     pure function, tested);
+ *   - the device allocations themselves: a fixed list of regions (one
+ *     cudaMalloc each, whatever the depth), their sum is the planned peak
+ *     before the convolution workspace;
+ *   - the largest batch that fits a given free memory (dpt_cuda_plan_fit);
  *   - per-convolution shapes (what cuDNN's descriptors get), tensor-core
  *     eligibility, and the table of distinct convolution shapes so an
  *     algorithm is searched once per shape and cached;
@@ -26,7 +37,8 @@
  * tensor cores.  Inner tensors keep their channel count: ResNet-50's are all
  * multiples of 8; a narrow variant (width multiplier) whose channels are not
  * still runs, on cuDNN's non-tensor-core kernels, and the plan says which
- * convolutions those are.  fp32/tf32 keep NCHW and never pad. */
+ * convolutions those are.  fp32/tf32 store NHWC too (TF32 tensor cores want
+ * channels-last as much as fp16 does) and do not pad. */
 #ifndef DPT_CUDA_PLAN_H
 #define DPT_CUDA_PLAN_H
 
@@ -41,22 +53,44 @@ enum dpt_cuda_precision {
   DPT_CUDA_FP32 = 0,  /* fp32 NCHW, FMA math (TF32 off): bit-level oracle mode */
   DPT_CUDA_TF32 = 1,  /* fp32 NCHW storage, TF32 tensor-core math */
   DPT_CUDA_MIXED = 2, /* fp16 NHWC activations/weights, fp32 master weights + loss scaling */
+  DPT_CUDA_BF16 = 3,  /* bf16 NHWC activations/weights, fp32 master weights, no loss scaling */
 };
-/* "fp32", "tf32", "mixed" -> precision; -1 when unknown. */
+/* "fp32", "tf32", "mixed" (or "fp16"), "bf16" -> precision; -1 when unknown. */
 int dpt_cuda_precision_parse(const char *s);
 const char *dpt_cuda_precision_name(enum dpt_cuda_precision p);
 
-/* Stored channel count of a tensor: c, or c rounded up to the channel
- * multiple for the network input in mixed precision. */
+/* 1 for the 16-bit activation precisions (mixed, bf16). */
+int dpt_cuda_precision_half(enum dpt_cuda_precision p);
+/* Stored channel count of a tensor: c, or c rounded up to the channel multiple
+ * for the network input in the 16-bit precisions. */
 int dpt_cuda_stored_channels(int c, int is_network_input, enum dpt_cuda_precision p);
 
 struct dpt_cuda_tensor_plan {
   int n, c, h, w;     /* logical shape [n, c, h, w] */
   int c_stored;       /* channels as stored (>= c; padding channels are zero) */
-  int nhwc;           /* 1: NHWC (mixed), 0: NCHW */
-  int elem_bytes;     /* 4 (fp32) or 2 (fp16) */
+  int nhwc;           /* 1: NHWC (every precision; [n, c, 1, 1] logits are both) */
+  int elem_bytes;     /* 4 (fp32) or 2 (fp16 / bf16) */
   size_t bytes;       /* n * c_stored * h * w * elem_bytes */
+  int keep;           /* 1: backward reads the activation (it lives to that backward step) */
+  int act_lo, act_hi; /* activation live over steps [act_lo, act_hi] */
+  int diff_lo, diff_hi; /* gradient live over steps [diff_lo, diff_hi]; diff_lo > diff_hi: none */
+  size_t act_off, diff_off; /* offsets in the arena */
 };
+
+/* Placement by lifetime: n buffers of bytes[i] live over steps [lo[i], hi[i]]
+ * (lo > hi: not placed, offset 0) get offsets (multiples of align) such that two
+ * buffers live at a common step never overlap; largest first, lowest offset
+ * that fits.  Returns the arena size (the highest end).  A pure function. */
+size_t dpt_cuda_arena_place(int n, const size_t *bytes, const int *lo, const int *hi, size_t align,
+                            size_t *off);
+
+/* The device allocations of the backend: one cudaMalloc per region. */
+enum dpt_cuda_region {
+  DPT_CUDA_R_PARAMS, DPT_CUDA_R_GRADS, DPT_CUDA_R_STATE, DPT_CUDA_R_SGD, DPT_CUDA_R_ARENA,
+  DPT_CUDA_R_SCRATCH, DPT_CUDA_R_WEIGHTS, DPT_CUDA_R_BN, DPT_CUDA_R_STAGING, DPT_CUDA_R_LOSS,
+  DPT_CUDA_NREGIONS
+};
+const char *dpt_cuda_region_name(enum dpt_cuda_region r);
 
 struct dpt_cuda_conv_plan {
   int layer;          /* index in model->layers */
@@ -79,15 +113,29 @@ struct dpt_cuda_plan {
   int n_shapes;
   int *shape_rep;                   /* [n_shapes] conv index that first has the shape */
   int bn_persistent_train;          /* 1: CUDNN_BATCHNORM_SPATIAL_PERSISTENT for training */
+  int n_steps;                      /* 2 * n_layers: forward then backward steps */
   /* Memory plan in bytes (what the backend allocates; workspace comes on top). */
   size_t param_bytes, grad_bytes, state_bytes;  /* fp32 slabs */
-  size_t act_bytes;        /* every activation tensor */
-  size_t diff_bytes;       /* every activation gradient (tensor 0 only with need_input_grad) */
-  size_t scratch_bytes;    /* largest tensor: BN+ReLU / add gradient scratch */
-  size_t half_weight_bytes; /* mixed: fp16 copies of conv/FC weights (+ their gradients) */
+  size_t sgd_bytes;        /* momentum [n_params] fp32 + weight-decay mask [n_params] bytes */
+  size_t act_bytes;        /* every activation tensor (were each its own buffer) */
+  size_t diff_bytes;       /* every activation gradient (were each its own buffer) */
+  size_t arena_bytes;      /* the liveness arena holding both */
+  size_t scratch_bytes;    /* largest tensor (a bound on every per-step scratch below) */
+  size_t *scratch_off;     /* [n_layers] arena offset of the layer's backward scratch (BN+ReLU,
+                              add+ReLU: relu'(y) * dy, the output's size), or (size_t)-1 */
+  size_t *discard_off;     /* [n_layers] arena offset of a dx nobody reads (a BN on an input
+                              without gradient), or (size_t)-1 */
+  size_t fc_cast_bytes;    /* 16-bit copy of the logits' gradient for cuBLAS (SCRATCH region) */
+  size_t weight_copy_bytes; /* KRSC conv weights in the compute type (every conv) + one
+                              weight-gradient buffer (largest conv) + 16-bit FC weights */
+  size_t wgrad_off;        /* offset of the shared weight-gradient buffer in that region */
+  size_t *wcopy_off;       /* [n_layers] offset of each conv / FC weight copy, or (size_t)-1 */
+  size_t half_weight_bytes; /* (compatibility) 16-bit part of weight_copy_bytes */
   size_t bn_saved_bytes;   /* saved mean / inverse std of every BN */
   size_t io_bytes;         /* fp32 staging for input, output, output gradient, input gradient */
-  size_t total_bytes;      /* sum of the above */
+  size_t loss_bytes;       /* labels, ranks, per-row losses, flags, loss scale (device) */
+  size_t region[DPT_CUDA_NREGIONS]; /* bytes of each allocation */
+  size_t total_bytes;      /* sum of region[] */
 };
 
 /* Plan the whole model for a batch and precision.  need_input_grad adds the
@@ -96,6 +144,13 @@ struct dpt_cuda_plan {
 int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec,
                         int need_input_grad, struct dpt_cuda_plan *plan, struct dpt_err *err);
 void dpt_cuda_plan_free(struct dpt_cuda_plan *plan);
+
+/* The largest batch whose plan (total_bytes) plus reserve bytes (workspace, cuDNN /
+ * cuBLAS handles) fits free_bytes, at most max_try; *need: the bytes batch
+ * `want` needs (plan + reserve).  Returns that batch, 0 when not even batch 1
+ * fits, or a negative DPT_E_* (err set) when the model cannot be planned. */
+int dpt_cuda_plan_fit(const struct dpt_model *m, enum dpt_cuda_precision prec, int need_input_grad,
+                      int want, size_t free_bytes, size_t reserve, size_t *need, struct dpt_err *err);
 
 /* One algorithm candidate as cuDNN reports it (cudnnFind*AlgorithmEx or the
  * Get*_v7 heuristics: perf results in order of preference). */

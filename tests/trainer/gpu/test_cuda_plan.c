@@ -8,11 +8,19 @@
  *    block 0, conv1 of blocks 1-2, the 3x3, conv3 == projection); layer2..4 6
  *    each (block 0: conv1, strided 3x3, conv3, projection; blocks 1+: conv1,
  *    3x3); and the table is a partition (same id <=> same shape).
- *  - Mixed precision: NHWC fp16 everywhere except the logits (fp32), the RGB
- *    input padded to 8 channels and the stem filter with it, every ResNet-50
- *    conv tensor-core eligible, persistent BN for training; a width-1/16
- *    variant has convolutions with 4 channels that the plan marks ineligible.
- *  - Memory plan: every part recomputed here from the model.
+ *  - NHWC at every precision; mixed and bf16: 16-bit everywhere except the
+ *    logits (fp32), the RGB input padded to 8 channels and the stem filter with
+ *    it, every ResNet-50 conv tensor-core eligible, persistent BN for training;
+ *    a width-1/16 variant has convolutions with 4 channels that the plan marks
+ *    ineligible.
+ *  - Memory plan: every part recomputed here from the model; the liveness
+ *    arena (property: two tensors live at a common step never share bytes; the
+ *    arena is at least the largest simultaneously-live set and, at batch 256,
+ *    far below one buffer per activation and gradient); the gradients of
+ *    ResNet-50 at batch 256 resident only from first write to last read; a
+ *    fixed number of device allocations whatever the depth; the largest batch
+ *    that fits (dpt_cuda_plan_fit) and the planned peak at batch 256 per
+ *    precision (printed: the prediction compared with PyTorch's 27.2 / 11.0 GiB).
  *  - Algorithm choice under a workspace limit; workspace limit from free memory.
  *  - Dynamic loss scaling policy.
  *  - Bad input: batch 0, a corrupted conv output shape.
@@ -79,7 +87,7 @@ static void check_plan_consistent(const struct dpt_model *m, const struct dpt_cu
     CHECK(p->conv[p->shape_rep[s]].shape_id == s, "representative of shape %d has id %d", s,
           p->conv[p->shape_rep[s]].shape_id);
   /* memory plan recomputed */
-  size_t act = 0, diff = 0, big = 0, bn = 0, half = 0;
+  size_t act = 0, diff = 0, big = 0, bn = 0, half = 0, wcopy = 0;
   for (int i = 0; i < m->n_tensors; i++) {
     const struct dpt_cuda_tensor_plan *t = &p->t[i];
     size_t b = (size_t)p->batch * t->c_stored * t->h * t->w * t->elem_bytes;
@@ -91,17 +99,165 @@ static void check_plan_consistent(const struct dpt_model *m, const struct dpt_cu
   for (int i = 0; i < m->n_layers; i++) {
     const struct dpt_layer_desc *l = &m->layers[i];
     if (l->type == DPT_LAYER_BN) bn += 8 * (size_t)l->c_out;
-    if (p->precision == DPT_CUDA_MIXED && l->type == DPT_LAYER_CONV)
-      half += 4 * (size_t)l->c_out * p->t[l->in[0]].c_stored * l->kernel * l->kernel;
-    if (p->precision == DPT_CUDA_MIXED && l->type == DPT_LAYER_FC) half += 4 * l->w_len;
+    int h16 = dpt_cuda_precision_half(p->precision);
+    size_t wl = (size_t)l->c_out * p->t[l->in[0]].c_stored * l->kernel * l->kernel * (h16 ? 2 : 4);
+    if (l->type == DPT_LAYER_CONV) {
+      half += h16 ? 2 * wl : 0;
+      CHECK(p->wcopy_off[i] != (size_t)-1 && p->wcopy_off[i] + wl <= p->wgrad_off, "%s: weight copy", l->name);
+      wcopy += wl;
+    } else if (l->type == DPT_LAYER_FC && h16) {
+      half += 2 * l->w_len;
+      wcopy += 2 * l->w_len;
+    } else {
+      CHECK(p->wcopy_off[i] == (size_t)-1, "%s has a weight copy", l->name);
+    }
   }
   CHECK(p->act_bytes == act && p->diff_bytes == diff && p->scratch_bytes == big, "activation memory");
-  CHECK(p->bn_saved_bytes == bn && p->half_weight_bytes == half, "bn %zu/%zu fp16 weights %zu/%zu",
+  CHECK(p->bn_saved_bytes == bn && p->half_weight_bytes == half, "bn %zu/%zu 16-bit weights %zu/%zu",
         p->bn_saved_bytes, bn, p->half_weight_bytes, half);
+  CHECK(p->weight_copy_bytes >= wcopy && p->wgrad_off < p->weight_copy_bytes, "weight copies %zu < %zu",
+        p->weight_copy_bytes, wcopy);
   CHECK(p->param_bytes == 4 * m->n_params && p->grad_bytes == p->param_bytes &&
             p->state_bytes == 4 * m->n_state, "slabs");
-  CHECK(p->total_bytes == p->param_bytes + p->grad_bytes + p->state_bytes + act + diff + big + half +
-                              bn + p->io_bytes, "total");
+  size_t tot = 0;
+  for (int r = 0; r < DPT_CUDA_NREGIONS; r++) tot += p->region[r];
+  CHECK(p->total_bytes == tot && p->region[DPT_CUDA_R_ARENA] == p->arena_bytes, "total = the regions' sum");
+  /* liveness: every live pair apart, each buffer inside the arena, the arena no larger than
+   * everything side by side and no smaller than the busiest step */
+  int n = p->n_tensors;
+  size_t peak_live = 0;
+  for (int s = 0; s <= p->n_steps; s++) {
+    size_t live = 0;
+    for (int a = 0; a < 2 * n; a++) {
+      const struct dpt_cuda_tensor_plan *t = &p->t[a % n];
+      int lo = a < n ? t->act_lo : t->diff_lo, hi = a < n ? t->act_hi : t->diff_hi;
+      if (lo <= s && s <= hi) live += t->bytes;
+    }
+    if (live > peak_live) peak_live = live;
+  }
+  int overlaps = 0;
+  for (int a = 0; a < 2 * n; a++) {
+    const struct dpt_cuda_tensor_plan *ta = &p->t[a % n];
+    int alo = a < n ? ta->act_lo : ta->diff_lo, ahi = a < n ? ta->act_hi : ta->diff_hi;
+    size_t ao = a < n ? ta->act_off : ta->diff_off;
+    if (alo > ahi) continue;
+    CHECK(ao + ta->bytes <= p->arena_bytes, "buffer %d beyond the arena", a);
+    for (int b = a + 1; b < 2 * n; b++) {
+      const struct dpt_cuda_tensor_plan *tb = &p->t[b % n];
+      int blo = b < n ? tb->act_lo : tb->diff_lo, bhi = b < n ? tb->act_hi : tb->diff_hi;
+      size_t bo = b < n ? tb->act_off : tb->diff_off;
+      if (blo > bhi || ahi < blo || bhi < alo) continue;
+      overlaps += ao < bo + tb->bytes && bo < ao + ta->bytes;
+    }
+  }
+  CHECK(overlaps == 0, "%d pairs of simultaneously live buffers share bytes", overlaps);
+  for (int i = 0; i < m->n_layers; i++) { /* the scratch of a layer's backward: inside, apart from its step's tensors */
+    const struct dpt_layer_desc *l = &m->layers[i];
+    size_t so = p->scratch_off[i];
+    int s = 2 * m->n_layers - 1 - i;
+    CHECK((so != (size_t)-1) == ((l->type == DPT_LAYER_BN || l->type == DPT_LAYER_ADD) && l->relu), "%s scratch", l->name);
+    if (so == (size_t)-1) continue;
+    CHECK(so + p->t[l->out].bytes <= p->arena_bytes, "%s scratch beyond the arena", l->name);
+    for (int a = 0; a < 2 * n; a++) {
+      const struct dpt_cuda_tensor_plan *t = &p->t[a % n];
+      int lo = a < n ? t->act_lo : t->diff_lo, hi = a < n ? t->act_hi : t->diff_hi;
+      size_t o = a < n ? t->act_off : t->diff_off;
+      if (lo <= s && s <= hi) overlaps += o < so + p->t[l->out].bytes && so < o + t->bytes;
+    }
+  }
+  CHECK(overlaps == 0, "%d scratch buffers share bytes with a live tensor", overlaps);
+  CHECK(p->arena_bytes >= peak_live && p->arena_bytes <= act + diff + big * m->n_layers + 4 * (size_t)n * 256,
+        "arena %zu outside [busiest step %zu, side by side %zu]", p->arena_bytes, peak_live, act + diff);
+  /* a gradient lives from its first writer (its last consumer's backward) to its producer's backward */
+  int L = m->n_layers;
+  for (int t = 1; t < n; t++) {
+    int last = -1;
+    for (int i = 0; i < L; i++)
+      if (m->layers[i].in[0] == t || m->layers[i].in[1] == t) last = i;
+    int o = m->layers[L - 1].out;
+    CHECK(p->t[t].diff_lo == (t == o ? L : 2 * L - 1 - last) && p->t[t].diff_hi == 2 * L - 1 - m->tensors[t].producer,
+          "tensor %d: gradient live [%d, %d]", t, p->t[t].diff_lo, p->t[t].diff_hi);
+  }
+}
+
+/* The backend's device allocations are the plan's regions: a fixed list. */
+static void test_regions_and_fit(void)
+{
+  struct dpt_model big, tiny;
+  struct dpt_model_cfg cfg;
+  struct dpt_err err = {0};
+  struct dpt_cuda_plan p;
+  dpt_model_cfg_default(&cfg);
+  if (dpt_model_resnet50(&big, &cfg, &err) || dpt_model_init(&tiny, 3, 8, 8, &err) ||
+      dpt_model_add_conv(&tiny, "conv", 0, 8, 3, 1, 1, &err) < 0 || dpt_model_add_bn(&tiny, "bn", 1, 1, &err) < 0 ||
+      dpt_model_add_gap(&tiny, "gap", 2, &err) < 0 || dpt_model_add_fc(&tiny, "fc", 3, 4, &err) < 0) {
+    fprintf(stderr, "%s\n", err.msg);
+    exit(1);
+  }
+  for (int prec = DPT_CUDA_FP32; prec <= DPT_CUDA_BF16; prec++) {
+    int nz[2] = {0, 0};
+    const struct dpt_model *ms[2] = {&big, &tiny};
+    for (int k = 0; k < 2; k++) {
+      CHECK(dpt_cuda_plan_build(ms[k], 4, prec, 0, &p, &err) == 0, "plan: %s", err.msg);
+      for (int r = 0; r < DPT_CUDA_NREGIONS; r++) nz[k] += p.region[r] > 0;
+      check_plan_consistent(ms[k], &p, 0);
+      dpt_cuda_plan_free(&p);
+    }
+    CHECK(nz[0] == DPT_CUDA_NREGIONS && nz[1] == DPT_CUDA_NREGIONS,
+          "%s: %d / %d allocations for 161 / 4 layers, expected %d for both", dpt_cuda_precision_name(prec), nz[0],
+          nz[1], DPT_CUDA_NREGIONS);
+  }
+  /* ResNet-50 at batch 256 (224 px): what the plan predicts, per precision (PyTorch 2.11 on the
+   * H100, torch.cuda.max_memory_allocated: 27.2 GiB fp32/tf32, 11.0 GiB AMP; issue 14) */
+  const double G = 1024.0 * 1024 * 1024;
+  for (int prec = DPT_CUDA_FP32; prec <= DPT_CUDA_BF16; prec++) {
+    CHECK(dpt_cuda_plan_build(&big, 256, prec, 0, &p, &err) == 0, "plan: %s", err.msg);
+    check_plan_consistent(&big, &p, 0);
+    printf("resnet50 b256 %-5s planned peak %.2f GiB + workspace <= 0.50 GiB: arena %.2f GiB (activations %.2f + "
+           "gradients %.2f side by side), FC cast %.4f, weight copies %.3f, slabs+SGD %.3f GiB\n",
+           dpt_cuda_precision_name(prec), p.total_bytes / G, p.arena_bytes / G, p.act_bytes / G, p.diff_bytes / G,
+           p.fc_cast_bytes / G, p.weight_copy_bytes / G,
+           (p.region[DPT_CUDA_R_PARAMS] + p.region[DPT_CUDA_R_GRADS] + p.region[DPT_CUDA_R_SGD]) / G);
+    CHECK(p.arena_bytes < (p.act_bytes + p.diff_bytes) * 3 / 4, "%s: arena %.2f GiB not far below %.2f GiB",
+          dpt_cuda_precision_name(prec), p.arena_bytes / G, (p.act_bytes + p.diff_bytes) / G);
+    dpt_cuda_plan_free(&p);
+  }
+  /* the largest batch that fits */
+  size_t need = 0, reserve = (size_t)512 << 20;
+  CHECK(dpt_cuda_plan_build(&big, 64, DPT_CUDA_FP32, 0, &p, &err) == 0, "plan: %s", err.msg);
+  size_t at64 = p.total_bytes;
+  dpt_cuda_plan_free(&p);
+  CHECK(dpt_cuda_plan_build(&big, 65, DPT_CUDA_FP32, 0, &p, &err) == 0, "plan: %s", err.msg);
+  size_t at65 = p.total_bytes;
+  dpt_cuda_plan_free(&p);
+  int fit = dpt_cuda_plan_fit(&big, DPT_CUDA_FP32, 0, 256, at64 + reserve, reserve, &need, &err);
+  CHECK(fit == 64 && need > at64 + reserve, "fit %d (need %zu) for memory of exactly batch 64", fit, need);
+  fit = dpt_cuda_plan_fit(&big, DPT_CUDA_FP32, 0, 256, at65 + reserve - 1, reserve, &need, &err);
+  CHECK(fit == 64, "one byte short of batch 65: %d", fit);
+  fit = dpt_cuda_plan_fit(&big, DPT_CUDA_FP32, 0, 32, (size_t)80 << 30, reserve, &need, &err);
+  CHECK(fit == 32, "batch 32 fits 80 GiB: %d", fit);
+  fit = dpt_cuda_plan_fit(&big, DPT_CUDA_FP32, 0, 32, (size_t)1 << 20, reserve, &need, &err);
+  CHECK(fit == 0, "1 MiB fits nothing: %d", fit);
+  CHECK(dpt_cuda_plan_fit(&big, DPT_CUDA_FP32, 0, 0, (size_t)1 << 30, reserve, &need, &err) == DPT_E_INPUT,
+        "batch 0 is bad input");
+  dpt_model_free(&big);
+  dpt_model_free(&tiny);
+}
+
+/* dpt_cuda_arena_place on hand-made intervals. */
+static void test_arena_place(void)
+{
+  size_t b[4] = {100, 300, 200, 50}, off[4];
+  int lo[4] = {0, 0, 2, 1}, hi[4] = {1, 1, 3, 5};
+  size_t top = dpt_cuda_arena_place(4, b, lo, hi, 1, off);
+  /* 1 [0,1] and 0 [0,1] and 3 [1,5] are live together at step 1: 650 bytes; 2 [2,3] reuses 1's or 0's */
+  CHECK(top == 450 || top == 650, "arena %zu", top);
+  CHECK(top >= 450, "busiest step needs 450");
+  CHECK(off[1] == 0 && off[0] == 300, "largest first at 0: %zu %zu", off[1], off[0]);
+  CHECK(off[2] + 200 <= off[3] || off[3] + 50 <= off[2], "2 and 3 live together at 2..3");
+  int lo2[1] = {3}, hi2[1] = {2};
+  size_t b2[1] = {10}, o2[1];
+  CHECK(dpt_cuda_arena_place(1, b2, lo2, hi2, 256, o2) == 0, "a buffer that is never live takes nothing");
 }
 
 static void test_resnet50(void)
@@ -129,7 +285,7 @@ static void test_resnet50(void)
   expect_conv(&m, &p, "layer4.2.conv3", 512, 7, 2048, 1, 1, 0, 7);
   CHECK(conv_named(&m, &p, "layer1.0.conv3")->shape_id ==
             conv_named(&m, &p, "layer1.0.downsample.0")->shape_id, "conv3 == projection shape in layer1");
-  CHECK(p.t[0].nhwc == 0 && p.t[0].elem_bytes == 4 && p.t[0].c_stored == 3, "fp32 input NCHW unpadded");
+  CHECK(p.t[0].nhwc == 1 && p.t[0].elem_bytes == 4 && p.t[0].c_stored == 3, "fp32 input NHWC unpadded");
   CHECK(!p.bn_persistent_train, "fp32 oracle uses plain spatial BN");
   for (int i = 0; i < p.n_conv; i++) CHECK(!p.conv[i].tensor_core, "fp32 conv %d on tensor cores", i);
   check_plan_consistent(&m, &p, 0);
@@ -156,10 +312,18 @@ static void test_resnet50(void)
   int logits = m.layers[m.n_layers - 1].out;
   for (int i = 1; i < m.n_tensors; i++) {
     int fc = i == logits;
-    CHECK(p.t[i].elem_bytes == (fc ? 4 : 2) && p.t[i].nhwc == !fc && p.t[i].c_stored == p.t[i].c,
+    CHECK(p.t[i].elem_bytes == (fc ? 4 : 2) && p.t[i].nhwc && p.t[i].c_stored == p.t[i].c,
           "mixed tensor %d: %d bytes nhwc %d", i, p.t[i].elem_bytes, p.t[i].nhwc);
   }
   CHECK(p.bn_persistent_train, "mixed uses persistent BN for training");
+  {
+    struct dpt_cuda_plan q;
+    CHECK(dpt_cuda_plan_build(&m, 32, DPT_CUDA_BF16, 1, &q, &err) == 0, "bf16 plan: %s", err.msg);
+    check_plan_consistent(&m, &q, 1);
+    CHECK(q.act_bytes == p.act_bytes && q.t[0].c_stored == 8 && q.bn_persistent_train && q.conv[0].tensor_core,
+          "bf16 stores like fp16");
+    dpt_cuda_plan_free(&q);
+  }
   /* fp16 activations: about half of fp32 (the padded input and fp32 logits aside) */
   size_t in32 = (size_t)32 * 3 * 224 * 224 * 4, in16 = (size_t)32 * 8 * 224 * 224 * 2;
   size_t lg = (size_t)32 * 1000 * 4;
@@ -241,17 +405,21 @@ static void test_loss_scaler(void)
   dpt_loss_scaler_update(&s, 0);
   CHECK(s.scale == s.max_scale, "ceiling");
   CHECK(dpt_cuda_precision_parse("fp32") == DPT_CUDA_FP32 && dpt_cuda_precision_parse("tf32") == DPT_CUDA_TF32 &&
-            dpt_cuda_precision_parse("mixed") == DPT_CUDA_MIXED && dpt_cuda_precision_parse("fp64") == -1,
+            dpt_cuda_precision_parse("mixed") == DPT_CUDA_MIXED && dpt_cuda_precision_parse("fp64") == -1 &&
+            dpt_cuda_precision_parse("bf16") == DPT_CUDA_BF16 && dpt_cuda_precision_parse("fp16") == DPT_CUDA_MIXED,
         "precision names");
   CHECK(dpt_cuda_stored_channels(3, 1, DPT_CUDA_MIXED) == 8 && dpt_cuda_stored_channels(1, 1, DPT_CUDA_MIXED) == 8 &&
             dpt_cuda_stored_channels(16, 1, DPT_CUDA_MIXED) == 16 &&
             dpt_cuda_stored_channels(3, 1, DPT_CUDA_FP32) == 3 &&
-            dpt_cuda_stored_channels(4, 0, DPT_CUDA_MIXED) == 4, "channel padding rule");
+            dpt_cuda_stored_channels(4, 0, DPT_CUDA_MIXED) == 4 && dpt_cuda_stored_channels(3, 1, DPT_CUDA_BF16) == 8 &&
+            dpt_cuda_stored_channels(3, 1, DPT_CUDA_TF32) == 3, "channel padding rule");
 }
 
 int main(void)
 {
   test_resnet50();
+  test_arena_place();
+  test_regions_and_fit();
   test_algo_choice();
   test_loss_scaler();
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);

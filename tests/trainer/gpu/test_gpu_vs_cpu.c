@@ -1,33 +1,39 @@
-/* test_gpu_vs_cpu: one training step on the CUDA backend equals the CPU
- * backend (the oracle) — ResNet-50 v1.5 width 1/8, small stem, 3x32x32, 10
- * classes, batch 8, same seeded initialisation in both, same batch, label
- * smoothing 0.1, SGD momentum 0.9 wd 1e-4 (not on BN/bias), lr 0.1:
+/* test_gpu_vs_cpu: one training step of the CUDA backend and of the CPU backend (the
+ * oracle), BOTH against the float64 reference of the same inputs (ref/gpu_ref.*,
+ * ref/make_gpu_ref.py; bounds and their measured reasons: tests/trainer/ref_f64.h) —
+ * ResNet-50 v1.5 width 1/8, small stem, 3x32x32, 10 classes, batch 8, dpt's seeded
+ * initialisation, label smoothing 0.1, at fp32, tf32, mixed (fp16) and bf16:
  *
- *   fp32 (FMA math, TF32 off, deterministic algorithms): logits and loss
- *     within 1e-4 relative, every gradient block within 1e-3 of its max,
- *     parameters after the SGD kernel within 1e-5 absolute, BN running
- *     statistics within 1e-4 — both are fp32 with different summation orders;
- *   mixed (fp16 NHWC, fp32 master weights, loss scale 1024): logits within
- *     3e-2, gradient blocks within 1e-1 of their max (fp16 has 11 bits;
- *     errors of a few 2^-11 per layer compound over 50 layers), all finite;
- *   loss kernel == dpt_softmax_xent on the same logits (loss 1e-6, top-1/5
- *     counts equal), including an ignored label (-1);
+ *   logits within S x the precision's measured logits sensitivity of float64;
+ *   every gradient block within max(rounding bound, S x measured sensitivity) and
+ *     the whole gradient's L2 error within S x its measured sensitivity — the H100's
+ *     "fp32: gradients 0.0478 in layer3.4.bn3" was the CPU side as much as the GPU:
+ *     ReLU inputs within fp32's forward error of 0 (trainer.test_ref_f64 shows the
+ *     CPU's 4.79e-2 there); at 16-bit precision this fixture's gradients are not
+ *     determined (float64 emulation alone moves them by 74% / 139% in L2), so those
+ *     bounds are loose by measurement, and the test says so in its output;
+ *   every gradient finite; BN running statistics within 1e-4 (fp32) / the logits bound;
+ *   loss kernel == dpt_softmax_xent on the same logits (loss 1e-6, top-1/5 equal),
+ *     including the ignored label (-1);
  *   SGD kernel == dpt_sgd_step on the same inputs (1e-6).
- * Exit 77 (SKIPPED) without a GPU. */
+ * Exit 77 (SKIPPED) without a GPU.  Argument: the ref directory. */
 #include <string.h>
 
 #include "dpt_optim.h"
 #include "gpu_test.h"
+#include "ref_f64.h"
 
 #define N 8
 #define K 10
 
 static struct dpt_model m;
-static float x[N * 3 * 32 * 32];
-static int labels[N];
+static struct ref_f64 r;
+static const float *x;
+static const int *labels;
 
-static void run(enum dpt_cuda_precision prec, double tl, double tg, double tp)
+static void run(enum dpt_cuda_precision prec, enum ref_prec rp)
 {
+  double tl = REF_S * ref_meta_prec(&r, "logits_sens", rp), tp = rp == REF_FP32 ? 1e-4 : tl;
   struct dpt_err err = {0};
   struct dpt_backend_opts o;
   struct dpt_cuda_opts co;
@@ -41,21 +47,26 @@ static void run(enum dpt_cuda_precision prec, double tl, double tg, double tp)
   die_on(dpt_backend_create("cpu", &m, &o, &cpu, &err), &err, "cpu backend");
   die_on(dpt_backend_cuda_create_ex(&m, &o, &co, &gpu, &err), &err, "cuda backend");
   float lc[N * K], lg[N * K], dl[N * K];
+  (void)tp;
   float *g = malloc(np * 4), *p = malloc(np * 4), *s = malloc(ns * 4);
   unsigned char *mask = malloc(np);
   dpt_model_decay_mask(&m, 1, mask);
-  /* identical starting bytes */
-  die_on(gpu->ops->copy_slab(gpu, DPT_SLAB_PARAMS, p, 0, &err), &err, "download");
-  CHECK(!memcmp(p, cpu->params, np * 4), "%s: initial parameters differ", dpt_cuda_precision_name(prec));
+  /* identical starting bytes: the reference's */
+  memcpy(cpu->params, ref_section(&r, "params0", np), np * 4);
+  memcpy(cpu->state, ref_section(&r, "state0", ns), ns * 4);
+  die_on(gpu->ops->copy_slab(gpu, DPT_SLAB_PARAMS, cpu->params, 1, &err), &err, "upload");
+  die_on(gpu->ops->copy_slab(gpu, DPT_SLAB_STATE, cpu->state, 1, &err), &err, "upload");
   die_on(dpt_backend_forward(cpu, x, 1, lc, &err), &err, "cpu forward");
   die_on(dpt_backend_forward(gpu, x, 1, lg, &err), &err, "gpu forward");
   int c1, c5, g1, g5;
   double Lc = dpt_softmax_xent(lc, labels, N, K, 0.1f, 1.0f / N, dl, &c1, &c5), Lg;
   die_on(dpt_backend_cuda_loss(gpu, labels, 0.1f, 1.0f / N, &Lg, &g1, &g5, &err), &err, "gpu loss");
-  double el = nerr(lg, lc, N * K);
-  printf("%s: logits %.2e, loss %.6f vs %.6f\n", dpt_cuda_precision_name(prec), el, Lg, Lc);
-  CHECK(el <= tl && fabs(Lg - Lc) <= tl * fabs(Lc), "%s: logits %.3g loss %.6g vs %.6g (tol %.3g)",
-        dpt_cuda_precision_name(prec), el, Lg, Lc, tl);
+  const float *l64 = ref_section(&r, "logits", N * K);
+  double el = nerr(lg, l64, N * K), elc = nerr(lc, l64, N * K);
+  printf("%s: logits vs float64: gpu %.2e cpu %.2e (bound %.2e), loss %.6f vs %.6f\n", dpt_cuda_precision_name(prec),
+         el, elc, tl, Lg, Lc);
+  CHECK(el <= tl && elc <= REF_S * ref_meta_prec(&r, "logits_sens", REF_FP32),
+        "%s: logits vs float64 gpu %.3g cpu %.3g (bound %.3g)", dpt_cuda_precision_name(prec), el, elc, tl);
   /* loss kernel alone on identical logits */
   {
     double Lh = dpt_softmax_xent(lg, labels, N, K, 0.1f, 1.0f / N, NULL, &c1, &c5);
@@ -65,13 +76,17 @@ static void run(enum dpt_cuda_precision prec, double tl, double tg, double tp)
   die_on(dpt_backend_backward(cpu, dl, NULL, &err), &err, "cpu backward");
   die_on(dpt_backend_backward(gpu, NULL, NULL, &err), &err, "gpu backward");
   die_on(gpu->ops->copy_slab(gpu, DPT_SLAB_GRADS, g, 0, &err), &err, "download");
-  const char *worst = "";
-  double eg = blocks_err(&m, g, cpu->grads, &worst);
+  static const char *const show[] = {"layer3.4.bn3.weight", "layer3.4.bn3.bias", "layer4.2.bn3.bias", "fc.weight",
+                                     "fc.bias", NULL};
+  char who[64];
+  snprintf(who, sizeof who, "cuda %s", dpt_cuda_precision_name(prec));
+  int tight = 0, bad = ref_check_grads(&r, who, g, rp, show, &tight);
+  CHECK(bad == 0, "%s: %d gradient check(s) over their bound vs float64", who, bad);
+  bad = ref_check_grads(&r, "cpu fp32 (same step)", cpu->grads, REF_FP32, NULL, NULL);
+  CHECK(bad == 0, "cpu: %d gradient check(s) over their bound vs float64", bad);
   int finite;
   die_on(dpt_backend_cuda_grads_finite(gpu, NULL, &finite, &err), &err, "finite");
-  printf("%s: gradients %.2e (worst %s), finite %d\n", dpt_cuda_precision_name(prec), eg, worst, finite);
-  CHECK(eg <= tg && finite, "%s: gradients %.3g in %s (tol %.3g), finite %d", dpt_cuda_precision_name(prec),
-        eg, worst, tg, finite);
+  CHECK(finite, "%s: a gradient is not finite", who);
   /* one SGD step each, from the CPU's gradients so only the update is compared */
   struct dpt_sgd sgd;
   die_on(dpt_sgd_init(&sgd, np, 0.9f, 1e-4f, mask, &err), &err, "sgd");
@@ -86,7 +101,7 @@ static void run(enum dpt_cuda_precision prec, double tl, double tg, double tp)
   for (size_t i = 0; i < np; i++) ep = fmax(ep, fabs((double)p[i] - cpu->params[i]));
   CHECK(ep <= 1e-6, "SGD kernel vs dpt_sgd_step: %.3g", ep);
   die_on(gpu->ops->copy_slab(gpu, DPT_SLAB_STATE, s, 0, &err), &err, "download");
-  double es = nerr(s, cpu->state, ns);
+  double es = nerr(s, ref_section(&r, "state1", ns), ns);
   printf("%s: sgd %.2e, running stats %.2e, device memory %zu (peak %zu)\n", dpt_cuda_precision_name(prec),
          ep, es, gpu->ops->memory_bytes(gpu), dpt_backend_cuda_peak_bytes(gpu));
   CHECK(es <= tp, "%s: BN running statistics %.3g (tol %.3g)", dpt_cuda_precision_name(prec), es, tp);
@@ -96,26 +111,22 @@ static void run(enum dpt_cuda_precision prec, double tl, double tg, double tp)
   free(g), free(p), free(s), free(mask);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
   gpu_or_skip("test_gpu_vs_cpu");
   struct dpt_err err = {0};
   struct dpt_model_cfg cfg;
-  dpt_model_cfg_default(&cfg);
-  cfg.width = 1.0 / 8;
-  cfg.image_size = 32;
-  cfg.small_stem = 1;
-  cfg.num_classes = K;
-  cfg.zero_init_residual = 0; /* every branch contributes, so every layer is compared */
+  ref_load(&r, argc > 1 ? argv[1] : ".");
+  ref_model_cfg(&r, &cfg); /* width 1/8, small stem, 32 px, 10 classes, zero_init_residual off */
   die_on(dpt_model_resnet50(&m, &cfg, &err), &err, "model");
-  struct dpt_rng rng;
-  dpt_rng_seed(&rng, 11);
-  for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = (float)dpt_rng_normal(&rng);
-  for (int i = 0; i < N; i++) labels[i] = (int)dpt_rng_below(&rng, K);
-  labels[3] = -1; /* ignored row */
-  run(DPT_CUDA_FP32, 1e-4, 1e-3, 1e-4);
-  run(DPT_CUDA_MIXED, 3e-2, 1e-1, 3e-2);
+  x = ref_section(&r, "x", (size_t)N * 3 * 32 * 32);
+  labels = ref_section(&r, "labels", N); /* label 3 is -1: an ignored row */
+  run(DPT_CUDA_FP32, REF_FP32);
+  run(DPT_CUDA_TF32, REF_TF32);
+  run(DPT_CUDA_MIXED, REF_FP16);
+  run(DPT_CUDA_BF16, REF_BF16);
   dpt_model_free(&m);
+  ref_free(&r);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;
 }
