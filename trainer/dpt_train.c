@@ -89,7 +89,7 @@ static void defaults(struct opts *o)
   o->warmup_epochs = 0.2;
   o->momentum = 0.9;
   o->weight_decay = 5e-5;
-  o->width = 0.125;
+  o->width = 0;       /* auto: 1 (ResNet-50) for imagenet and inputs >= 64 px, 1/8 for 28/32 px */
   o->small_stem = -1;  /* auto: image side <= 64 */
   o->prefetch = 2;
   o->crop_pad = -1;    /* auto: 4 for cifar10 (its usual recipe), 0 otherwise (Fashion-MNIST
@@ -134,7 +134,8 @@ static void usage(FILE *f)
           "                        counted, instead of failing\n"
           "  --prefetch N          batches prepared ahead by the loader thread (default %d)\n"
           "model:\n"
-          "  --width F             width multiplier (default %g; 1 = ResNet-50)\n"
+          "  --width F             width multiplier (default: 1 = ResNet-50 for --dataset imagenet and\n"
+          "                        inputs of 64 px and more; 1/8 for the 28/32-px datasets)\n"
           "  --small-stem / --imagenet-stem   3x3/1 stem without max pool (default: images <= 64 px)\n"
           "optimisation:\n"
           "  --batch-size N        images per rank per micro-batch (default %d)\n"
@@ -184,7 +185,7 @@ static void usage(FILE *f)
           "exits 3; continue with the same --checkpoint-dir and --resume auto.\n"
           "exit: 0 done, 1 runtime failure (or preempted without --checkpoint-dir), 2 bad usage or\n"
           "input, 3 preempted with a checkpoint written.\n",
-          DPT_DATASETS, d.dataset, d.n_synth, d.prefetch, d.width, d.batch, d.epochs, d.lr, d.lr_batch,
+          DPT_DATASETS, d.dataset, d.n_synth, d.prefetch, d.batch, d.epochs, d.lr, d.lr_batch,
           d.warmup_epochs, d.schedule, d.gamma, d.step_epochs, d.power, d.momentum, d.weight_decay,
           (unsigned long long)d.seed, d.backend, dpt_backend_available(), d.bucket_mb, d.log_every);
 }
@@ -391,6 +392,7 @@ static int ranks_init(struct ranks *r, int *argc, char ***argv, const struct opt
   int rc = dpt_ctx_from_env(&ctx, err);
   if (rc) return rc;
   r->comm = NULL;
+  if (ctx.rank >= 0) r->rank = ctx.rank; /* an error before the communicator exists names this rank, not 0 */
   if (ctx.size == 1) return 0;
   if ((rc = dpt_comm_mpi_init(argc, argv, err))) return rc;
   struct dpt_comm_opts co;
@@ -1068,6 +1070,7 @@ int main(int argc, char **argv)
   cfg.image_size = S;
   cfg.num_classes = K;
   cfg.small_stem = o.small_stem >= 0 ? o.small_stem : S <= 64;
+  if (o.width <= 0) o.width = !strcmp(o.dataset, "imagenet") || S >= 64 ? 1.0 : 0.125; /* GPU-first default */
   cfg.width = o.width;
   cfg.seed = o.seed;
   if ((rc = dpt_model_resnet50(&model, &cfg, &err))) goto fail;

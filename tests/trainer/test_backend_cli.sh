@@ -36,6 +36,11 @@ fi
 grep -q '"precision": "fp32"' "$RD/backend-cli-auto.json" || fail "the report's config lacks the precision"
 grep -q '"backend_memory"' "$RD/backend-cli-auto.json" || fail "the report lacks the backend's memory"
 expect 0 "backend cpu fp32" $common --backend cpu --precision fp32 --no-report
+# the default width: 1/8 for the 28/32-px datasets, ResNet-50 (width 1) from 64 px (and imagenet)
+small="--dataset synthetic --synthetic-images 2 --batch-size 1 --iterations 1 --threads 2 --no-val --no-report --backend cpu"
+expect 0 "resnet50-v1.5 w0.125 small-stem 3x32x32" $small
+expect 0 "resnet50-v1.5 w1 small-stem 3x64x64 k10\), 23520842 parameters" $small --image-size 64
+"$T" --help | grep -q "default: 1 = ResNet-50 for --dataset imagenet" || fail "--help does not say which default width applies"
 expect 2 "--precision 'fp16' is unknown: fp32, tf32, mixed or bf16" $common --precision fp16 --no-report
 expect 2 "--precision bf16 needs --backend cuda" $common --backend cpu --precision bf16 --no-report
 expect 1 "precision 'bf16' is not supported: the cpu backend computes in fp32 only" \
