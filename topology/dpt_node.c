@@ -1,6 +1,10 @@
 /* dpt_node.c — one node's topology with hwloc: GPUs, HCAs, NUMA, and the
  * nvidia-smi-style path class of every GPU/GPU, GPU/HCA and HCA/HCA pair.
  *
+ * GPUs are NVIDIA devices only (dpt drives CUDA): those named by CUDA/NVML OS
+ * devices, else NVIDIA display/3D controllers; display controllers of other
+ * vendors (a server's BMC VGA) are listed as ignored, with a warning.
+ *
  * Works on hwloc 2.x built without the CUDA/NVML plugins and on XML dumps:
  * devices are found by walking OS/PCI objects (never with hwloc_cuda_*), PCI
  * ancestry is walked through parent pointers (PCI objects have special
@@ -12,6 +16,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -80,9 +85,9 @@ static int is_pci_bridge(hwloc_obj_t o)
 
 struct gpu_ref {
   hwloc_obj_t pci;     /* the GPU's PCI device (path endpoint) */
-  hwloc_obj_t osdevs[8]; /* cuda/nvml/rsmi OS devices of this GPU (NVLink matrix lookup) */
+  hwloc_obj_t osdevs[8]; /* cuda/nvml OS devices of this GPU (NVLink matrix lookup) */
   int n_osdevs;
-  int rank;            /* preference of the osdev name kept: 0 cuda, 1 nvml, 2 rsmi, 3 none */
+  int rank;            /* preference of the osdev name kept: 0 cuda, 1 nvml, 2 none */
 };
 
 struct hca_ref {
@@ -97,8 +102,6 @@ static int gpu_osdev_rank(hwloc_obj_t o)
     return 0;
   if (has_prefix_num(o->name, "nvml") || (st && !strcmp(st, "NVML")))
     return 1;
-  if (has_prefix_num(o->name, "rsmi") || (st && !strcmp(st, "RSMI")))
-    return 2;
   return -1;
 }
 
@@ -128,7 +131,8 @@ static void hca_kind(hwloc_obj_t osdev, hwloc_obj_t pci, char *kind, size_t cap)
     k = "EFA";
   else if (!strncmp(n, "i40iw", 5) || !strncmp(n, "cxgb4_", 6) || !strncmp(n, "siw", 3))
     k = "iWARP";
-  else if (cls == 0x0207 || !strncmp(n, "qib", 3) || !strncmp(n, "mthca", 5))
+  else if (cls == 0x0207 || cls == 0x0c06 /* serial bus: InfiniBand (ConnectX-2/3) */ ||
+           !strncmp(n, "qib", 3) || !strncmp(n, "mthca", 5))
     k = "InfiniBand";
   else if (cls == 0x0200 || !strncmp(n, "rxe", 3))
     k = "RoCE";
@@ -443,9 +447,46 @@ static int gref_push(struct gpu_ref **grefs, int *ng, int *cap, hwloc_obj_t pci)
   }
   memset(&(*grefs)[*ng], 0, sizeof **grefs);
   (*grefs)[*ng].pci = pci;
-  (*grefs)[*ng].rank = 3;
+  (*grefs)[*ng].rank = 2;
   (*ng)++;
   return 0;
+}
+
+#define PCI_VENDOR_NVIDIA 0x10de
+#define PCI_BASE_CLASS_DISPLAY 0x03 /* VGA 0x0300, XGA 0x0301, 3D 0x0302, other 0x0380 */
+
+/* Append display controller pci to node->ignored (grows it); -1 when out of memory. */
+static int ignored_push(struct dpt_node *node, int *cap, hwloc_obj_t pci, enum dpt_node_ignored_why why)
+{
+  struct dpt_node_ignored *I;
+  const char *ven = info(pci, "PCIVendor"), *dev = info(pci, "PCIDevice");
+  if (node->n_ignored == *cap) {
+    int c = *cap ? 2 * *cap : 4;
+    void *p = realloc(node->ignored, (size_t)c * sizeof *node->ignored);
+    if (!p)
+      return -1;
+    node->ignored = p;
+    *cap = c;
+  }
+  I = &node->ignored[node->n_ignored++];
+  memset(I, 0, sizeof *I);
+  busid_str(pci, I->busid, sizeof I->busid);
+  I->vendor_id = pci->attr->pcidev.vendor_id;
+  I->device_id = pci->attr->pcidev.device_id;
+  I->class_id = pci->attr->pcidev.class_id;
+  if (*ven || *dev)
+    snprintf(I->name, sizeof I->name, "%s%s%s", ven, *ven && *dev ? " " : "", dev);
+  else
+    copy_str(I->name, sizeof I->name, pci->name); /* hwloc 1.x dumps: "name" of the PCI object */
+  I->why = why;
+  return 0;
+}
+
+static int cmp_ignored(const void *x, const void *y)
+{
+  const char *a = ((const struct dpt_node_ignored *)x)->busid, *b = ((const struct dpt_node_ignored *)y)->busid;
+  size_t la = strlen(a), lb = strlen(b); /* a domain above 0xffff (Intel VMD) has more digits */
+  return la != lb ? (la < lb ? -1 : 1) : strcmp(a, b);
 }
 
 static int build(struct dpt_node *node, struct dpt_err *err)
@@ -453,7 +494,7 @@ static int build(struct dpt_node *node, struct dpt_err *err)
   hwloc_topology_t topo = node->topo;
   struct gpu_ref *grefs = NULL;
   struct hca_ref *hrefs = NULL;
-  int ng = 0, nh = 0, cap_g = 0, cap_h = 0, rc = DPT_E_NOMEM;
+  int ng = 0, nh = 0, cap_g = 0, cap_h = 0, cap_i = 0, n_osdev_gpus, rc = DPT_E_NOMEM;
   hwloc_obj_t o;
 
   /* machine */
@@ -489,12 +530,12 @@ static int build(struct dpt_node *node, struct dpt_err *err)
       node->numa[j - 1] = t;
     }
 
-  /* GPUs: OS devices first, one GPU per PCI device */
+  /* GPUs, NVIDIA only (dpt drives CUDA): CUDA/NVML OS devices first, one GPU per PCI device */
   o = NULL;
   while ((o = hwloc_get_next_osdev(topo, o))) {
     int rank = gpu_osdev_rank(o), g;
     hwloc_obj_t pci = pci_parent(o);
-    if (rank < 0 || !pci)
+    if (rank < 0 || !pci || pci->attr->pcidev.vendor_id != PCI_VENDOR_NVIDIA)
       continue;
     for (g = 0; g < ng && grefs[g].pci != pci; g++)
       ;
@@ -505,18 +546,27 @@ static int build(struct dpt_node *node, struct dpt_err *err)
     if (grefs[g].n_osdevs < 8)
       grefs[g].osdevs[grefs[g].n_osdevs++] = o;
   }
-  if (ng == 0) { /* fallback: display/3D controllers of GPU vendors */
-    o = NULL;
-    while ((o = hwloc_get_next_pcidev(topo, o))) {
-      unsigned cls = o->attr->pcidev.class_id, ven = o->attr->pcidev.vendor_id;
-      if ((cls != 0x0300 && cls != 0x0302 && cls != 0x0380) || (ven != 0x10de && ven != 0x1002))
-        continue;
-      if (gref_push(&grefs, &ng, &cap_g, o))
-        goto fail;
-    }
+  /* Display/3D controllers without such an OS device: NVIDIA's are the GPUs when the dump
+   * has no CUDA/NVML OS device at all (hwloc built without those plugins); the others
+   * are listed as ignored. */
+  n_osdev_gpus = ng;
+  o = NULL;
+  while ((o = hwloc_get_next_pcidev(topo, o))) {
+    int g, nvidia = o->attr->pcidev.vendor_id == PCI_VENDOR_NVIDIA;
+    if (o->attr->pcidev.class_id >> 8 != PCI_BASE_CLASS_DISPLAY)
+      continue;
+    for (g = 0; g < n_osdev_gpus && grefs[g].pci != o; g++)
+      ;
+    if (g < n_osdev_gpus)
+      continue;
+    if (nvidia && n_osdev_gpus == 0 ? gref_push(&grefs, &ng, &cap_g, o)
+                                    : ignored_push(node, &cap_i, o, nvidia ? DPT_IGNORED_NO_OSDEV : DPT_IGNORED_VENDOR))
+      goto fail;
   }
   if (ng > 1)
     qsort(grefs, ng, sizeof *grefs, cmp_gpu_ref);
+  if (node->n_ignored > 1)
+    qsort(node->ignored, node->n_ignored, sizeof *node->ignored, cmp_ignored);
 
   /* HCAs */
   o = NULL;
@@ -589,13 +639,14 @@ static int build(struct dpt_node *node, struct dpt_err *err)
     copy_str(H->name, sizeof H->name, os->name);
     hca_kind(os, pci, H->kind, sizeof H->kind);
     busid_str(pci, H->busid, sizeof H->busid);
+    /* companion interface: the first network OS device of the PCI function, an IPoIB
+     * one (ib0) before an Ethernet one on an InfiniBand HCA (ConnectX VPI: eth2 + ib0) */
     if (pci)
       for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling)
         if (c->type == HWLOC_OBJ_OS_DEVICE && c != os && !is_rdma_osdev(c) &&
-            c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) {
+            c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK &&
+            (!H->netdev[0] || (!strcmp(H->kind, "InfiniBand") && has_prefix_num(c->name, "ib"))))
           copy_str(H->netdev, sizeof H->netdev, c->name);
-          break;
-        }
     copy_str(H->port_state, sizeof H->port_state, ib_port_state(info(os, "Port1State")));
     gid_to_guid(info(os, "Port1GID0"), H->port_guid, sizeof H->port_guid);
     copy_str(H->node_guid, sizeof H->node_guid, info(os, "NodeGUID"));
@@ -647,52 +698,53 @@ static struct dpt_node *node_alloc(const char *source)
   return n;
 }
 
-/* hwloc 2.9 crashes (NULL bitmap dereference while ordering children) on CPU-side
- * objects that carry a cpuset without its complete_cpuset, or a nodeset without its
- * complete_nodeset; every hwloc export writes them in pairs, so such a file is
- * corrupt: reject it before hwloc sees it. */
-static int attr_in_tag(const char *tag, const char *tag_end, const char *attr)
+/* End of the start tag at p ('<'): the first '>' outside quoted attribute values. */
+static const char *tag_end(const char *p, const char *end)
+{
+  char q = 0;
+  for (; p < end; p++) {
+    if (q)
+      q = *p == q ? 0 : q;
+    else if (*p == '"' || *p == '\'')
+      q = *p;
+    else if (*p == '>')
+      return p;
+  }
+  return NULL;
+}
+
+/* Attribute attr of the start tag [tag, end): its value in *val (*vlen bytes) and the
+ * position just after its closing quote; NULL when the tag has no such attribute. */
+static const char *tag_attr(const char *tag, const char *end, const char *attr, const char **val, size_t *vlen)
 {
   size_t n = strlen(attr);
-  for (const char *p = tag; p + n <= tag_end; p++) {
-    p = memmem(p, tag_end - p, attr, n);
-    if (!p)
-      return 0;
-    if (p > tag && isspace((unsigned char)p[-1]) && p + n < tag_end && p[n] == '=')
-      return 1;
+  for (const char *p = tag; p + n <= end && (p = memmem(p, end - p, attr, n)); p += n) {
+    const char *q = p + n, *close;
+    if (p == tag || !isspace((unsigned char)p[-1]))
+      continue;
+    while (q < end && isspace((unsigned char)*q))
+      q++;
+    if (q >= end || *q++ != '=')
+      continue;
+    while (q < end && isspace((unsigned char)*q))
+      q++;
+    if (q >= end || (*q != '"' && *q != '\'') || !(close = memchr(q + 1, *q, end - q - 1)))
+      continue;
+    *val = q + 1;
+    *vlen = (size_t)(close - q - 1);
+    return close + 1;
   }
-  return 0;
+  return NULL;
 }
 
-static int check_objects(const char *buf, const char *end, const char *from, const char *name,
-                         struct dpt_err *err)
-{
-  static const char *const pairs[][2] = {{"cpuset", "complete_cpuset"}, {"complete_cpuset", "cpuset"},
-                                         {"nodeset", "complete_nodeset"}, {"complete_nodeset", "nodeset"}};
-  for (const char *p = from; p < end && (p = memmem(p, end - p, "<object", 7)); p += 7) {
-    const char *tag_end = memchr(p, '>', end - p);
-    if (!tag_end)
-      break; /* truncated: reported by the caller */
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-      if (attr_in_tag(p, tag_end, pairs[i][0]) && !attr_in_tag(p, tag_end, pairs[i][1])) {
-        int line = 1;
-        for (const char *q = buf; q < p; q++)
-          line += *q == '\n';
-        return dpt_err_set(err, DPT_E_INPUT,
-                           "%s:%d: invalid hwloc topology: an <object> has %s but no %s (hwloc exports always "
-                           "write both; the file is corrupt or hand-edited); re-export it with `lstopo --of xml`",
-                           name, line, pairs[i][0], pairs[i][1]);
-      }
-  }
-  return 0;
-}
-
-/* Check that buf looks like an hwloc XML topology we can read, with a message
- * naming the problem (hwloc itself only says "invalid argument"). */
-static int check_xml(const char *buf, size_t len, const char *name, struct dpt_err *err)
+/* The root element of an XML buffer: past the BOM, the XML declaration, comments and the
+ * DOCTYPE.  On success *root points at its '<' and *gt at the '>' ending its start tag;
+ * otherwise a message naming what is wrong (used to explain why hwloc refused a file). */
+static int xml_root(const char *buf, size_t len, const char *name, const char **root, const char **gt,
+                    struct dpt_err *err)
 {
   const char *p = buf, *end = buf + len;
-  char root[64] = "";
+  char tag[64] = "";
   size_t k = 0;
   if (len >= 3 && (unsigned char)p[0] == 0xef && (unsigned char)p[1] == 0xbb && (unsigned char)p[2] == 0xbf)
     p += 3;
@@ -724,43 +776,50 @@ static int check_xml(const char *buf, size_t len, const char *name, struct dpt_e
                          name, (size_t)(p - buf), len);
     p = close + 1;
   }
-  p++;
-  while (p < end && k + 1 < sizeof root && (isalnum((unsigned char)*p) || strchr("_:.-", *p)))
-    root[k++] = *p++;
-  root[k] = 0;
-  if (strcmp(root, "topology"))
+  *root = p++;
+  while (p < end && k + 1 < sizeof tag && (isalnum((unsigned char)*p) || strchr("_:.-", *p)))
+    tag[k++] = *p++;
+  tag[k] = 0;
+  if (strcmp(tag, "topology"))
     return dpt_err_set(err, DPT_E_INPUT,
                        "%s: not an hwloc topology: the root element is <%s>, expected <topology> "
                        "(an hwloc XML export, `lstopo --of xml FILE`)",
-                       name, root);
-  const char *gt = memchr(p, '>', end - p);
-  if (!gt)
+                       name, tag);
+  if (!(*gt = tag_end(p, end)))
     return dpt_err_set(err, DPT_E_INPUT, "%s: truncated XML: the <topology> start tag is not closed "
                                          "(the file ends after %zu bytes); re-export it with `lstopo --of xml`",
                        name, len);
-  /* version="M.m" on the root element: hwloc 2.x reads 1.x and 2.x formats only */
-  for (const char *v = p; v + 9 < gt; v++)
-    if (!memcmp(v, "version=", 8) && (v == p || isspace((unsigned char)v[-1]))) {
-      char q = v[8];
-      char ver[16] = "";
-      size_t i = 0;
-      for (const char *w = v + 9; w < gt && *w != q && i + 1 < sizeof ver; w++)
-        ver[i++] = *w;
-      ver[i] = 0;
-      long major = strtol(ver, NULL, 10);
-      if (major != 1 && major != 2)
-        return dpt_err_set(err, DPT_E_INPUT,
-                           "%s: hwloc XML format version \"%s\" is not supported: this dpt is built with hwloc "
-                           "2.x (API %u.%u), which reads the 1.x and 2.x formats; re-export the topology in the 2.x format "
-                           "(hwloc 3: `lstopo --export-xml-flags v2 FILE.xml`, or lstopo from hwloc 2.x)",
-                           name, ver, (hwloc_get_api_version() >> 16) & 0xff,
-                           (hwloc_get_api_version() >> 8) & 0xff);
-      break;
-    }
-  int rc = check_objects(buf, end, gt, name, err);
+  return 0;
+}
+
+/* The format's major version (the root's version="M.m"; 1 when absent, as hwloc 1.x wrote). */
+static long xml_major(const char *root, const char *gt)
+{
+  const char *v;
+  size_t n;
+  return tag_attr(root, gt, "version", &v, &n) ? strtol(v, NULL, 10) : 1;
+}
+
+/* Why hwloc refused buf, when the file says it plainly (hwloc itself only says "invalid
+ * argument"): 0 when none of these explains it. */
+static int explain_refusal(const char *buf, size_t len, const char *name, struct dpt_err *err)
+{
+  const char *root, *gt;
+  int rc = xml_root(buf, len, name, &root, &gt, err);
   if (rc)
     return rc;
-  if (!memmem(gt, end - gt, "</topology>", 11))
+  if (xml_major(root, gt) > 2) {
+    const char *v;
+    size_t n;
+    tag_attr(root, gt, "version", &v, &n);
+    return dpt_err_set(err, DPT_E_INPUT,
+                       "%s: hwloc XML format version \"%.*s\" is not supported: this dpt is built with hwloc "
+                       "2.x (API %u.%u), which reads the 1.x and 2.x formats; re-export the topology in the 2.x format "
+                       "(hwloc 3: `lstopo --export-xml-flags v2 FILE.xml`, or lstopo from hwloc 2.x)",
+                       name, (int)(n < 16 ? n : 16), v, (hwloc_get_api_version() >> 16) & 0xff,
+                       (hwloc_get_api_version() >> 8) & 0xff);
+  }
+  if (!memmem(gt, buf + len - gt, "</topology>", 11))
     return dpt_err_set(err, DPT_E_INPUT,
                        "%s: truncated XML: no closing </topology> tag (the file ends after %zu bytes); "
                        "re-export it with `lstopo --of xml`",
@@ -768,50 +827,100 @@ static int check_xml(const char *buf, size_t len, const char *name, struct dpt_e
   return 0;
 }
 
+/* The buffer handed to hwloc: a NUL-terminated copy of buf (*out_len bytes with the NUL).
+ *
+ * The one thing dpt checks before hwloc does, because hwloc 2.9 crashes on it: in a
+ * 2.x-format file, an <object> with a cpuset but no complete_cpuset, or a nodeset but no
+ * complete_nodeset, makes its XML importer dereference the missing set (lstopo dies with
+ * SIGSEGV; a PU, a NUMA node, the Machine).  Where the importer survives (a lone child),
+ * hwloc's core completes the object with complete_cpuset = cpuset and complete_nodeset =
+ * nodeset; the copy carries exactly those attributes, so dpt reads what hwloc reads and
+ * hwloc never sees the crashing form.  1.x-format files are passed as they are: hwloc's
+ * 1.x importer checks these sets itself (a Group with some missing is dropped, as hwloc
+ * <= 1.7.2 wrote I/O Groups with a cpuset only; any other such object is refused). */
+static char *xml_for_hwloc(const char *buf, size_t len, const char *name, size_t *out_len)
+{
+  static const char *const pairs[][2] = {{"cpuset", "complete_cpuset"}, {"nodeset", "complete_nodeset"}};
+  const char *end = buf + len, *root, *gt, *done = buf;
+  char *out = NULL;
+  size_t n = 0;
+  struct dpt_err ignore;
+  FILE *m = open_memstream(&out, &n);
+  if (!m)
+    return NULL;
+  if (!xml_root(buf, len, name, &root, &gt, &ignore) && xml_major(root, gt) >= 2)
+    for (const char *p = gt; (p = memmem(p, end - p, "<object", 7)); p += 7) {
+      const char *te = tag_end(p + 7, end), *at[2] = {NULL, NULL}, *v[2], *other;
+      size_t vl[2], ol;
+      if (!te)
+        break; /* truncated: hwloc refuses it */
+      if (!isspace((unsigned char)p[7]))
+        continue;
+      for (int i = 0; i < 2; i++)
+        if (!tag_attr(p, te, pairs[i][1], &other, &ol))
+          at[i] = tag_attr(p, te, pairs[i][0], &v[i], &vl[i]);
+      for (int k = 0; k < 2; k++) { /* insert after each value, in the order they come */
+        int i = at[0] && (!at[1] || at[0] < at[1]) ? 0 : 1;
+        if (!at[i])
+          break;
+        fwrite(done, 1, (size_t)(at[i] - done), m);
+        fprintf(m, " %s=\"%.*s\"", pairs[i][1], (int)vl[i], v[i]);
+        done = at[i];
+        at[i] = NULL;
+      }
+    }
+  fwrite(done, 1, (size_t)(end - done), m);
+  fputc(0, m);
+  if (fclose(m)) {
+    free(out);
+    return NULL;
+  }
+  *out_len = n;
+  return out;
+}
+
 static int load_common(struct dpt_node *node, const char *buf, size_t len, const char *name,
                        struct dpt_err *err)
 {
-  int rc;
+  int rc, e;
   char *copy = NULL;
+  size_t copy_len = 0;
   if (hwloc_topology_init(&node->topo) < 0) {
     node->topo = NULL;
     return dpt_err_set(err, DPT_E_RUNTIME, "hwloc_topology_init failed: %s", strerror(errno));
   }
   hwloc_topology_set_io_types_filter(node->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (buf) {
-    rc = check_xml(buf, len, name, err);
-    if (rc)
-      return rc;
     if (len > (size_t)1 << 30)
       return dpt_err_set(err, DPT_E_INPUT, "%s: %zu bytes is too large for an hwloc XML topology", name, len);
-    copy = malloc(len + 1); /* hwloc wants a NUL-terminated buffer, size including the NUL */
-    if (!copy)
-      return dpt_err_set(err, DPT_E_NOMEM, "%s: out of memory (%zu bytes)", name, len);
-    memcpy(copy, buf, len);
-    copy[len] = 0;
-    if (hwloc_topology_set_xmlbuffer(node->topo, copy, (int)len + 1) < 0) {
+    copy = xml_for_hwloc(buf, len, name, &copy_len); /* hwloc wants the size including the NUL */
+    if (!copy || copy_len > INT_MAX) {
       free(copy);
-      return dpt_err_set(err, DPT_E_INPUT,
-                         "%s: malformed XML or not a valid hwloc topology: hwloc's XML parser rejected it (%s); "
-                         "run `HWLOC_XML_VERBOSE=1 lstopo-no-graphics --input %s` for hwloc's diagnosis",
-                         name, strerror(errno), name);
+      return dpt_err_set(err, DPT_E_NOMEM, "%s: out of memory (%zu bytes)", name, len);
     }
+    /* hwloc decides what it reads; our own look at the file only explains a refusal */
+    if (hwloc_topology_set_xmlbuffer(node->topo, copy, (int)copy_len) < 0)
+      goto refused;
   }
   if (hwloc_topology_load(node->topo) < 0) {
-    int e = errno;
-    free(copy);
     if (buf)
-      return dpt_err_set(err, DPT_E_INPUT,
-                         "%s: hwloc could not load this XML topology (malformed or inconsistent content: %s); "
-                         "check it with `lstopo-no-graphics --input %s`",
-                         name, strerror(e), name);
+      goto refused;
     return dpt_err_set(err, DPT_E_RUNTIME, "hwloc could not discover this machine's topology: %s",
-                       strerror(e));
+                       strerror(errno));
   }
   free(copy);
   if (hwloc_get_nbobjs_by_type(node->topo, HWLOC_OBJ_PU) <= 0)
     return dpt_err_set(err, DPT_E_INPUT, "%s: the topology has no processing unit (PU)", name);
   return build(node, err);
+refused:
+  e = errno;
+  free(copy);
+  rc = explain_refusal(buf, len, name, err);
+  return rc ? rc
+            : dpt_err_set(err, DPT_E_INPUT,
+                          "%s: hwloc could not load this XML topology (malformed XML or inconsistent content: %s); "
+                          "run `HWLOC_XML_VERBOSE=1 lstopo-no-graphics --input %s` for hwloc's diagnosis",
+                          name, strerror(e), name);
 }
 
 int dpt_node_load_buffer(struct dpt_node **out, const char *buf, size_t len, const char *name,
@@ -927,6 +1036,7 @@ void dpt_node_destroy(struct dpt_node *node)
     for (int i = 0; i < node->n_numa; i++)
       hwloc_bitmap_free(node->numa[i].cpuset);
   free(node->gpus);
+  free(node->ignored);
   free(node->hcas);
   free(node->numa);
   free(node->gpu_gpu);
@@ -1007,6 +1117,20 @@ int dpt_node_nearest_hcas(const struct dpt_node *node, int g, int *out, int cap)
 /* ------------------------------------------------------------------------ */
 /* warnings, JSON and the human view                                         */
 
+void dpt_node_ignored_warning(const struct dpt_node *node, int i, char *buf, size_t len)
+{
+  const struct dpt_node_ignored *I = &node->ignored[i];
+  char name[sizeof I->name + 3] = "";
+  if (I->name[0])
+    snprintf(name, sizeof name, "(%s) ", I->name);
+  snprintf(buf, len, "ignored display controller %04x:%04x %sat %s: %s", I->vendor_id, I->device_id, name,
+           I->busid,
+           I->why == DPT_IGNORED_VENDOR
+               ? "not an NVIDIA device, CUDA cannot drive it"
+               : "NVIDIA, but the dump has CUDA/NVML devices for other GPUs and none for it "
+                 "(hidden from CUDA when the dump was taken?)");
+}
+
 int dpt_node_warnings(const struct dpt_node *node, char (*out)[256], int cap)
 {
   int n = 0;
@@ -1019,7 +1143,12 @@ int dpt_node_warnings(const struct dpt_node *node, char (*out)[256], int cap)
   if (!node)
     return 0;
   if (node->n_gpus == 0)
-    WARN("no GPU found (no CUDA/NVML/ROCm device nor NVIDIA/AMD display controller): dpt will run on CPUs");
+    WARN("no GPU found (no CUDA/NVML device nor NVIDIA display/3D controller): dpt will run on CPUs");
+  for (int i = 0; i < node->n_ignored; i++) {
+    if (n < cap)
+      dpt_node_ignored_warning(node, i, out[n], sizeof out[n]);
+    n++;
+  }
   if (node->n_gpus > 0 && node->n_hcas == 0 && node->topo)
     WARN("no InfiniBand/RoCE/EFA HCA found: inter-node all-reduce would fall back to TCP");
   for (int g = 0; g < node->n_gpus && node->n_hcas > 0; g++) {

@@ -1,7 +1,8 @@
 /* dpt_node.h — one node's topology, discovered with hwloc.
  *
  * Loads the live machine or an hwloc XML file (HWLOC_XMLFILE convention too) and
- * reduces it to what dpt needs: GPUs, network devices for collectives (HCAs),
+ * reduces it to what dpt needs: GPUs (NVIDIA devices only, in PCI bus order; other display
+ * controllers are listed as ignored), network devices for collectives (HCAs),
  * NUMA nodes/packages/cores/PUs, and the pairwise path class of every GPU/GPU
  * and GPU/HCA pair in the words of `nvidia-smi topo -m` (X, NV<n>, PIX, PXB,
  * PHB, NODE, SYS).  Everything here is plain data once loaded; the hwloc
@@ -62,6 +63,21 @@ struct dpt_node_hca {
   hwloc_bitmap_t cpuset;  /* PUs local to the device; never NULL */
 };
 
+/* A PCI display/3D controller (class 0x03xx) that is not one of the node's GPUs: dpt
+ * drives CUDA only, so only NVIDIA (vendor 0x10de) devices can be ranks' GPUs. */
+enum dpt_node_ignored_why {
+  DPT_IGNORED_VENDOR,   /* not NVIDIA: a server's BMC VGA (ASPEED, Matrox, ATI ES1000), an AMD board */
+  DPT_IGNORED_NO_OSDEV, /* NVIDIA, but the dump names other GPUs through CUDA/NVML OS devices and
+                         * not this one (hidden from CUDA when the dump was taken) */
+};
+
+struct dpt_node_ignored {
+  char busid[32];      /* "0000:01:03.0" */
+  unsigned vendor_id, device_id, class_id; /* 0x1002, 0x515e, 0x0300 */
+  char name[128];      /* PCI vendor and device names as the dump has them, or "" */
+  enum dpt_node_ignored_why why;
+};
+
 struct dpt_node_numa {
   int os_index;        /* NUMA node OS index (what numactl calls it) */
   int package;         /* OS index of the enclosing package, -1 if unknown */
@@ -81,6 +97,9 @@ struct dpt_node {
   struct dpt_node_gpu *gpus;    /* [n_gpus] */
   int n_hcas;
   struct dpt_node_hca *hcas;    /* [n_hcas] */
+  int n_ignored;
+  struct dpt_node_ignored *ignored; /* [n_ignored] display controllers that are not GPUs, in PCI
+                                     * bus id order; each gets a warning */
   struct dpt_path *gpu_gpu;     /* [n_gpus * n_gpus], row-major; diagonal is X */
   struct dpt_path *gpu_hca;     /* [n_gpus * n_hcas], row-major (PCIe only: nvlinks 0) */
   struct dpt_path *hca_hca;     /* [n_hcas * n_hcas], row-major; diagonal is X */
@@ -122,8 +141,12 @@ int dpt_node_nearest_hcas(const struct dpt_node *node, int g, int *out, int cap)
 json_t *dpt_node_to_json(const struct dpt_node *node);
 
 /* Warnings about the node ("GPU3 has no HCA closer than SYS", "no GPU found", HCA ports
- * not ACTIVE...): number written to out[] (capacity cap, each buffer len bytes). */
+ * not ACTIVE, "ignored display controller 1002:515e ... at 0000:01:03.0: not an NVIDIA
+ * device"...): number written to out[] (capacity cap, each buffer 256 bytes). */
 int dpt_node_warnings(const struct dpt_node *node, char (*out)[256], int cap);
+
+/* The warning about ignored display controller i (0 <= i < n_ignored) into buf. */
+void dpt_node_ignored_warning(const struct dpt_node *node, int i, char *buf, size_t len);
 
 /* The human view: matrix like `nvidia-smi topo -m`, legend, summary, warnings. */
 void dpt_node_print(FILE *f, const struct dpt_node *node);

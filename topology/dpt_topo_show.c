@@ -19,7 +19,9 @@ static void show_usage(FILE *f)
           "usage: dpt-topo [show] [--input FILE.xml] [--json] [--pcie]\n"
           "\n"
           "Show this node's GPUs, InfiniBand/RoCE/EFA HCAs, NUMA nodes and the path class of\n"
-          "every GPU/GPU and GPU/HCA pair, in the words of `nvidia-smi topo -m`.\n"
+          "every GPU/GPU and GPU/HCA pair, in the words of `nvidia-smi topo -m`.  GPUs are NVIDIA\n"
+          "devices only, in PCI bus id order (CUDA_DEVICE_ORDER=PCI_BUS_ID); a display controller\n"
+          "of another vendor (a server's BMC VGA) is not a GPU: a warning names it, on stderr too.\n"
           "\n"
           "  --input FILE  read an hwloc XML topology (`lstopo --of xml FILE`) instead of\n"
           "                discovering this machine; the HWLOC_XMLFILE variable does the same\n"
@@ -71,6 +73,13 @@ int dpt_topo_show_main(int argc, char **argv)
   if (dpt_node_load(&node, input, &err) < 0) {
     fprintf(stderr, "dpt-topo: %s\n", err.msg);
     return dpt_err_exit_status(&err);
+  }
+  /* A display controller that is not a GPU changes the GPU count a user may expect (a
+   * server's BMC VGA): said on stderr too, so that --json users see it. */
+  for (int i = 0; i < node->n_ignored; i++) {
+    char w[256];
+    dpt_node_ignored_warning(node, i, w, sizeof w);
+    fprintf(stderr, "dpt-topo: warning: %s\n", w);
   }
 
   if (json) {

@@ -1,6 +1,8 @@
 /* test_node.c — facts dpt_node must reproduce on real GPU servers.
  *
  * usage: test_node HWLOC_FIXTURE_DIR MN1_XML
+ * (MN1_XML's folder, tests/topology/fixtures, also holds the hwloc 1.x fixtures of issue 18,
+ * made by make-hwloc1x-fixtures.py from hwloc's own test XMLs in ../hwloc-xml.)
  * The DGX-2 facts are NVIDIA's published `nvidia-smi topo -mp` matrix (GPU0-GPU1
  * PIX, GPU0-GPU2 PXB, GPU0-GPU4 NODE, GPU0-GPU8 SYS) and NV6 between any two
  * GPUs through the NVSwitches. */
@@ -15,17 +17,22 @@
 
 static const char *dir;
 
-static struct dpt_node *load(const char *file)
+static struct dpt_node *load_from(const char *folder, const char *file)
 {
   char path[4096];
   struct dpt_err err;
   struct dpt_node *n = NULL;
-  snprintf(path, sizeof path, "%s/%s", dir, file);
+  snprintf(path, sizeof path, "%s/%s", folder, file);
   if (dpt_node_load(&n, path, &err) < 0) {
     fprintf(stderr, "cannot load %s: %s\n", path, err.msg);
     exit(1);
   }
   return n;
+}
+
+static struct dpt_node *load(const char *file)
+{
+  return load_from(dir, file);
 }
 
 static char *slurp(const char *path, size_t *len)
@@ -242,6 +249,161 @@ static void test_lassen_aws_pascal_k40(void)
   dpt_node_destroy(n);
 }
 
+static const char *fixtures; /* tests/topology/fixtures */
+
+static int has_warning(const struct dpt_node *n, const char *text)
+{
+  char w[32][256];
+  int nw = dpt_node_warnings(n, w, 32), found = 0;
+  for (int i = 0; i < nw; i++)
+    found += strstr(w[i], text) != NULL;
+  return found;
+}
+
+/* Issue 18: only NVIDIA devices are GPUs.  The SL390s (hwloc's 24em64t-2n6c2t-pci.xml, no
+ * CUDA/NVML OS device): 3 Tesla M2070 in bus order, its ATI ES1000 VGA at 0000:01:03.0 (the
+ * lowest bus id) ignored and named in a warning. */
+static void test_nvidia_only(void)
+{
+  struct dpt_node *n = load_from(fixtures, "sl390s-3m2070-es1000.xml");
+  static const char *const bus[] = {"0000:06:00.0", "0000:11:00.0", "0000:14:00.0"};
+  CHECK(n->n_gpus == 3, "3 Tesla M2070, the ES1000 is not a GPU: got %d GPUs", n->n_gpus);
+  for (int g = 0; g < n->n_gpus && g < 3; g++) {
+    CHECK(!strcmp(n->gpus[g].busid, bus[g]), "GPU%d at %s (PCI bus order), got %s", g, bus[g], n->gpus[g].busid);
+    CHECK(!strcmp(n->gpus[g].model, "PCI 10de:06d2") && !n->gpus[g].osdev[0], "GPU%d from the PCI class: %s", g,
+          n->gpus[g].model);
+  }
+  CHECK(n->n_gpus == 3 && n->gpus[0].numa == 0 && n->gpus[1].numa == 1 && n->gpus[2].numa == 1, "GPU NUMA 0,1,1");
+  CHECK(n->n_ignored == 1, "one ignored display controller, got %d", n->n_ignored);
+  if (n->n_ignored == 1) {
+    const struct dpt_node_ignored *I = &n->ignored[0];
+    CHECK(I->vendor_id == 0x1002 && I->device_id == 0x515e && I->class_id == 0x0300 &&
+              !strcmp(I->busid, "0000:01:03.0") && I->why == DPT_IGNORED_VENDOR,
+          "ES1000 1002:515e class 0300 at 0000:01:03.0: %04x:%04x %04x %s", I->vendor_id, I->device_id,
+          I->class_id, I->busid);
+    CHECK(!strcmp(I->name, "ATI Technologies Inc ES1000"), "name %s", I->name);
+  }
+  CHECK(has_warning(n, "ignored display controller 1002:515e (ATI Technologies Inc ES1000) at 0000:01:03.0: "
+                       "not an NVIDIA device") == 1,
+        "the warning names the ES1000");
+  CHECK(!has_warning(n, "no GPU found"), "GPUs found");
+  CHECK(n->n_hcas == 1 && !strcmp(n->hcas[0].kind, "InfiniBand") && !strcmp(n->hcas[0].netdev, "ib0"),
+        "mlx4_0 (PCI class 0c06) is InfiniBand with ib0: %s %s", n->n_hcas ? n->hcas[0].kind : "-",
+        n->n_hcas ? n->hcas[0].netdev : "-");
+  dpt_node_destroy(n);
+
+  /* a server whose only display controller is its BMC's VGA: no GPU, CPU ranks */
+  char path[4096];
+  struct dpt_err err;
+  n = NULL;
+  snprintf(path, sizeof path, "%s/../hwloc-xml/hwloc-2.9.0/tests/hwloc/xml/96em64t-4n4d3ca2co-pci.xml", fixtures);
+  CHECK(dpt_node_load(&n, path, &err) == 0, "load %s: %s", path, err.msg);
+  if (n) {
+    CHECK(n->n_gpus == 0 && n->n_ignored == 1 && n->ignored[0].vendor_id == 0x1002, "ES1000 only: 0 GPUs");
+    CHECK(has_warning(n, "no GPU found") == 1 && has_warning(n, "1002:515e") == 1, "both warnings");
+  }
+  dpt_node_destroy(n);
+
+  /* a CUDA OS device under a non-NVIDIA PCI device is not a GPU either: the K40 dump with the
+   * AMD Tahiti's OpenCL device renamed cuda1 */
+  size_t len;
+  snprintf(path, sizeof path, "%s/x86-2socket-k40-mlx5.xml", dir);
+  char *buf = slurp(path, &len), *p = strstr(buf, "name=\"opencl0d1\" subtype=\"OpenCL\"");
+  CHECK(p != NULL, "the Tahiti's OpenCL device is in the dump");
+  if (p) {
+    memcpy(p, "name=\"cuda1\"     subtype=\"CUDA\"  ", strlen("name=\"opencl0d1\" subtype=\"OpenCL\""));
+    n = NULL;
+    CHECK(dpt_node_load_buffer(&n, buf, len, "k40-amd-cuda", &err) == 0, "load: %s", err.msg);
+    if (n) {
+      CHECK(n->n_gpus == 1 && !strcmp(n->gpus[0].busid, "0000:84:00.0"), "still the K40 only: %d GPUs", n->n_gpus);
+      CHECK(has_warning(n, "1002:6798") == 1 && has_warning(n, "not an NVIDIA device") == 2,
+            "the AMD board and the Matrox VGA are named");
+      CHECK(has_warning(n, "10de:1094") == 2, "the two M2075 without a CUDA device are named");
+    }
+    dpt_node_destroy(n);
+  }
+  free(buf);
+}
+
+/* Issue 18: what hwloc 2.9 loads, dpt reads.  A 1.x export whose Groups carry a cpuset only
+ * (as hwloc <= 1.7.2 wrote them): hwloc drops the Groups and loads the rest. */
+static void test_hwloc1x_group_cpuset_only(void)
+{
+  struct dpt_node *n = load_from(fixtures, "r910-1x-group-cpuset-only.xml");
+  CHECK(n->n_packages == 4 && n->n_numa == 4 && n->n_cores == 40 && n->n_pus == 40,
+        "R910: 4 packages, 4 NUMA nodes, 40 cores, 40 PUs: %d %d %d %d", n->n_packages, n->n_numa, n->n_cores,
+        n->n_pus);
+  CHECK(n->n_gpus == 0 && n->n_hcas == 1 && !strcmp(n->hcas[0].name, "qib0"), "no GPU, qib0");
+  dpt_node_destroy(n);
+}
+
+/* Remove attribute attr (with its value) from every <object> start tag of what (NULL: all). */
+static int strip_attr(char *buf, const char *what, const char *attr)
+{
+  char key[64];
+  int n = 0;
+  snprintf(key, sizeof key, " %s=\"", attr);
+  for (char *o = buf; (o = strstr(o, "<object ")); o++) {
+    char *end = strchr(o, '>'), *a;
+    if (!end || (what && strncmp(o + 8, what, strlen(what))))
+      continue;
+    *end = 0;
+    a = strstr(o, key);
+    *end = '>';
+    if (!a)
+      continue;
+    char *close = strchr(a + strlen(key), '"') + 1;
+    memmove(a, close, strlen(close) + 1);
+    n++;
+  }
+  return n;
+}
+
+/* hwloc 2.9 segfaults on a 2.x file where an object has cpuset without complete_cpuset, or
+ * nodeset without complete_nodeset (a PU, a NUMA node, the Machine); dpt hands hwloc the
+ * sets hwloc's core would complete, and reads the same node as from the intact file. */
+static void test_v2_missing_complete_sets(void)
+{
+  char path[4096];
+  size_t len;
+  struct dpt_err err;
+  struct dpt_node *n = NULL, *ref = load("x86-2socket-k40-mlx5.xml");
+  snprintf(path, sizeof path, "%s/x86-2socket-k40-mlx5.xml", dir);
+  char *buf = slurp(path, &len);
+  int pus = strip_attr(buf, "type=\"PU\"", "complete_cpuset");
+  int numa = strip_attr(buf, "type=\"NUMANode\"", "complete_nodeset");
+  int mach = strip_attr(buf, "type=\"Machine\"", "complete_cpuset");
+  int pu0 = strip_attr(buf, "type=\"PU\" os_index=\"0\"", "complete_nodeset");
+  CHECK(pus == 32 && numa == 2 && mach == 1 && pu0 == 1, "stripped %d PUs, %d NUMA nodes, %d Machine, %d PU 0",
+        pus, numa, mach, pu0);
+  /* PU 0 with both sets missing and nodeset before cpuset: each completed set goes after
+   * its own, in the order they come */
+  char *pu = strstr(buf, "<object type=\"PU\" os_index=\"0\" cpuset=\"0x00000001\" nodeset=\"0x00000001\"");
+  CHECK(pu != NULL, "PU 0 as expected");
+  if (pu) {
+    static const char swapped[] = "nodeset=\"0x00000001\" cpuset=\"0x00000001\"";
+    char *sets = strstr(pu, "cpuset=");
+    memcpy(sets, swapped, strlen(swapped)); /* same length as the pair it replaces */
+  }
+  len = strlen(buf);
+  CHECK(dpt_node_load_buffer(&n, buf, len, "x86-no-complete-sets", &err) == 0, "load: %s", err.msg);
+  if (n) {
+    CHECK(n->n_pus == ref->n_pus && n->n_cores == ref->n_cores && n->n_numa == ref->n_numa &&
+              n->n_packages == ref->n_packages && n->n_gpus == ref->n_gpus && n->n_hcas == ref->n_hcas,
+          "same node as the intact dump");
+    CHECK(hwloc_bitmap_isequal(n->cpuset, ref->cpuset) && n->n_numa == 2 &&
+              hwloc_bitmap_isequal(n->numa[1].cpuset, ref->numa[1].cpuset),
+          "same cpusets");
+    hwloc_obj_t p0 = hwloc_get_pu_obj_by_os_index(n->topo, 0);
+    CHECK(p0 && p0->complete_cpuset && hwloc_bitmap_isequal(p0->complete_cpuset, p0->cpuset) &&
+              p0->complete_nodeset && hwloc_bitmap_isequal(p0->complete_nodeset, p0->nodeset),
+          "PU 0's complete sets are its sets, as hwloc's core completes them");
+  }
+  dpt_node_destroy(n);
+  dpt_node_destroy(ref);
+  free(buf);
+}
+
 static void test_synthetic(void)
 {
   struct dpt_err err;
@@ -342,7 +504,19 @@ int main(int argc, char **argv)
   if (argc == 2 && !strcmp(argv[1], "--live")) {
     test_live();
   } else if (argc == 3) {
+    char *slash;
+    static char fx[4096];
     dir = argv[1];
+    snprintf(fx, sizeof fx, "%s", argv[2]);
+    slash = strrchr(fx, '/');
+    if (slash)
+      *slash = 0;
+    else
+      snprintf(fx, sizeof fx, ".");
+    fixtures = fx;
+    test_nvidia_only();
+    test_hwloc1x_group_cpuset_only();
+    test_v2_missing_complete_sets();
     test_dgx2();
     test_pci_fallback();
     test_power8();
