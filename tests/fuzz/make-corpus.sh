@@ -36,6 +36,14 @@ for name in ("node_xml", "topology_conf", "addr_list", "ibnetdiscover", "spank_o
 for f in ("power8-4p100-nvlink.xml", "x86-2socket-k40-mlx5.xml", "nvidia-dgx2-16v100.xml"):
     put("node_xml", f, read(os.path.join(fx, "hwloc", f)))
 put("node_xml", "mn1-8gpu-4hca.xml", read(os.path.join(root, "tests/topology/fixtures/mn1-8gpu-4hca.xml")))
+# issue 18: a real hwloc 1.x export (3 Tesla M2070 beside an ATI ES1000 VGA), and the K40 dump
+# without the complete_cpuset/complete_nodeset that hwloc 2.9 dereferences (dpt completes them)
+put("node_xml", "sl390s-3m2070-es1000.xml", read(os.path.join(root, "tests/topology/fixtures/sl390s-3m2070-es1000.xml")))
+import re
+k40 = read(os.path.join(fx, "hwloc", "x86-2socket-k40-mlx5.xml")).decode()
+k40 = re.sub(r'(<object type="PU"[^>]*?) complete_cpuset="[^"]*"', r"\1", k40)
+put("node_xml", "hwloc-crash-no-complete-sets.xml",
+    re.sub(r'(<object type="NUMANode"[^>]*?) complete_nodeset="[^"]*"', r"\1", k40))
 bad = os.path.join(root, "tests/topology/fixtures/bad")
 for f in sorted(os.listdir(bad)):
     put("node_xml", "bad-" + f, read(os.path.join(bad, f)))
