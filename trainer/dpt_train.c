@@ -62,6 +62,7 @@ struct opts {
   const char *train_list, *val_list; /* imagenet: "path label" list files instead of folders */
   int data_threads;    /* loader worker threads per loader (0: 4 for imagenet, else 1) */
   int in_channels;     /* imagenet: 3 RGB, 1 grayscale (0: 3) */
+  const char *data_device; /* --data-device cpu|gpu|auto: where imagenet JPEGs are decoded (issue 16) */
   int accum;           /* micro-batches per step (gradient accumulation) */
   long stop_after;     /* stop (with a checkpoint) after this many steps of this run: tests, preemption */
   double lr, warmup_epochs, momentum, weight_decay, width, smoothing, gamma, step_epochs, power;
@@ -92,6 +93,7 @@ static void defaults(struct opts *o)
   o->width = 0;       /* auto: 1 (ResNet-50) for imagenet and inputs >= 64 px, 1/8 for 28/32 px */
   o->small_stem = -1;  /* auto: image side <= 64 */
   o->prefetch = 2;
+  o->data_device = "auto";
   o->crop_pad = -1;    /* auto: 4 for cifar10 (its usual recipe), 0 otherwise (Fashion-MNIST
                           reaches 90% sooner with flips only: 90.5% vs 89.1% after 2 epochs) */
   o->flip = 1;
@@ -133,6 +135,9 @@ static void usage(FILE *f)
           "  --skip-bad            drop records with bad labels or (imagenet) undecodable JPEGs,\n"
           "                        counted, instead of failing\n"
           "  --prefetch N          batches prepared ahead by the loader thread (default %d)\n"
+          "  --data-device D       imagenet: decode + augment JPEGs on cpu (libturbojpeg) or gpu (nvJPEG,\n"
+          "                        its hardware decoder where the GPU has one); auto (default) = gpu with\n"
+          "                        the cuda backend when this build has nvJPEG and it works, else cpu\n"
           "model:\n"
           "  --width F             width multiplier (default: 1 = ResNet-50 for --dataset imagenet and\n"
           "                        inputs of 64 px and more; 1/8 for the 28/32-px datasets)\n"
@@ -222,7 +227,7 @@ static int inum(const char *opt, const char *s, long lo, long hi, int *v)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-  enum { O_TLIST = 1000, O_VLIST, O_DTHR, O_INCH, O_PREC };
+  enum { O_TLIST = 1000, O_VLIST, O_DTHR, O_INCH, O_PREC, O_DDEV };
   enum {
     O_DATASET = 256, O_DATADIR, O_IMG, O_NCLS, O_BATCH, O_EPOCHS, O_ITERS, O_LR, O_WARM, O_SCHED,
     O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
@@ -234,7 +239,7 @@ static int parse(int argc, char **argv, struct opts *o)
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
       {"num-classes", 1, 0, O_NCLS}, {"batch-size", 1, 0, O_BATCH}, {"epochs", 1, 0, O_EPOCHS},
       {"train-list", 1, 0, O_TLIST}, {"val-list", 1, 0, O_VLIST}, {"data-threads", 1, 0, O_DTHR},
-      {"in-channels", 1, 0, O_INCH}, {"precision", 1, 0, O_PREC},
+      {"in-channels", 1, 0, O_INCH}, {"precision", 1, 0, O_PREC}, {"data-device", 1, 0, O_DDEV},
       {"iterations", 1, 0, O_ITERS}, {"lr", 1, 0, O_LR}, {"warmup-epochs", 1, 0, O_WARM},
       {"schedule", 1, 0, O_SCHED}, {"momentum", 1, 0, O_MOM}, {"weight-decay", 1, 0, O_WD},
       {"backend", 1, 0, O_BACKEND}, {"comm", 1, 0, O_COMM}, {"fp16-allreduce", 0, 0, O_FP16},
@@ -260,6 +265,7 @@ static int parse(int argc, char **argv, struct opts *o)
     case O_TLIST: o->train_list = optarg; break;
     case O_VLIST: o->val_list = optarg; break;
     case O_DTHR: rc = inum("--data-threads", optarg, 1, 64, &o->data_threads); break;
+    case O_DDEV: o->data_device = optarg; break;
     case O_INCH:
       rc = inum("--in-channels", optarg, 1, 3, &o->in_channels);
       if (!rc && o->in_channels == 2) rc = bad("--in-channels 2: 1 (grayscale) or 3 (RGB)");
@@ -333,6 +339,15 @@ static int parse(int argc, char **argv, struct opts *o)
   if (inet && o->val && !o->data_dir && !o->val_list)
     return bad("--dataset imagenet with --train-list needs --val-list FILE (or --data-dir DIR with DIR/val, "
                "or --no-val)");
+  if (strcmp(o->data_device, "cpu") && strcmp(o->data_device, "gpu") && strcmp(o->data_device, "auto"))
+    return bad("--data-device '%s' is unknown: cpu, gpu or auto", o->data_device);
+  if (!strcmp(o->data_device, "gpu") && !inet)
+    return bad("--data-device gpu decodes JPEG folders: it needs --dataset imagenet");
+  if (!strcmp(o->data_device, "gpu") && !strcmp(o->backend, "cpu"))
+    return bad("--data-device gpu needs --backend cuda (the cpu backend takes host batches)");
+#ifndef DPT_HAVE_NVJPEG
+  if (!strcmp(o->data_device, "gpu")) return bad("--data-device gpu: %s", DPT_DATA_GPU_UNAVAILABLE);
+#endif
   if (dpt_schedule_parse_kind(o->schedule) < 0)
     return bad("--schedule '%s' is unknown: const, step, multistep, poly or cosine", o->schedule);
   if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda") && strcmp(o->backend, "auto"))
@@ -1113,6 +1128,24 @@ int main(int argc, char **argv)
   struct dpt_loader_opts lo = {.batch = o.batch, .rank = me, .size = R, .seed = o.seed, .train = 1,
                                .crop_pad = o.crop_pad, .flip = o.flip, .out_size = S, .prefetch = o.prefetch,
                                .workers = o.data_threads ? o.data_threads : train.files ? 4 : 1};
+  /* --data-device (issue 16): imagenet batches decoded by nvJPEG on the backend's GPU.  They come
+   * back to the host (device_out 0) until the backend takes device input: TODO, a forward from a
+   * device batch in its input layout (dpt_loader_next_device hands one over). */
+  if (train.files && strcmp(o.data_device, "cpu")) {
+    char why[320] = "";
+    int cuda = !strcmp(be->ops->name, "cuda"), dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
+    int ok = cuda && dpt_data_gpu_available(dev, why, sizeof why);
+    if (!ok && !strcmp(o.data_device, "gpu")) {
+      rc = dpt_err_set(&err, cuda ? DPT_E_RUNTIME : DPT_E_INPUT, "--data-device gpu: %s",
+                       cuda ? why : "the backend is cpu: it needs --backend cuda");
+      goto fail;
+    }
+    if (!ok && cuda && me == 0) fprintf(stderr, "dpt-train: --data-device auto: decoding on the CPU: %s\n", why);
+    if (ok) {
+      lo.device = DPT_DATA_GPU;
+      lo.gpu = dev;
+    }
+  }
   for (int j = 0; j < o.accum; j++) {
     struct dpt_loader_opts lj = lo;
     lj.rank = me * o.accum + j;
@@ -1590,6 +1623,13 @@ int main(int argc, char **argv)
       printf("dpt-train: mixed precision: %ld step(s) skipped on gradient overflow, loss scale now %g\n",
              sc->skipped, (double)sc->scale);
 #endif
+  }
+  if (train.files && me == 0) { /* imagenet: which decoders the training loader used (rank 0) */
+    struct dpt_loader_stats ls;
+    dpt_loader_stats(tls[0], &ls);
+    printf("dpt-train: training loader (%s): %ld images decoded (prefetched ones included): %ld by nvJPEG's "
+           "hardware decoder, %ld by its hybrid decoder, %ld by libturbojpeg (%ld of them refused by nvJPEG)\n",
+           dpt_loader_decoder(tls[0]), ls.images, ls.gpu_hw, ls.gpu_hybrid, ls.cpu, ls.gpu_refused);
   }
   if (train.files) { /* imagenet: records that failed to decode and were skipped (--skip-bad), all ranks */
     float sk[2] = {(float)(dpt_data_skipped(&train) - train.skipped), o.val ? (float)(dpt_data_skipped(&val) - val.skipped) : 0};

@@ -2,10 +2,14 @@
 # test_imagenet_cli: dpt-train --dataset imagenet end to end on a tiny JPEG set made
 # by trainer_test_jpeg --make: folders and list files train 2 steps with validation;
 # usage errors exit 2; a corrupt JPEG stops the run (exit 2) naming the file and the
-# record; --skip-bad finishes and reports the skipped count (stderr and the report).
-# usage: test_imagenet_cli.sh PATH/TO/dpt-train PATH/TO/trainer_test_jpeg
+# record; --skip-bad finishes and reports the skipped count (stderr and the report);
+# --data-device: unknown values, non-imagenet sets and the cpu backend are usage errors
+# (exit 2); a build without nvJPEG says the GPU path is unavailable (exit 2); auto
+# decodes on the CPU here (no GPU) and says which decoder it used.
+# usage: test_imagenet_cli.sh PATH/TO/dpt-train PATH/TO/trainer_test_jpeg nvjpeg|no-nvjpeg
 T=$1
 MK=$2
+NVJPEG=${3:-no-nvjpeg}
 tmp=$(mktemp -d /tmp/dpt-test-inet.XXXXXX)
 cd "$tmp" || exit 1
 fails=0
@@ -59,6 +63,27 @@ grep -Eq "skipped [123] training and 0 validation images" "$tmp/skip.err" || fai
 if [ -f "$tmp/skip.json" ]; then
   grep -Eq '"skipped_records": *[123]' "$tmp/skip.json" || fail "skip: report lacks skipped_records"
 fi
+# --data-device (issue 16); no GPU is visible to these runs
+export CUDA_VISIBLE_DEVICES=-1
+run 2 ddev_bad --data-dir "$tmp/d" --data-device tpu
+grep -q "data-device 'tpu' is unknown" "$tmp/ddev_bad.err" || fail "ddev_bad: $(cat "$tmp/ddev_bad.err")"
+run 2 ddev_set --dataset synthetic --data-device gpu
+grep -q "needs --dataset imagenet" "$tmp/ddev_set.err" || fail "ddev_set: $(cat "$tmp/ddev_set.err")"
+run 2 ddev_cpu --data-dir "$tmp/d" --data-device gpu --backend cpu
+grep -q "needs --backend cuda" "$tmp/ddev_cpu.err" || fail "ddev_cpu: $(cat "$tmp/ddev_cpu.err")"
+if [ "$NVJPEG" = no-nvjpeg ]; then
+  run 2 ddev_gpu --data-dir "$tmp/d" --data-device gpu
+  grep -q "no GPU input path: nvJPEG was not found" "$tmp/ddev_gpu.err" || fail "ddev_gpu: $(cat "$tmp/ddev_gpu.err")"
+else # nvJPEG built in, no device: auto picks the cpu backend, which cannot take GPU batches
+  run 2 ddev_gpu --data-dir "$tmp/d" --data-device gpu
+  grep -q "data-device gpu: the backend is cpu" "$tmp/ddev_gpu.err" || fail "ddev_gpu: $(cat "$tmp/ddev_gpu.err")"
+fi
+run 0 ddev_auto --data-dir "$tmp/d" --data-device auto --no-val
+grep -q "training loader (libturbojpeg)" "$tmp/ddev_auto.out" || fail "ddev_auto: $(cat "$tmp/ddev_auto.out")"
+a=$(grep -o "checksum [^ ]*" "$tmp/ddev_auto.out"); b=$(grep -o "checksum [^ ]*" "$tmp/dirs.out")
+run 0 ddev_cpu0 --data-dir "$tmp/d" --data-device cpu --no-val
+c=$(grep -o "checksum [^ ]*" "$tmp/ddev_cpu0.out")
+[ -n "$a" ] && [ "$a" = "$c" ] || fail "--data-device auto ($a) and cpu ($c) trained differently without a GPU"
 rm -rf "$tmp"
-[ $fails = 0 ] && echo "ok: dpt-train --dataset imagenet (folders, lists, gray, errors, corrupt, --skip-bad)"
+[ $fails = 0 ] && echo "ok: dpt-train --dataset imagenet (folders, lists, gray, errors, corrupt, --skip-bad, --data-device)"
 [ $fails = 0 ]

@@ -1,0 +1,431 @@
+/* dpt_jpeg_gpu.c — nvJPEG batched decode + the crop/resize kernel for the
+ * imagenet loader's GPU path (see dpt_jpeg_gpu.h).  nvJPEG API: nvjpeg.h of
+ * CUDA 13 (PyPI nvidia-nvjpeg 13.x); the hardware decoder is a handle created
+ * with NVJPEG_BACKEND_HARDWARE (A100, H100: creation fails elsewhere), driven
+ * with nvjpegDecodeBatchedInitialize + nvjpegDecodeBatched as NVIDIA's
+ * nvImageCodec drives it. */
+#include "dpt_jpeg_gpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+#include <nvjpeg.h>
+
+#include "dpt_data.h"
+#include "dpt_jpeg_hdr.h"
+#include "dpt_jpeg_kernels.h"
+
+struct dpt_jpeg_gpu {
+  struct dpt_jpeg_gpu_opts o;
+  nvjpegHandle_t hw, hy;               /* hardware decoder (NULL without one), default (hybrid) backend */
+  nvjpegJpegState_t hw_state, hy_state;
+  unsigned hw_engines, hw_cores;
+  nvjpegOutputFormat_t fmt;            /* RGBI (3 channels) or Y (1) */
+  cudaStream_t stream;
+  unsigned char *arena;                /* device: decoded images, interleaved */
+  size_t arena_cap, arena_used;
+  unsigned char *stage;                /* pinned: host-decoded images on their way to the arena */
+  size_t stage_cap, stage_used;
+  unsigned char *tab_h, *tab_d;        /* pinned / device: kimage[n] + cx, cy, wx, wy */
+  size_t tab_cap;
+  const unsigned char **data;          /* [batch] one group's bitstreams */
+  size_t *lens;                        /* [batch] */
+  nvjpegImage_t *dst;                  /* [batch] */
+  int *grp;                            /* [batch] item index of group member k */
+  char desc[128];
+};
+
+static const char *nvj_str(nvjpegStatus_t s)
+{
+  switch (s) {
+  case NVJPEG_STATUS_SUCCESS: return "NVJPEG_STATUS_SUCCESS";
+  case NVJPEG_STATUS_NOT_INITIALIZED: return "NVJPEG_STATUS_NOT_INITIALIZED";
+  case NVJPEG_STATUS_INVALID_PARAMETER: return "NVJPEG_STATUS_INVALID_PARAMETER";
+  case NVJPEG_STATUS_BAD_JPEG: return "NVJPEG_STATUS_BAD_JPEG";
+  case NVJPEG_STATUS_JPEG_NOT_SUPPORTED: return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
+  case NVJPEG_STATUS_ALLOCATOR_FAILURE: return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
+  case NVJPEG_STATUS_EXECUTION_FAILED: return "NVJPEG_STATUS_EXECUTION_FAILED";
+  case NVJPEG_STATUS_ARCH_MISMATCH: return "NVJPEG_STATUS_ARCH_MISMATCH";
+  case NVJPEG_STATUS_INTERNAL_ERROR: return "NVJPEG_STATUS_INTERNAL_ERROR";
+  case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
+  case NVJPEG_STATUS_INCOMPLETE_BITSTREAM: return "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
+  }
+  return "unknown nvJPEG status";
+}
+
+#define CU(call, what)                                                                                             \
+  do {                                                                                                             \
+    cudaError_t ce_ = (call);                                                                                      \
+    if (ce_ != cudaSuccess)                                                                                        \
+      return dpt_err_set(err, DPT_E_RUNTIME, "GPU loader: %s: %s (%s)", what, cudaGetErrorString(ce_),             \
+                         cudaGetErrorName(ce_));                                                                   \
+  } while (0)
+
+#define NVJ(call, what)                                                                                            \
+  do {                                                                                                             \
+    nvjpegStatus_t ns_ = (call);                                                                                   \
+    if (ns_ != NVJPEG_STATUS_SUCCESS)                                                                              \
+      return dpt_err_set(err, DPT_E_RUNTIME, "GPU loader: %s: %s", what, nvj_str(ns_));                            \
+  } while (0)
+
+int dpt_jpeg_gpu_probe(int device, char *why, size_t why_len)
+{
+  int n = 0;
+  cudaError_t ce = cudaGetDeviceCount(&n);
+  nvjpegHandle_t h = NULL;
+  if (ce != cudaSuccess || n < 1) {
+    snprintf(why, why_len, "no CUDA device (%s)", ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+    return 0;
+  }
+  if (device < 0 || device >= n) {
+    snprintf(why, why_len, "CUDA device %d does not exist (%d visible)", device, n);
+    return 0;
+  }
+  if ((ce = cudaSetDevice(device)) != cudaSuccess) {
+    snprintf(why, why_len, "cudaSetDevice(%d): %s", device, cudaGetErrorString(ce));
+    return 0;
+  }
+  nvjpegStatus_t s = nvjpegCreateSimple(&h);
+  if (s != NVJPEG_STATUS_SUCCESS) {
+    snprintf(why, why_len, "nvjpegCreateSimple: %s", nvj_str(s));
+    return 0;
+  }
+  nvjpegDestroy(h);
+  snprintf(why, why_len, "nvJPEG works on CUDA device %d", device);
+  return 1;
+}
+
+/* nvJPEG handle of a backend with the flags that bring it closest to libjpeg
+ * (chroma upsampling with interpolation, as libjpeg's "fancy" upsampling), without
+ * them when this nvJPEG or backend refuses the flag. */
+static nvjpegStatus_t create_handle(nvjpegBackend_t be, nvjpegHandle_t *h)
+{
+  nvjpegStatus_t s = NVJPEG_STATUS_NOT_INITIALIZED;
+#ifdef NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
+  s = nvjpegCreateEx(be, NULL, NULL, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, h);
+  if (s == NVJPEG_STATUS_SUCCESS) return s;
+#endif
+  s = nvjpegCreateEx(be, NULL, NULL, NVJPEG_FLAGS_DEFAULT, h);
+  return s;
+}
+
+int dpt_jpeg_gpu_create(struct dpt_jpeg_gpu **out, const struct dpt_jpeg_gpu_opts *o, struct dpt_err *err)
+{
+  struct dpt_jpeg_gpu *g;
+  int rc = 0;
+  *out = NULL;
+  if (o->channels != 1 && o->channels != 3)
+    return dpt_err_set(err, DPT_E_INPUT, "GPU loader: %d channels: 1 or 3", o->channels);
+  if (o->batch < 1 || o->out < 1)
+    return dpt_err_set(err, DPT_E_INPUT, "GPU loader: batch %d, output side %d", o->batch, o->out);
+  if (!(g = calloc(1, sizeof *g))) return dpt_err_set(err, DPT_E_NOMEM, "GPU loader: out of memory");
+  g->o = *o;
+  if (g->o.c_stored < o->channels) g->o.c_stored = o->channels;
+  g->fmt = o->channels == 3 ? NVJPEG_OUTPUT_RGBI : NVJPEG_OUTPUT_Y;
+  g->data = calloc((size_t)o->batch, sizeof *g->data);
+  g->lens = calloc((size_t)o->batch, sizeof *g->lens);
+  g->dst = calloc((size_t)o->batch, sizeof *g->dst);
+  g->grp = calloc((size_t)o->batch, sizeof *g->grp);
+  if (!g->data || !g->lens || !g->dst || !g->grp) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "GPU loader: out of memory");
+    goto fail;
+  }
+  cudaError_t ce = cudaSetDevice(o->device);
+  if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking);
+  if (ce != cudaSuccess) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "GPU loader: CUDA device %d: %s (use --data-device cpu)", o->device,
+                     cudaGetErrorString(ce));
+    goto fail;
+  }
+  nvjpegStatus_t s;
+  const char *hw_note = "not asked for";
+  if (o->use_hw) {
+    s = create_handle(NVJPEG_BACKEND_HARDWARE, &g->hw);
+    if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegJpegStateCreate(g->hw, &g->hw_state);
+    if (s == NVJPEG_STATUS_SUCCESS && nvjpegGetHardwareDecoderInfo(g->hw, &g->hw_engines, &g->hw_cores))
+      g->hw_engines = g->hw_cores = 0;
+    if (s != NVJPEG_STATUS_SUCCESS) { /* no hardware decoder on this GPU: not an error */
+      if (g->hw_state) nvjpegJpegStateDestroy(g->hw_state);
+      if (g->hw) nvjpegDestroy(g->hw);
+      g->hw = NULL;
+      g->hw_state = NULL;
+      hw_note = nvj_str(s);
+    } else {
+      /* nvImageCodec preallocates the hardware decoder's pool (>20% faster batches) */
+      nvjpegDecodeBatchedPreAllocate(g->hw, g->hw_state, o->batch, 512, 512, NVJPEG_CSS_420, g->fmt);
+    }
+  }
+  if ((s = create_handle(NVJPEG_BACKEND_DEFAULT, &g->hy)) != NVJPEG_STATUS_SUCCESS ||
+      (s = nvjpegJpegStateCreate(g->hy, &g->hy_state)) != NVJPEG_STATUS_SUCCESS) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "GPU loader: nvjpegCreateEx (default backend) on device %d: %s (use "
+                     "--data-device cpu)", o->device, nvj_str(s));
+    goto fail;
+  }
+  if (g->hw)
+    snprintf(g->desc, sizeof g->desc, "hardware decoder (%u engines x %u cores) + hybrid", g->hw_engines,
+             g->hw_cores);
+  else
+    snprintf(g->desc, sizeof g->desc, "hybrid (no hardware decoder: %s)", hw_note);
+  *out = g;
+  return 0;
+fail:
+  dpt_jpeg_gpu_destroy(g);
+  return rc;
+}
+
+void dpt_jpeg_gpu_destroy(struct dpt_jpeg_gpu *g)
+{
+  if (!g) return;
+  cudaSetDevice(g->o.device);
+  if (g->stream) cudaStreamSynchronize(g->stream);
+  if (g->hw_state) nvjpegJpegStateDestroy(g->hw_state);
+  if (g->hy_state) nvjpegJpegStateDestroy(g->hy_state);
+  if (g->hw) nvjpegDestroy(g->hw);
+  if (g->hy) nvjpegDestroy(g->hy);
+  cudaFree(g->arena);
+  cudaFree(g->tab_d);
+  cudaFreeHost(g->stage);
+  cudaFreeHost(g->tab_h);
+  if (g->stream) cudaStreamDestroy(g->stream);
+  free(g->data);
+  free(g->lens);
+  free(g->dst);
+  free(g->grp);
+  free(g);
+}
+
+int dpt_jpeg_gpu_has_hw(const struct dpt_jpeg_gpu *g) { return g && g->hw; }
+
+const char *dpt_jpeg_gpu_describe(const struct dpt_jpeg_gpu *g) { return g ? g->desc : "none"; }
+
+static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* The arena holds at least need bytes; keeps the first keep bytes (after the stream's work). */
+static int arena_reserve(struct dpt_jpeg_gpu *g, size_t need, size_t keep, struct dpt_err *err)
+{
+  if (need <= g->arena_cap) return 0;
+  size_t cap = need + need / 4;
+  unsigned char *na = NULL;
+  CU(cudaMalloc((void **)&na, cap), "cudaMalloc of the decode arena");
+  if (keep) {
+    cudaError_t ce = cudaMemcpyAsync(na, g->arena, keep, cudaMemcpyDeviceToDevice, g->stream);
+    if (ce == cudaSuccess) ce = cudaStreamSynchronize(g->stream);
+    if (ce != cudaSuccess) {
+      cudaFree(na);
+      CU(ce, "moving the decode arena");
+    }
+  } else {
+    CU(cudaStreamSynchronize(g->stream), "decode stream");
+  }
+  cudaFree(g->arena);
+  g->arena = na;
+  g->arena_cap = cap;
+  return 0;
+}
+
+/* nvjpegDecodeBatched of group members grp[0..m) with handle h / state st; a group it
+ * refuses is retried one image at a time, and an image still refused gets refused = 1. */
+static int decode_group(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int m, nvjpegHandle_t h,
+                        nvjpegJpegState_t st, int *decoded, struct dpt_err *err)
+{
+  int c = g->o.channels;
+  *decoded = 0;
+  if (m == 0) return 0;
+  for (int k = 0; k < m; k++) {
+    struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
+    g->data[k] = x->data;
+    g->lens[k] = x->len;
+    memset(&g->dst[k], 0, sizeof g->dst[k]);
+    g->dst[k].channel[0] = g->arena + x->off;
+    g->dst[k].pitch[0] = (size_t)x->src_w * c;
+  }
+  nvjpegStatus_t s = nvjpegDecodeBatchedInitialize(h, st, m, 1, g->fmt);
+  if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, g->data, g->lens, g->dst, g->stream);
+  if (s == NVJPEG_STATUS_SUCCESS) {
+    for (int k = 0; k < m; k++) {
+      struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
+      x->dec_w = x->src_w;
+      x->dec_h = x->src_h;
+      x->placed = 1;
+    }
+    *decoded = m;
+    return 0;
+  }
+  for (int k = 0; k < m; k++) { /* find the file(s) it refuses */
+    struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
+    s = nvjpegDecodeBatchedInitialize(h, st, 1, 1, g->fmt);
+    if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, &g->data[k], &g->lens[k], &g->dst[k], g->stream);
+    if (s == NVJPEG_STATUS_SUCCESS) {
+      x->dec_w = x->src_w;
+      x->dec_h = x->src_h;
+      x->placed = 1;
+      ++*decoded;
+    } else {
+      x->refused = 1;
+    }
+  }
+  return 0;
+}
+
+int dpt_jpeg_gpu_decode(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int n, int *n_hw, int *n_hybrid,
+                        struct dpt_err *err)
+{
+  int c = g->o.channels, rc, mh = 0, my = 0;
+  size_t total = 0;
+  *n_hw = *n_hybrid = 0;
+  if (n > g->o.batch) return dpt_err_set(err, DPT_E_INPUT, "GPU loader: %d images, more than the batch %d", n, g->o.batch);
+  CU(cudaSetDevice(g->o.device), "cudaSetDevice");
+  /* the arena: every image with a known frame size gets its full-size slot (host-decoded ones
+   * are DCT-scaled, never larger) */
+  for (int i = 0; i < n; i++) {
+    it[i].refused = it[i].placed = 0;
+    it[i].off = (size_t)-1;
+    if (it[i].route == DPT_JPEG_GPU_ROUTE_NONE || it[i].src_w < 1 || it[i].src_h < 1) continue;
+    it[i].off = total;
+    total += align256((size_t)it[i].src_w * it[i].src_h * c);
+  }
+  if ((rc = arena_reserve(g, total, 0, err))) return rc;
+  g->arena_used = total;
+  g->stage_used = 0;
+  for (int pass = 0; pass < 2; pass++) { /* hardware group, then hybrid group */
+    int m = 0, done = 0;
+    for (int i = 0; i < n; i++) {
+      int r = it[i].route;
+      if (it[i].off == (size_t)-1 || (r != DPT_JPEG_ROUTE_GPU_HW && r != DPT_JPEG_ROUTE_GPU)) continue;
+      int hw = r == DPT_JPEG_ROUTE_GPU_HW && g->hw;
+      if (hw == (pass == 0)) g->grp[m++] = i;
+    }
+    if ((rc = decode_group(g, it, m, pass == 0 ? g->hw : g->hy, pass == 0 ? g->hw_state : g->hy_state, &done, err)))
+      return rc;
+    if (pass == 0) mh = done;
+    else my = done;
+  }
+  *n_hw = mh;
+  *n_hybrid = my;
+  return 0;
+}
+
+int dpt_jpeg_gpu_put(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, const unsigned char *pix, int w, int h,
+                     struct dpt_err *err)
+{
+  int c = g->o.channels, rc;
+  size_t bytes = (size_t)w * h * c;
+  CU(cudaSetDevice(g->o.device), "cudaSetDevice");
+  if (it->off == (size_t)-1 || bytes > align256((size_t)it->src_w * it->src_h * c)) { /* no slot of that size */
+    if ((rc = arena_reserve(g, g->arena_used + align256(bytes), g->arena_used, err))) return rc;
+    it->off = g->arena_used;
+    g->arena_used += align256(bytes);
+  }
+  if (g->stage_used + bytes > g->stage_cap) { /* the copies from the old staging finish first */
+    size_t cap = (g->stage_used + bytes) * 2;
+    unsigned char *ns = NULL;
+    CU(cudaStreamSynchronize(g->stream), "decode stream");
+    CU(cudaHostAlloc((void **)&ns, cap, cudaHostAllocDefault), "cudaHostAlloc of the staging buffer");
+    cudaFreeHost(g->stage);
+    g->stage = ns;
+    g->stage_cap = cap;
+    g->stage_used = 0;
+  }
+  memcpy(g->stage + g->stage_used, pix, bytes);
+  CU(cudaMemcpyAsync(g->arena + it->off, g->stage + g->stage_used, bytes, cudaMemcpyHostToDevice, g->stream),
+     "copying a host-decoded image to the GPU");
+  g->stage_used += align256(bytes);
+  it->dec_w = w;
+  it->dec_h = h;
+  it->placed = 1;
+  return 0;
+}
+
+int dpt_jpeg_gpu_finish(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int n, void *out, void *release,
+                        float *host, struct dpt_err *err)
+{
+  const int S = g->o.out, c = g->o.channels;
+  size_t ki = align256((size_t)n * sizeof(struct dpt_jpeg_kimage)), ti = (size_t)n * 2 * S * sizeof(int),
+         tf = (size_t)n * S * sizeof(float), bytes = ki + 2 * ti + 2 * tf;
+  CU(cudaSetDevice(g->o.device), "cudaSetDevice");
+  if (host && (g->o.layout != DPT_DATA_NCHW || g->o.dtype != DPT_DATA_F32))
+    return dpt_err_set(err, DPT_E_INPUT, "GPU loader: host batches are fp32 NCHW");
+  if (bytes > g->tab_cap) {
+    CU(cudaStreamSynchronize(g->stream), "decode stream");
+    cudaFreeHost(g->tab_h);
+    cudaFree(g->tab_d);
+    g->tab_h = g->tab_d = NULL;
+    g->tab_cap = 0;
+    CU(cudaHostAlloc((void **)&g->tab_h, bytes, cudaHostAllocDefault), "cudaHostAlloc of the sampling tables");
+    CU(cudaMalloc((void **)&g->tab_d, bytes), "cudaMalloc of the sampling tables");
+    g->tab_cap = bytes;
+  }
+  struct dpt_jpeg_kimage *ki_h = (struct dpt_jpeg_kimage *)g->tab_h;
+  int *cx = (int *)(g->tab_h + ki), *cy = (int *)(g->tab_h + ki + ti);
+  float *wx = (float *)(g->tab_h + ki + 2 * ti), *wy = (float *)(g->tab_h + ki + 2 * ti + tf);
+  for (int i = 0; i < n; i++) {
+    struct dpt_jpeg_gpu_item *x = &it[i];
+    int ok = x->route != DPT_JPEG_GPU_ROUTE_NONE && x->placed && x->dec_w > 0 && x->dec_h > 0;
+    ki_h[i].src = ok ? x->off : 0;
+    ki_h[i].pitch = ok ? x->dec_w * c : 0;
+    ki_h[i].zero = !ok;
+    if (ok) /* the CPU path's own tables (dpt_data_jpeg_sample) */
+      dpt_augment_tables(&x->crop, S, x->src_w, x->src_h, x->dec_w, x->dec_h, cx + (size_t)i * 2 * S,
+                         wx + (size_t)i * S, cy + (size_t)i * 2 * S, wy + (size_t)i * S);
+    else {
+      memset(cx + (size_t)i * 2 * S, 0, 2 * S * sizeof(int));
+      memset(cy + (size_t)i * 2 * S, 0, 2 * S * sizeof(int));
+      memset(wx + (size_t)i * S, 0, S * sizeof(float));
+      memset(wy + (size_t)i * S, 0, S * sizeof(float));
+    }
+  }
+  struct dpt_jpeg_knorm norm;
+  memset(&norm, 0, sizeof norm);
+  for (int k = 0; k < c; k++) {
+    norm.scale[k] = 1.0f / (255.0f * g->o.std[k]);
+    norm.shift[k] = -g->o.mean[k] / g->o.std[k];
+  }
+  CU(cudaMemcpyAsync(g->tab_d, g->tab_h, bytes, cudaMemcpyHostToDevice, g->stream), "uploading the sampling tables");
+  if (release) CU(cudaStreamWaitEvent(g->stream, (cudaEvent_t)release, 0), "waiting for the consumer's release");
+  int ke = dpt_jpeg_crop_resize(g->arena, (const struct dpt_jpeg_kimage *)g->tab_d, (const int *)(g->tab_d + ki),
+                                (const float *)(g->tab_d + ki + 2 * ti), (const int *)(g->tab_d + ki + ti),
+                                (const float *)(g->tab_d + ki + 2 * ti + tf), n, S, c, g->o.c_stored, g->o.layout,
+                                g->o.dtype, norm, out, g->stream);
+  CU((cudaError_t)ke, "crop/resize kernel");
+  if (host)
+    CU(cudaMemcpyAsync(host, out, (size_t)n * c * S * S * sizeof(float), cudaMemcpyDeviceToHost, g->stream),
+       "copying the batch to the host");
+  CU(cudaStreamSynchronize(g->stream), "decode stream (an asynchronous fault in nvJPEG or the kernel)");
+  return 0;
+}
+
+int dpt_jpeg_gpu_alloc(int device, size_t bytes, void **p, struct dpt_err *err)
+{
+  *p = NULL;
+  CU(cudaSetDevice(device), "cudaSetDevice");
+  CU(cudaMalloc(p, bytes), "cudaMalloc of a loader batch");
+  return 0;
+}
+
+void dpt_jpeg_gpu_free(void *p)
+{
+  if (p) cudaFree(p);
+}
+
+int dpt_jpeg_gpu_event_create(int device, void **ev, struct dpt_err *err)
+{
+  cudaEvent_t e = NULL;
+  *ev = NULL;
+  CU(cudaSetDevice(device), "cudaSetDevice");
+  CU(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  *ev = e;
+  return 0;
+}
+
+void dpt_jpeg_gpu_event_destroy(void *ev)
+{
+  if (ev) cudaEventDestroy((cudaEvent_t)ev);
+}
+
+int dpt_jpeg_gpu_event_record(void *ev, void *stream, struct dpt_err *err)
+{
+  CU(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream), "recording the consumer's release event");
+  return 0;
+}
