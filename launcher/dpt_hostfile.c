@@ -1,6 +1,7 @@
 /* dpt_hostfile.c — dpt-launch's hostfile parser (see dpt_hostfile.h). */
 #include "dpt_hostfile.h"
 #include "dpt_file.h"
+#include "dpt_strv.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,9 +10,7 @@
 
 void dpt_hostfile_free(char **hosts, int n)
 {
-  for (int i = 0; i < n; i++)
-    free(hosts[i]);
-  free(hosts);
+  dpt_strv_free(hosts, n);
 }
 
 static int host_char_ok(unsigned char c)

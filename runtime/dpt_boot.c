@@ -1,6 +1,7 @@
 /* dpt_boot.c — see dpt_boot.h */
 #include "dpt_boot.h"
 #include "dpt_env.h"
+#include "dpt_strv.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -110,11 +111,7 @@ static void rank_list(const int *sel, int n, char *buf, size_t len)
 
 void dpt_boot_strings_free(char **all, int n)
 {
-  if (!all)
-    return;
-  for (int i = 0; i < n; i++)
-    free(all[i]);
-  free(all);
+  dpt_strv_free(all, n);
 }
 
 /* ------------------------------------------------------------ transports */

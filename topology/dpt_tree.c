@@ -12,6 +12,8 @@
  * invariants.  Hostlists are expanded by libslurm only. */
 #define _GNU_SOURCE /* strverscmp, qsort_r */
 #include "dpt_tree_int.h"
+#include "dpt_file.h"
+#include "dpt_strv.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -500,11 +502,7 @@ fail_doc:
 
 void dpt_tree_hostlist_free(char **hosts, int n)
 {
-  if (!hosts)
-    return;
-  for (int i = 0; i < n; i++)
-    free(hosts[i]);
-  free(hosts);
+  dpt_strv_free(hosts, n);
 }
 
 /* slurm_hostlist_create() with libslurm's own log kept off stderr.  libslurm
@@ -640,4 +638,18 @@ const char *dpt_tree_skip_blank(const char *p)
   while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\v' || *p == '\f')
     p++;
   return p;
+}
+
+int dpt_tree_load_file(struct dpt_tree **out, const char *path, const char *what, dpt_tree_parse_fn parse,
+                       struct dpt_err *err)
+{
+  char *buf;
+  size_t len;
+  int rc;
+  *out = NULL;
+  if ((rc = dpt_file_read(path, what, NULL, MAX_FILE_BYTES, &buf, &len, err)) < 0)
+    return rc;
+  rc = parse(out, buf, len, path, err);
+  free(buf);
+  return rc;
 }

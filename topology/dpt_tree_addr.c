@@ -1,7 +1,6 @@
 /* dpt_tree_addr.c — switch trees from SLURM_TOPOLOGY_ADDR / SLURM_TOPOLOGY_ADDR_PATTERN
  * (see dpt_tree.h; the builder and the shared helpers are in dpt_tree.c). */
 #include "dpt_tree_int.h"
-#include "dpt_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,13 +349,5 @@ fail:
 
 int dpt_tree_load_addr_list(struct dpt_tree **out, const char *path, struct dpt_err *err)
 {
-  char *buf;
-  size_t len;
-  int rc;
-  *out = NULL;
-  if ((rc = dpt_file_read(path, "SLURM_TOPOLOGY_ADDR list", NULL, MAX_FILE_BYTES, &buf, &len, err)) < 0)
-    return rc;
-  rc = dpt_tree_parse_addr_list(out, buf, len, path, err);
-  free(buf);
-  return rc;
+  return dpt_tree_load_file(out, path, "SLURM_TOPOLOGY_ADDR list", dpt_tree_parse_addr_list, err);
 }

@@ -1,7 +1,6 @@
 /* dpt_tree_conf.c — switch trees from Slurm's topology.conf (topology/tree plugin syntax)
  * (see dpt_tree.h; the builder and the shared helpers are in dpt_tree.c). */
 #include "dpt_tree_int.h"
-#include "dpt_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -523,13 +522,5 @@ fail:
 
 int dpt_tree_load_topology_conf(struct dpt_tree **out, const char *path, struct dpt_err *err)
 {
-  char *buf;
-  size_t len;
-  int rc;
-  *out = NULL;
-  if ((rc = dpt_file_read(path, "topology.conf file", NULL, MAX_FILE_BYTES, &buf, &len, err)) < 0)
-    return rc;
-  rc = dpt_tree_parse_topology_conf(out, buf, len, path, err);
-  free(buf);
-  return rc;
+  return dpt_tree_load_file(out, path, "topology.conf file", dpt_tree_parse_topology_conf, err);
 }

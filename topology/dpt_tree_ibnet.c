@@ -2,7 +2,6 @@
  * (see dpt_tree.h; the builder and the shared helpers are in dpt_tree.c). */
 #define _GNU_SOURCE /* strverscmp, qsort_r */
 #include "dpt_tree_int.h"
-#include "dpt_file.h"
 
 #include <ctype.h>
 #include <stdint.h>
@@ -663,13 +662,5 @@ fail:
 
 int dpt_tree_load_ibnetdiscover(struct dpt_tree **out, const char *path, struct dpt_err *err)
 {
-  char *buf;
-  size_t len;
-  int rc;
-  *out = NULL;
-  if ((rc = dpt_file_read(path, "ibnetdiscover dump", NULL, MAX_FILE_BYTES, &buf, &len, err)) < 0)
-    return rc;
-  rc = dpt_tree_parse_ibnetdiscover(out, buf, len, path, err);
-  free(buf);
-  return rc;
+  return dpt_tree_load_file(out, path, "ibnetdiscover dump", dpt_tree_parse_ibnetdiscover, err);
 }

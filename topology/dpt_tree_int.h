@@ -45,6 +45,14 @@ int dpt_tree_add_virtual_switch(struct dpt_tree *t, const char *base, struct dpt
  * returns 0 at the end of the buffer.  A NUL byte inside makes *has_nul 1. */
 int dpt_tree_next_phys_line(const char *buf, size_t len, size_t *pos, const char **line, size_t *n,
                             int *has_nul);
+/* A tree parser on a buffer (dpt_tree_parse_topology_conf, ..._addr_list, ..._ibnetdiscover). */
+typedef int (*dpt_tree_parse_fn)(struct dpt_tree **out, const char *buf, size_t len, const char *name,
+                                 struct dpt_err *err);
+/* Reads the file at path (what names it in messages; at most MAX_FILE_BYTES) and parses it with
+ * parse under the file's name: the dpt_tree_load_* functions. */
+int dpt_tree_load_file(struct dpt_tree **out, const char *path, const char *what, dpt_tree_parse_fn parse,
+                       struct dpt_err *err);
+
 /* p past blanks (space, \t, \r, \v, \f). */
 const char *dpt_tree_skip_blank(const char *p);
 

@@ -45,6 +45,18 @@ static inline void fuzz_check_error_printable(int rc, const struct dpt_err *err)
     FUZZ_CHECK((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f);
 }
 
+/* 1 when s is NUL-terminated within cap bytes and all printable ASCII. */
+static inline int fuzz_printable(const char *s, size_t cap)
+{
+  size_t n = strnlen(s, cap);
+  if (n == cap)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+      return 0;
+  return 1;
+}
+
 /* A NUL-terminated copy of the input (caller frees). */
 static inline char *fuzz_strndup(const uint8_t *data, size_t size)
 {

@@ -11,25 +11,14 @@
 #include "dpt_spank_opts.h"
 #include "fuzz_common.h"
 
-static int printable(const char *s, size_t cap)
-{
-  size_t n = strnlen(s, cap);
-  if (n == cap)
-    return 0;
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
-      return 0;
-  return 1;
-}
-
 static void check_opts(const struct dpt_spank_opts *o)
 {
   FUZZ_CHECK(o->ranks_per_gpu >= 0 && o->threads >= 0 && o->verbose >= 0 && o->verbose <= 3);
   FUZZ_CHECK(o->bind == DPT_SPANK_BIND_AUTO || o->bind == DPT_SPANK_BIND_STRICT ||
              o->bind == DPT_SPANK_BIND_NONE);
   FUZZ_CHECK(o->fp16 == 0 || o->fp16 == 1);
-  FUZZ_CHECK(printable(o->comm, sizeof o->comm) && printable(o->report, sizeof o->report) &&
-             printable(o->topology, sizeof o->topology) && printable(o->tree, sizeof o->tree));
+  FUZZ_CHECK(fuzz_printable(o->comm, sizeof o->comm) && fuzz_printable(o->report, sizeof o->report) &&
+             fuzz_printable(o->topology, sizeof o->topology) && fuzz_printable(o->tree, sizeof o->tree));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -10,17 +10,6 @@
 #include "dpt_spank_plan.h"
 #include "fuzz_common.h"
 
-static int printable(const char *s, size_t cap)
-{
-  size_t n = strnlen(s, cap);
-  if (n == cap)
-    return 0;
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
-      return 0;
-  return 1;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   if (size < 3)
@@ -59,8 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   FUZZ_CHECK(t.rank.local_rank == local_id && t.node.n_ranks == local_count);
   FUZZ_CHECK(t.rank.gpu >= -1 && t.rank.threads >= 0);
   FUZZ_CHECK(strnlen(t.digest, sizeof t.digest) == 16);
-  FUZZ_CHECK(printable(t.rank.cpuset, sizeof t.rank.cpuset) && printable(t.node.hcas, sizeof t.node.hcas) &&
-             printable(t.node.host, sizeof t.node.host) && printable(t.rank.gpu_busid, sizeof t.rank.gpu_busid));
+  FUZZ_CHECK(fuzz_printable(t.rank.cpuset, sizeof t.rank.cpuset) &&
+             fuzz_printable(t.node.hcas, sizeof t.node.hcas) && fuzz_printable(t.node.host, sizeof t.node.host) &&
+             fuzz_printable(t.rank.gpu_busid, sizeof t.rank.gpu_busid));
   if (want_plan) {
     FUZZ_CHECK(plan != NULL && plan->n_ranks == t.world && plan->n_nodes == t.n_nodes);
     FUZZ_CHECK(plan->ranks[t.rank.rank].rank == t.rank.rank);

@@ -12,32 +12,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dpt_file.h"
 #include "fuzz_common.h"
 
 static int run_file(const char *path)
 {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fprintf(stderr, "regress: cannot open %s\n", path);
-    return -1;
-  }
-  size_t cap = 1 << 16, len = 0, r;
-  unsigned char *buf = malloc(cap);
-  while (buf && (r = fread(buf + len, 1, cap - len, f)) > 0) {
-    len += r;
-    if (len == cap) {
-      unsigned char *nb = realloc(buf, cap *= 2);
-      if (!nb) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = nb;
-    }
-  }
-  fclose(f);
-  if (!buf) {
-    fprintf(stderr, "regress: out of memory reading %s\n", path);
+  char *buf;
+  size_t len;
+  struct dpt_err err = {0};
+  if (dpt_file_read(path, "fuzz input", NULL, 0, &buf, &len, &err)) {
+    fprintf(stderr, "regress: %s\n", err.msg);
     return -1;
   }
   /* An exact-size copy, so that ASan / valgrind see reads past the input. */

@@ -73,15 +73,6 @@ DPT_SLURM_CTL_PORT=$ctl_port DPT_SLURM_BASE_PORT=$((ctl_port + 10)) \
 eval "$(bash "$here/cluster.sh" env "$dir")"
 host=$(hostname -s)
 
-daemons_alive() {
-  local f n=0
-  for f in "$dir"/run/slurmctld.pid "$dir"/run/slurmd-n*.pid; do
-    kill -0 "$(cat "$f")" 2>/dev/null || { echo "daemon of $f is gone"; return 1; }
-    n=$((n + 1))
-  done
-  [[ $n -eq 5 ]]
-}
-
 # task_status SRUN_STDERR: "TASK STATUS" per task srun reported ("Killed", "Exited with exit
 # code 1"); srun names tasks as "task 1" or "tasks 0-1,3"
 task_status() {

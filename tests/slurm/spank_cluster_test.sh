@@ -47,15 +47,6 @@ plan_json() { # NODES OUT [extra dpt-topo args]
   "$topo" plan --topology-conf "$dir/topology.conf" --nodes "$nodes" --node-xml "$xml" --json "$@" >"$out"
 }
 
-daemons_alive() {
-  local f n=0
-  for f in "$dir"/run/slurmctld.pid "$dir"/run/slurmd-n*.pid; do
-    kill -0 "$(cat "$f")" 2>/dev/null || { echo "daemon of $f is gone"; return 1; }
-    n=$((n + 1))
-  done
-  [[ $n -eq 5 ]]
-}
-
 case "$mode" in
 help)
   out=$(srun --help 2>&1)

@@ -7,6 +7,7 @@
  *   test_tree_fuzz DATA_DIR AVAKAS MN1_CONF [ITERATIONS] */
 #include <stdint.h>
 
+#include "dpt_file.h"
 #include "tree_check.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -21,17 +22,12 @@ static uint64_t rng(void) /* splitmix64 */
 
 static char *slurp(const char *path, size_t *len)
 {
-  FILE *f = fopen(path, "rb");
   char *b;
-  long n;
-  if (!f)
+  struct dpt_err err = {0};
+  if (dpt_file_read(path, "test input", NULL, 0, &b, len, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
     return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  b = malloc((size_t)n + 1);
-  *len = fread(b, 1, (size_t)n, f);
-  fclose(f);
+  }
   return b;
 }
 
