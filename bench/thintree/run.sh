@@ -42,7 +42,7 @@ export DPT_TT_PREFIX=${DPT_TT_PREFIX:-dptt}
 py=${DPT_BENCH_PYTHON:-python3}
 
 bench="$build/runtime/dpt-bench"
-topo="$build/topology/dpt-topo"
+topo="$build/tools/dpt-topo"
 plugin="$build/spank/spank_dpt.so"
 for f in "$bench" "$topo" "$plugin"; do
   [[ -e "$f" ]] || { echo "run.sh: $f is missing: build dpt-bench, dpt-topo and spank_dpt in $build" >&2; exit 2; }
