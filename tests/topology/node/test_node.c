@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dpt_file.h"
 #include "dpt_node.h"
 
 #include "dpt_check.h"
@@ -35,21 +36,16 @@ static struct dpt_node *load(const char *file)
   return load_from(dir, file);
 }
 
-static char *slurp(const char *path, size_t *len)
+/* The bytes of fixture file (in dir), NUL-terminated. */
+static char *slurp(const char *file, size_t *len)
 {
-  FILE *f = fopen(path, "rb");
-  char *b;
-  long n;
-  if (!f || fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-    fprintf(stderr, "cannot read %s\n", path);
+  char path[4096], *b;
+  struct dpt_err err;
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  if (dpt_file_read(path, "fixture", NULL, 0, &b, len, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
     exit(1);
   }
-  b = malloc(n + 1);
-  if (!b || fread(b, 1, n, f) != (size_t)n)
-    exit(1);
-  fclose(f);
-  b[n] = 0;
-  *len = n;
   return b;
 }
 
@@ -114,12 +110,10 @@ out:
  * without NVLink counts (the matrix then names objects that are not GPUs). */
 static void test_pci_fallback(void)
 {
-  char path[4096];
   size_t len;
   struct dpt_err err;
   struct dpt_node *n = NULL, *ref = load("nvidia-dgx2-16v100.xml");
-  snprintf(path, sizeof path, "%s/nvidia-dgx2-16v100.xml", dir);
-  char *buf = slurp(path, &len);
+  char *buf = slurp("nvidia-dgx2-16v100.xml", &len);
   int renamed = 0;
   for (char *p = buf; (p = strstr(p, "name=\"nvml")); p += 10, renamed++)
     memcpy(p + 6, "zzzz", 4);
@@ -307,8 +301,7 @@ static void test_nvidia_only(void)
   /* a CUDA OS device under a non-NVIDIA PCI device is not a GPU either: the K40 dump with the
    * AMD Tahiti's OpenCL device renamed cuda1 */
   size_t len;
-  snprintf(path, sizeof path, "%s/x86-2socket-k40-mlx5.xml", dir);
-  char *buf = slurp(path, &len), *p = strstr(buf, "name=\"opencl0d1\" subtype=\"OpenCL\"");
+  char *buf = slurp("x86-2socket-k40-mlx5.xml", &len), *p = strstr(buf, "name=\"opencl0d1\" subtype=\"OpenCL\"");
   CHECK(p != NULL, "the Tahiti's OpenCL device is in the dump");
   if (p) {
     memcpy(p, "name=\"cuda1\"     subtype=\"CUDA\"  ", strlen("name=\"opencl0d1\" subtype=\"OpenCL\""));
@@ -364,12 +357,10 @@ static int strip_attr(char *buf, const char *what, const char *attr)
  * sets hwloc's core would complete, and reads the same node as from the intact file. */
 static void test_v2_missing_complete_sets(void)
 {
-  char path[4096];
   size_t len;
   struct dpt_err err;
   struct dpt_node *n = NULL, *ref = load("x86-2socket-k40-mlx5.xml");
-  snprintf(path, sizeof path, "%s/x86-2socket-k40-mlx5.xml", dir);
-  char *buf = slurp(path, &len);
+  char *buf = slurp("x86-2socket-k40-mlx5.xml", &len);
   int pus = strip_attr(buf, "type=\"PU\"", "complete_cpuset");
   int numa = strip_attr(buf, "type=\"NUMANode\"", "complete_nodeset");
   int mach = strip_attr(buf, "type=\"Machine\"", "complete_cpuset");
