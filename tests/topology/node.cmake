@@ -207,6 +207,6 @@ add_test(NAME topo_hwloc_diff
   COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/diff/hwloc_diff.py --dpt-topo $<TARGET_FILE:dpt-topo>
           --min-loaded 100 --manifest ${CMAKE_CURRENT_SOURCE_DIR}/hwloc-xml/MANIFEST
           ${CMAKE_CURRENT_SOURCE_DIR}/hwloc-xml ${DPT_FIXTURES}/hwloc ${_node_fix} ${CMAKE_SOURCE_DIR}/etc/mn1
-          ${DPT_TEST_DATA}/fuzz/corpus/node_xml/hwloc-crash-no-complete-sets.xml)
+          ${_node_fix}/bad/drawing.svg ${DPT_TEST_DATA}/fuzz/corpus/node_xml/hwloc-crash-no-complete-sets.xml)
 set_tests_properties(topo_hwloc_diff PROPERTIES LABELS topology TIMEOUT 300
   ENVIRONMENT "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/node/lsan-hwloc.supp;ASAN_OPTIONS=fast_unwind_on_malloc=0")
