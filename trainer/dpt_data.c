@@ -651,7 +651,7 @@ static int gpu_setup(struct dpt_loader *L, struct dpt_err *err)
   const struct dpt_loader_opts *o = &L->o;
   struct dpt_jpeg_gpu_opts go = {.device = o->gpu, .channels = d->c, .out = L->out, .batch = o->batch,
                                  .layout = o->layout, .dtype = o->dtype, .c_stored = o->c_stored,
-                                 .use_hw = o->gpu_hw == -2 ? 0 : -1};
+                                 .use_hw = o->gpu_no_hw ? 0 : -1, .hw_share = o->gpu_hw_share};
   int rc;
   for (int k = 0; k < d->c; k++) go.mean[k] = d->mean[k], go.std[k] = d->std[k];
   size_t bytes = (size_t)o->batch * L->out * L->out * (size_t)o->c_stored * (o->dtype == DPT_DATA_F32 ? 4 : 2);

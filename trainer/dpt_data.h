@@ -165,8 +165,9 @@ struct dpt_loader_opts {
                        the reference of the GPU parity test */
   int device;       /* DPT_DATA_CPU (libturbojpeg) | DPT_DATA_GPU (nvJPEG; builds with it) */
   int gpu;          /* DPT_DATA_GPU: CUDA device ordinal */
-  int gpu_hw;       /* DPT_DATA_GPU: -1 (0 = default) nvJPEG's hardware decoder where the GPU has one,
-                       1 the same, -2 never (hybrid only) */
+  int gpu_no_hw;    /* DPT_DATA_GPU: 1 = never nvJPEG's hardware decoder (its CUDA decoders only) */
+  double gpu_hw_share; /* DPT_DATA_GPU: share of a batch's hardware-eligible files the hardware decoder
+                          takes, the rest decoded by nvJPEG's CUDA decoder meanwhile (0: 0.65) */
   int device_out;   /* DPT_DATA_GPU: 1 = batches stay on the device (dpt_loader_next_device) in
                        layout / dtype / c_stored; 0 = copied back as host fp32 NCHW (dpt_loader_next) */
   int layout;       /* enum dpt_data_layout (device_out) */

@@ -7,12 +7,14 @@
  *       sizes (smooth shapes, edges and grain: ~100 KB per file).
  *   dpt-loader-bench run --data-dir DIR [--device cpu|gpu] [--threads N] [--batch B]
  *       [--steps S] [--warmup W] [--size 224] [--prefetch P] [--host-copy]
- *       [--layout nchw|nhwc] [--dtype fp32|fp16|bf16] [--seed S]
+ *       [--layout nchw|nhwc] [--dtype fp32|fp16|bf16] [--seed S] [--hw-share F] [--no-hw]
  *       the training loader of dpt-train (random-resized crop + flip + normalise,
  *       224 px) with N worker threads on the CPU path (libturbojpeg) or the GPU path
  *       (nvJPEG; batches stay on the device unless --host-copy, which is what
- *       dpt-train takes today); W batches of warm-up (default: prefetch + threads + 2,
- *       which drains what was prefetched), then S timed batches.  Prints
+ *       dpt-train takes today; --hw-share: the hardware decoder's share of the baseline
+ *       files, default 0.65; --no-hw: nvJPEG's CUDA decoders only); W batches of
+ *       warm-up (default: prefetch + threads + 2, which drains what was prefetched),
+ *       then S timed batches.  Prints
  *       one JSON object: images/s, the CPU time of the process over the wall time
  *       (cores used), the decoder counts.
  *   dpt-loader-bench probe   exit 0 when the GPU path works here, else 1 and why.
@@ -51,6 +53,7 @@ static int usage(void)
                   "       dpt-loader-bench run --data-dir DIR [--device cpu|gpu] [--threads N] [--batch B]\n"
                   "                        [--steps S] [--warmup W] [--size 224] [--prefetch P] [--host-copy]\n"
                   "                        [--layout nchw|nhwc] [--dtype fp32|fp16|bf16] [--seed S]\n"
+                  "                        [--hw-share F] [--no-hw]\n"
                   "       dpt-loader-bench probe\n");
   return 2;
 }
@@ -154,12 +157,13 @@ static int run(int argc, char **argv)
 {
   const char *dir = NULL, *device = "cpu", *layout = "nchw", *dtype = "fp32";
   long threads = 1, batch = 64, steps = 20, warmup = -1, size = 224, prefetch = -1, seed = 1;
-  int host_copy = 0;
+  int host_copy = 0, no_hw = 0;
+  double hw_share = 0;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int rc = 0;
-    if (!strcmp(a, "--host-copy")) {
-      host_copy = 1;
+    if (!strcmp(a, "--host-copy") || !strcmp(a, "--no-hw")) {
+      *(a[2] == 'h' ? &host_copy : &no_hw) = 1;
       continue;
     }
     if (!v) return usage();
@@ -174,7 +178,14 @@ static int run(int argc, char **argv)
     else if (!strcmp(a, "--size")) rc = num(a, v, 8, 1024, &size);
     else if (!strcmp(a, "--prefetch")) rc = num(a, v, 0, 64, &prefetch);
     else if (!strcmp(a, "--seed")) rc = num(a, v, 0, 1L << 40, &seed);
-    else return usage();
+    else if (!strcmp(a, "--hw-share")) {
+      char *end;
+      hw_share = strtod(v, &end);
+      if (*end || !(hw_share > 0 && hw_share <= 1)) {
+        fprintf(stderr, "dpt-loader-bench: --hw-share '%s' is not in (0, 1]\n", v);
+        return 2;
+      }
+    } else return usage();
     if (rc) return 2;
     i++;
   }
@@ -192,7 +203,8 @@ static int run(int argc, char **argv)
   struct dpt_loader_opts lo = {
       .batch = (int)batch, .size = 1, .seed = (uint64_t)seed, .train = 1, .flip = 1, .out_size = (int)size,
       .prefetch = prefetch >= 0 ? (int)prefetch : (int)threads + 1, .workers = (int)threads,
-      .device = gpu ? DPT_DATA_GPU : DPT_DATA_CPU, .device_out = gpu && !host_copy,
+      .device = gpu ? DPT_DATA_GPU : DPT_DATA_CPU, .device_out = gpu && !host_copy, .gpu_no_hw = no_hw,
+      .gpu_hw_share = hw_share,
       .layout = strcmp(layout, "nhwc") ? DPT_DATA_NCHW : DPT_DATA_NHWC,
       .dtype = !strcmp(dtype, "fp16") ? DPT_DATA_F16 : !strcmp(dtype, "bf16") ? DPT_DATA_BF16 : DPT_DATA_F32};
   struct dpt_loader *L = NULL;
@@ -233,10 +245,10 @@ static int run(int argc, char **argv)
     dpt_loader_stats(L, &s);
     printf("{\"device\": \"%s\", \"decoder\": \"%s\", \"threads\": %ld, \"batch\": %ld, \"size\": %ld, \"steps\": %ld, "
            "\"images\": %ld, \"seconds\": %.4f, \"images_per_s\": %.1f, \"cpu_seconds\": %.3f, \"cores_used\": %.3f, "
-           "\"images_per_core_s\": %.1f, \"host_copy\": %s, \"layout\": \"%s\", \"dtype\": \"%s\", "
+           "\"images_per_core_s\": %.1f, \"hw_share\": %.2f, \"host_copy\": %s, \"layout\": \"%s\", \"dtype\": \"%s\", "
            "\"decoded_hw\": %ld, \"decoded_hybrid\": %ld, \"decoded_cpu\": %ld, \"refused\": %ld, \"failed\": %ld}\n",
            device, dpt_loader_decoder(L), threads, batch, size, steps, images, wall, images / wall, cpu, cpu / wall,
-           cpu > 0 ? images / cpu : 0.0, host_copy ? "true" : "false", gpu ? layout : "nchw", gpu ? dtype : "fp32",
+           cpu > 0 ? images / cpu : 0.0, hw_share, host_copy ? "true" : "false", gpu ? layout : "nchw", gpu ? dtype : "fp32",
            s.gpu_hw, s.gpu_hybrid, s.cpu, s.gpu_refused, s.failed);
   }
   dpt_loader_destroy(L);

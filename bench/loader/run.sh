@@ -5,8 +5,10 @@
 # and the CPU cores used, on an ImageNet-like JPEG folder this script writes itself
 # (dpt-loader-bench make: ~500 x 375, quality 90, 4:2:0, $IMAGES files; no download):
 #   dpt CPU path    dpt-loader-bench run --device cpu --threads T   for T in $THREADS (1..nproc)
-#   dpt GPU path    --device gpu (batches stay on the GPU) for T in $GPU_THREADS, and --host-copy
-#                   (what dpt-train takes today) -- only when the GPU path works here
+#   dpt GPU path    --device gpu (batches stay on the GPU) for T in $GPU_THREADS: NCHW fp32 and
+#                   NHWC fp16, the hardware decoder's default share (0.65), all to it (--hw-share 1),
+#                   none (--no-hw); and --host-copy (what dpt-train takes today) -- only when the
+#                   GPU path works here
 #   torchvision     DataLoader + PIL with W workers (W in $THREADS), and decode_jpeg(device="cuda")
 #                   batched + GPU transforms (GPU only), with whichever python3 has torchvision
 #   trainer         dpt-train --backend cuda --precision mixed on synthetic 224-px data, img/s
@@ -89,6 +91,10 @@ for r in $(seq 1 "$REPEAT"); do
         tag "dpt-gpu" "$r"
       "$TOOL" run --data-dir "$DATA" --device gpu --threads "$t" --batch "$GPU_BATCH" --steps "$GPU_STEPS" \
         --layout nhwc --dtype fp16 | tag "dpt-gpu-nhwc-fp16" "$r"
+      "$TOOL" run --data-dir "$DATA" --device gpu --threads "$t" --batch "$GPU_BATCH" --steps "$GPU_STEPS" \
+        --hw-share 1 | tag "dpt-gpu-hw-only" "$r"
+      "$TOOL" run --data-dir "$DATA" --device gpu --threads "$t" --batch "$GPU_BATCH" --steps "$GPU_STEPS" \
+        --no-hw | tag "dpt-gpu-cuda-only" "$r"
       if [ -n "$PY" ]; then
         "$PY" "$HERE/peer_torchvision.py" --data "$DATA" --mode gpu --workers "$t" --batch "$GPU_BATCH" \
           --steps "$GPU_STEPS" | tag "torchvision-gpu" "$r"

@@ -1,9 +1,16 @@
 /* dpt_jpeg_gpu.c — nvJPEG batched decode + the crop/resize kernel for the
  * imagenet loader's GPU path (see dpt_jpeg_gpu.h).  nvJPEG API: nvjpeg.h of
- * CUDA 13 (PyPI nvidia-nvjpeg 13.x); the hardware decoder is a handle created
- * with NVJPEG_BACKEND_HARDWARE (A100, H100: creation fails elsewhere), driven
- * with nvjpegDecodeBatchedInitialize + nvjpegDecodeBatched as NVIDIA's
- * nvImageCodec drives it. */
+ * CUDA 13 (PyPI nvidia-nvjpeg 13.x).  Three decoders, each a handle + batched
+ * state, driven with nvjpegDecodeBatchedInitialize + nvjpegDecodeBatched (as
+ * NVIDIA's nvImageCodec drives them):
+ *   hw   NVJPEG_BACKEND_HARDWARE (A100 / H100 engines; creation fails elsewhere),
+ *        on its own stream so that it works while the CUDA decoder runs;
+ *   cuda NVJPEG_BACKEND_GPU_HYBRID (Huffman decoding on the GPU for baseline
+ *        batches): the share of hardware-eligible files the hardware does not
+ *        take (hw_share, default 0.65 as DALI's hw_decoder_load), and all of them
+ *        on GPUs without the hardware decoder;
+ *   hy   NVJPEG_BACKEND_DEFAULT (Huffman on the CPU, the rest on the GPU): the
+ *        files routed GPU (progressive, multi-scan, 4:1:x). */
 #include "dpt_jpeg_gpu.h"
 
 #include <stdio.h>
@@ -19,8 +26,11 @@
 
 struct dpt_jpeg_gpu {
   struct dpt_jpeg_gpu_opts o;
-  nvjpegHandle_t hw, hy;               /* hardware decoder (NULL without one), default (hybrid) backend */
-  nvjpegJpegState_t hw_state, hy_state;
+  nvjpegHandle_t hw, cu, hy;           /* hardware (NULL without one), GPU_HYBRID, DEFAULT backends */
+  nvjpegJpegState_t hw_state, cu_state, hy_state;
+  cudaStream_t hw_stream;              /* the hardware decoder's; joined to stream before the kernel */
+  cudaEvent_t hw_done;
+  double hw_share;                     /* fraction of the hardware-eligible files the hardware decodes */
   unsigned hw_engines, hw_cores;
   nvjpegOutputFormat_t fmt;            /* RGBI (3 channels) or Y (1) */
   cudaStream_t stream;
@@ -163,11 +173,23 @@ int dpt_jpeg_gpu_create(struct dpt_jpeg_gpu **out, const struct dpt_jpeg_gpu_opt
                      "--data-device cpu)", o->device, nvj_str(s));
     goto fail;
   }
+  if ((s = create_handle(NVJPEG_BACKEND_GPU_HYBRID, &g->cu)) != NVJPEG_STATUS_SUCCESS ||
+      (s = nvjpegJpegStateCreate(g->cu, &g->cu_state)) != NVJPEG_STATUS_SUCCESS) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "GPU loader: nvjpegCreateEx (GPU_HYBRID backend) on device %d: %s (use "
+                     "--data-device cpu)", o->device, nvj_str(s));
+    goto fail;
+  }
+  g->hw_share = o->hw_share > 0 && o->hw_share <= 1 ? o->hw_share : 0.65;
+  if (g->hw && ((ce = cudaStreamCreateWithFlags(&g->hw_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+                (ce = cudaEventCreateWithFlags(&g->hw_done, cudaEventDisableTiming)) != cudaSuccess)) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "GPU loader: the hardware decoder's stream: %s", cudaGetErrorString(ce));
+    goto fail;
+  }
   if (g->hw)
-    snprintf(g->desc, sizeof g->desc, "hardware decoder (%u engines x %u cores) + hybrid", g->hw_engines,
-             g->hw_cores);
+    snprintf(g->desc, sizeof g->desc, "hardware decoder (%u engines x %u cores, %.0f%% of baseline files) + CUDA",
+             g->hw_engines, g->hw_cores, 100 * g->hw_share);
   else
-    snprintf(g->desc, sizeof g->desc, "hybrid (no hardware decoder: %s)", hw_note);
+    snprintf(g->desc, sizeof g->desc, "CUDA (no hardware decoder: %s)", hw_note);
   *out = g;
   return 0;
 fail:
@@ -180,10 +202,15 @@ void dpt_jpeg_gpu_destroy(struct dpt_jpeg_gpu *g)
   if (!g) return;
   cudaSetDevice(g->o.device);
   if (g->stream) cudaStreamSynchronize(g->stream);
+  if (g->hw_stream) cudaStreamSynchronize(g->hw_stream);
   if (g->hw_state) nvjpegJpegStateDestroy(g->hw_state);
+  if (g->cu_state) nvjpegJpegStateDestroy(g->cu_state);
   if (g->hy_state) nvjpegJpegStateDestroy(g->hy_state);
   if (g->hw) nvjpegDestroy(g->hw);
+  if (g->cu) nvjpegDestroy(g->cu);
   if (g->hy) nvjpegDestroy(g->hy);
+  if (g->hw_done) cudaEventDestroy(g->hw_done);
+  if (g->hw_stream) cudaStreamDestroy(g->hw_stream);
   cudaFree(g->arena);
   cudaFree(g->tab_d);
   cudaFreeHost(g->stage);
@@ -209,6 +236,10 @@ static int arena_reserve(struct dpt_jpeg_gpu *g, size_t need, size_t keep, struc
   size_t cap = need + need / 4;
   unsigned char *na = NULL;
   CU(cudaMalloc((void **)&na, cap), "cudaMalloc of the decode arena");
+  if (g->hw_stream) { /* the hardware decoder writes into the arena on its own stream */
+    CU(cudaEventRecord(g->hw_done, g->hw_stream), "hardware decoder event");
+    CU(cudaStreamWaitEvent(g->stream, g->hw_done, 0), "joining the hardware decoder's stream");
+  }
   if (keep) {
     cudaError_t ce = cudaMemcpyAsync(na, g->arena, keep, cudaMemcpyDeviceToDevice, g->stream);
     if (ce == cudaSuccess) ce = cudaStreamSynchronize(g->stream);
@@ -228,7 +259,7 @@ static int arena_reserve(struct dpt_jpeg_gpu *g, size_t need, size_t keep, struc
 /* nvjpegDecodeBatched of group members grp[0..m) with handle h / state st; a group it
  * refuses is retried one image at a time, and an image still refused gets refused = 1. */
 static int decode_group(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int m, nvjpegHandle_t h,
-                        nvjpegJpegState_t st, int *decoded, struct dpt_err *err)
+                        nvjpegJpegState_t st, cudaStream_t stream, int *decoded, struct dpt_err *err)
 {
   int c = g->o.channels;
   *decoded = 0;
@@ -242,7 +273,7 @@ static int decode_group(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, in
     g->dst[k].pitch[0] = (size_t)x->src_w * c;
   }
   nvjpegStatus_t s = nvjpegDecodeBatchedInitialize(h, st, m, 1, g->fmt);
-  if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, g->data, g->lens, g->dst, g->stream);
+  if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, g->data, g->lens, g->dst, stream);
   if (s == NVJPEG_STATUS_SUCCESS) {
     for (int k = 0; k < m; k++) {
       struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
@@ -256,7 +287,7 @@ static int decode_group(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, in
   for (int k = 0; k < m; k++) { /* find the file(s) it refuses */
     struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
     s = nvjpegDecodeBatchedInitialize(h, st, 1, 1, g->fmt);
-    if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, &g->data[k], &g->lens[k], &g->dst[k], g->stream);
+    if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, &g->data[k], &g->lens[k], &g->dst[k], stream);
     if (s == NVJPEG_STATUS_SUCCESS) {
       x->dec_w = x->src_w;
       x->dec_h = x->src_h;
@@ -289,18 +320,29 @@ int dpt_jpeg_gpu_decode(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, in
   if ((rc = arena_reserve(g, total, 0, err))) return rc;
   g->arena_used = total;
   g->stage_used = 0;
-  for (int pass = 0; pass < 2; pass++) { /* hardware group, then hybrid group */
-    int m = 0, done = 0;
+  /* the groups: hardware (its share of the eligible files, on its stream), CUDA (the rest of the
+   * eligible ones), hybrid (files routed GPU) */
+  int eligible = 0, to_hw;
+  for (int i = 0; i < n; i++) eligible += it[i].off != (size_t)-1 && it[i].route == DPT_JPEG_ROUTE_GPU_HW;
+  to_hw = g->hw ? (int)(g->hw_share * eligible + 0.5) : 0;
+  for (int pass = 0; pass < 3; pass++) {
+    int m = 0, done = 0, seen = 0;
     for (int i = 0; i < n; i++) {
-      int r = it[i].route;
+      int r = it[i].route, grp;
       if (it[i].off == (size_t)-1 || (r != DPT_JPEG_ROUTE_GPU_HW && r != DPT_JPEG_ROUTE_GPU)) continue;
-      int hw = r == DPT_JPEG_ROUTE_GPU_HW && g->hw;
-      if (hw == (pass == 0)) g->grp[m++] = i;
+      if (r == DPT_JPEG_ROUTE_GPU_HW) grp = seen++ < to_hw ? 0 : 1;
+      else grp = 2;
+      if (grp == pass) g->grp[m++] = i;
     }
-    if ((rc = decode_group(g, it, m, pass == 0 ? g->hw : g->hy, pass == 0 ? g->hw_state : g->hy_state, &done, err)))
-      return rc;
-    if (pass == 0) mh = done;
-    else my = done;
+    nvjpegHandle_t h = pass == 0 ? g->hw : pass == 1 ? g->cu : g->hy;
+    nvjpegJpegState_t st = pass == 0 ? g->hw_state : pass == 1 ? g->cu_state : g->hy_state;
+    if ((rc = decode_group(g, it, m, h, st, pass == 0 ? g->hw_stream : g->stream, &done, err))) return rc;
+    if (pass == 0) {
+      mh = done;
+      if (m) CU(cudaEventRecord(g->hw_done, g->hw_stream), "hardware decoder event");
+    } else {
+      my += done;
+    }
   }
   *n_hw = mh;
   *n_hybrid = my;
@@ -384,6 +426,7 @@ int dpt_jpeg_gpu_finish(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, in
   }
   CU(cudaMemcpyAsync(g->tab_d, g->tab_h, bytes, cudaMemcpyHostToDevice, g->stream), "uploading the sampling tables");
   if (release) CU(cudaStreamWaitEvent(g->stream, (cudaEvent_t)release, 0), "waiting for the consumer's release");
+  if (g->hw_stream) CU(cudaStreamWaitEvent(g->stream, g->hw_done, 0), "joining the hardware decoder's stream");
   int ke = dpt_jpeg_crop_resize(g->arena, (const struct dpt_jpeg_kimage *)g->tab_d, (const int *)(g->tab_d + ki),
                                 (const float *)(g->tab_d + ki + 2 * ti), (const int *)(g->tab_d + ki + ti),
                                 (const float *)(g->tab_d + ki + 2 * ti + tf), n, S, c, g->o.c_stored, g->o.layout,

@@ -1,13 +1,15 @@
 /* dpt_jpeg_gpu.h — the GPU stage of the imagenet loader (builds with nvJPEG:
  * DPT_HAVE_NVJPEG).  One context per loader worker thread: nvJPEG handles and
  * batched-decode states (the hardware decoder, NVJPEG_BACKEND_HARDWARE, where
- * the GPU has one; the default hybrid backend for the rest), a CUDA stream,
+ * the GPU has one, NVJPEG_BACKEND_GPU_HYBRID and the default backend for the
+ * rest: see dpt_jpeg_gpu.c), CUDA streams,
  * a device arena for the decoded images, pinned staging for host-decoded ones
  * and for the sampling tables.
  *
  * A worker fills one batch (dpt_data.c, fill_gpu) in three calls:
  *   1. dpt_jpeg_gpu_decode(items): files routed GPU_HW / GPU (dpt_jpeg_hdr_route)
- *      go to nvjpegDecodeBatched, one call per decoder, on the worker's stream,
+ *      go to nvjpegDecodeBatched, one call per decoder (the hardware one on its own
+ *      stream, working while the CUDA decoder runs),
  *      into the arena at full size (RGB interleaved, or Y with 1 channel).  A
  *      group that nvJPEG refuses is retried image by image; the images it still
  *      refuses come back with refused = 1.
@@ -57,6 +59,8 @@ struct dpt_jpeg_gpu_opts {
   int dtype;        /* DPT_DATA_F32 | DPT_DATA_F16 | DPT_DATA_BF16 */
   int c_stored;     /* NHWC: channels per pixel (>= channels, the rest 0) */
   int use_hw;       /* -1: the hardware decoder when nvJPEG has one for this GPU; 0: never */
+  double hw_share;  /* fraction of the hardware-eligible files of a batch it decodes, the rest going to
+                       nvJPEG's CUDA decoder at the same time (0: 0.65, DALI's hw_decoder_load) */
   float mean[3], std[3];
 };
 
