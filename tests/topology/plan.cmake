@@ -19,6 +19,16 @@ add_test(NAME plan_sources_conf_addr_avakas_mn1xml
          COMMAND test_plan_sources ${_plan}/data ${DPT_FIXTURES}
                  ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/mn1-8gpu-4hca.xml)
 
+# dpt_job (topology/dpt_job.h): every tree and node source into the planner's inputs, the one
+# oversubscription rule and its messages, the launchers' variables.
+add_executable(test_job ${_plan}/test_job.c)
+target_link_libraries(test_job PRIVATE dpt_topology)
+dpt_target_warnings(test_job)
+add_test(NAME plan_job_inputs_and_oversubscription
+         COMMAND test_job ${_plan}/data ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/mn1-8gpu-4hca.xml
+                 ${CMAKE_SOURCE_DIR}/tests/launcher/node-2core.xml ${CMAKE_SOURCE_DIR}/tests/launcher/node-2core-1gpu.xml
+                 ${CMAKE_CURRENT_BINARY_DIR})
+
 # Benchmark (not a timed test): bench_plan [iterations]
 add_executable(bench_plan ${_plan}/bench_plan.c)
 target_link_libraries(bench_plan PRIVATE dpt_plan_testlib)
