@@ -119,9 +119,14 @@ plan)
   srun --dpt=ranks-per-gpu=2 -N2 --ntasks-per-node=16 --gpus-per-node=8 "$probe" >"$dir/rpg.txt" 2>&1
   check "ranks-per-gpu=2: 32 tasks with two ranks per GPU" \
     [ "$(grep -o 'cuda_dev=[0-9]*' "$dir/rpg.txt" | sort | uniq -c | awk '$1 != 4' | wc -l)" -eq 0 -a "$(grep -o 'cuda_dev=[0-9]*' "$dir/rpg.txt" | sort -u | wc -l)" -eq 8 -a "$(grep -c '^procid=' "$dir/rpg.txt")" -eq 32 ]
+  # ranks-per-gpu asks for oversubscription: srun says what is shared, the tasks get DPT_OVERSUBSCRIBE=1
+  check "ranks-per-gpu=2: srun says the ranks share GPUs" \
+    grep -q "^dpt: oversubscribed as asked: host 'n[0-9]*': 16 ranks on 8 GPUs: ranks [0-9]* and [0-9]* share GPU [0-9]* (ranks-per-gpu=2)$" "$dir/rpg.txt"
+  check "ranks-per-gpu=2: every task has DPT_OVERSUBSCRIBE=1" [ "$(grep -c ' oversub=1$' "$dir/rpg.txt")" -eq 32 ]
   srun --dpt -N2 --ntasks-per-node=16 --gpus-per-node=8 true >"$dir/rpg-bad.txt" 2>&1
-  check "16 tasks on 8 GPUs without ranks-per-gpu fails with a dpt: message" \
-    grep -q 'dpt: planner: .*' "$dir/rpg-bad.txt"
+  cat "$dir/rpg-bad.txt"
+  check "16 tasks on 8 GPUs without ranks-per-gpu fails with the planners' message naming --oversubscribe" \
+    grep -q "dpt: host 'n[0-9]*': 16 ranks per node but its topology (.*) has 8 GPUs: ranks would share GPUs; use at most 8 ranks per node, or allow oversubscription (dpt-launch / dpt-topo plan --oversubscribe, srun --dpt=ranks-per-gpu=K, DPT_OVERSUBSCRIBE=1)" "$dir/rpg-bad.txt"
   ;;
 
 batch)

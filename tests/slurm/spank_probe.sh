@@ -8,4 +8,5 @@ echo "procid=${SLURM_PROCID} node=${SLURMD_NODENAME} nodeid=${SLURM_NODEID} loca
   "cpuset=${DPT_CPUSET-unset} bound=${DPT_CPUS_BOUND-unset} hca=${NCCL_IB_HCA-unset}" \
   "omp=${OMP_NUM_THREADS-unset} digest=${DPT_PLAN_DIGEST-unset} RANK=${RANK-unset}" \
   "LOCAL_RANK=${LOCAL_RANK-unset} WORLD_SIZE=${WORLD_SIZE-unset} comm=${DPT_COMM-unset}" \
-  "fp16=${DPT_FP16-unset} launcher=${DPT_LAUNCHER-unset} plan_env=${DPT_SPANK_PLAN+set}"
+  "fp16=${DPT_FP16-unset} launcher=${DPT_LAUNCHER-unset} plan_env=${DPT_SPANK_PLAN+set}" \
+  "oversub=${DPT_OVERSUBSCRIBE-unset}"
