@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dpt_file.h"
 #include "dpt_model.h"
 
 #define REF_U32 (1.0 / 16777216.0) /* 2^-24 */
@@ -74,14 +75,10 @@ static inline void ref_load(struct ref_f64 *r, const char *dir)
   snprintf(path, sizeof path, "%s/gpu_ref.json", dir);
   if (!(r->meta = json_load_file(path, 0, &je))) ref_die(path, je.text);
   snprintf(path, sizeof path, "%s/gpu_ref.bin", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f) ref_die(path, "cannot open");
-  fseek(f, 0, SEEK_END);
-  r->blob_len = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  r->blob = malloc(r->blob_len);
-  if (!r->blob || fread(r->blob, 1, r->blob_len, f) != r->blob_len) ref_die(path, "short read");
-  fclose(f);
+  struct dpt_err err;
+  char *bytes;
+  if (dpt_file_read(path, "reference blob", NULL, 0, &bytes, &r->blob_len, &err)) ref_die(path, err.msg);
+  r->blob = (unsigned char *)bytes;
   json_t *bl = json_object_get(r->meta, "blocks");
   r->n_blocks = (int)json_array_size(bl);
   r->b = calloc((size_t)r->n_blocks, sizeof *r->b);

@@ -12,6 +12,7 @@
 
 #include <zlib.h>
 
+#include "dpt_file.h"
 #include "dpt_ckpt.h"
 
 #include "dpt_check.h"
@@ -22,13 +23,15 @@
 static void rewrite(const char *from, const char *to, const char *magic, size_t hdr,
                     void (*patch)(struct dpt_ckpt_meta *))
 {
-  FILE *f = fopen(from, "rb");
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)n);
-  if (fread(b, 1, (size_t)n, f) != (size_t)n) failures++;
-  fclose(f);
+  char *file = NULL;
+  size_t n = 0;
+  struct dpt_err err = {0};
+  if (dpt_file_read(from, "checkpoint", NULL, 0, &file, &n, &err) || n < 8 + sizeof(struct dpt_ckpt_meta) + 4) {
+    CHECK(0, "%s: %s (%zu bytes)", from, err.msg, n);
+    free(file);
+    return;
+  }
+  unsigned char *b = (unsigned char *)file;
   struct dpt_ckpt_meta h;
   memcpy(&h, b + 8, sizeof h);
   if (patch) patch(&h);
@@ -39,9 +42,9 @@ static void rewrite(const char *from, const char *to, const char *magic, size_t 
   memcpy(o + 8 + hdr, b + 8 + sizeof h, body);
   uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), o, (uInt)(8 + hdr + body));
   memcpy(o + 8 + hdr + body, &crc, 4);
-  f = fopen(to, "wb");
-  if (fwrite(o, 1, 8 + hdr + body + 4, f) != 8 + hdr + body + 4) failures++;
-  fclose(f);
+  FILE *f = fopen(to, "wb");
+  if (!f || fwrite(o, 1, 8 + hdr + body + 4, f) != 8 + hdr + body + 4) failures++;
+  if (f) fclose(f);
   free(b);
   free(o);
 }

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "dpt_backend.h"
+#include "dpt_file.h"
 #include "dpt_optim.h"
 
 #include "dpt_check.h"
@@ -90,20 +91,12 @@ int main(int argc, char **argv)
   }
   CHECK(!strcmp(json_string_value(json_object_get(meta, "schema")), "dpt.trainer-ref/1"), "schema");
   snprintf(path, sizeof path, "%s/ref.bin", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    perror(path);
+  char *bytes;
+  if (dpt_file_read(path, "reference blob", NULL, 0, &bytes, &blob_len, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
     return 1;
   }
-  fseek(f, 0, SEEK_END);
-  blob_len = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  blob = malloc(blob_len);
-  if (fread(blob, 1, blob_len, f) != blob_len) {
-    fprintf(stderr, "%s: short read\n", path);
-    return 1;
-  }
-  fclose(f);
+  blob = (unsigned char *)bytes;
 
   json_t *jm = json_object_get(meta, "model");
   struct dpt_model_cfg cfg;

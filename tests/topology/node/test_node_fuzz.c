@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dpt_file.h"
 #include "dpt_node.h"
 
 static uint64_t rng_state;
@@ -123,18 +124,12 @@ static void mutate(struct buf *b)
 
 static char *slurp(const char *path, size_t *len)
 {
-  FILE *f = fopen(path, "rb");
   char *b;
-  long n;
-  if (!f || fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-    fprintf(stderr, "cannot read %s\n", path);
+  struct dpt_err err;
+  if (dpt_file_read(path, "fixture", NULL, 0, &b, len, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
     exit(1);
   }
-  b = malloc(n + 1);
-  if (!b || fread(b, 1, n, f) != (size_t)n)
-    exit(1);
-  fclose(f);
-  *len = n;
   return b;
 }
 

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "dpt_file.h"
 #include "dpt_optim.h"
 #include "gpu_test.h"
 
@@ -42,17 +43,12 @@ int main(int argc, char **argv)
     return 1;
   }
   snprintf(path, sizeof path, "%s/ref.bin", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    perror(path);
+  char *bytes;
+  if (dpt_file_read(path, "reference blob", NULL, 0, &bytes, &blob_len, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
     return 1;
   }
-  fseek(f, 0, SEEK_END);
-  blob_len = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  blob = malloc(blob_len);
-  if (fread(blob, 1, blob_len, f) != blob_len) return 1;
-  fclose(f);
+  blob = (unsigned char *)bytes;
 
   json_t *jm = json_object_get(meta, "model");
   struct dpt_model_cfg cfg;
