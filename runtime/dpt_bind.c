@@ -1,5 +1,6 @@
 /* dpt_bind.c — see dpt_bind.h */
 #include "dpt_bind.h"
+#include "dpt_env.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -357,8 +358,8 @@ static const char *const bind_env_names[] = {
 
 static const char *env_or(const char *name, const char *dflt)
 {
-  const char *v = getenv(name);
-  return v && *v ? v : dflt;
+  const char *v = dpt_env_str(name);
+  return v ? v : dflt;
 }
 
 void dpt_bind_describe_applied(char *buf, size_t len)
