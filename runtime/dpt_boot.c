@@ -748,7 +748,7 @@ int dpt_boot_create(struct dpt_boot **out, const struct dpt_boot_opts *opts_in,
   if ((rc = dpt_ctx_from_env(&b->ctx, err)) < 0 || (rc = resolve_opts(opts, &in, err)) < 0)
     goto fail;
   tr = opts->transport ? opts->transport : dpt_env_str("DPT_BOOT") ? dpt_env_str("DPT_BOOT")
-                                                                    : "auto";
+                                                                   : "auto";
   if (strcmp(tr, "auto") && strcmp(tr, "pmix") && strcmp(tr, "mpi")) {
     rc = dpt_err_set(err, DPT_E_INPUT, "bootstrap transport \"%.32s\" (DPT_BOOT): choose auto, "
                      "pmix or mpi", tr);
