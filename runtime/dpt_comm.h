@@ -80,6 +80,23 @@ int dpt_comm_check_name(const char *name, struct dpt_err *err);
  * (the plan's bandwidth-optimal ring).  Any other name is returned as it is. */
 const char *dpt_comm_resolve(const char *name, int device_buffers);
 
+/* One GPU per rank for "nccl" (ncclCommInitRank fails with "invalid usage" when two
+ * ranks of a communicator drive the same device).  Decided before NCCL is called, from
+ * every rank's host name and its GPU's PCI bus id (cudaDeviceGetPCIBusId, e.g.
+ * "0000:65:00.0"; compared case-insensitively), indexed by ring position:
+ *   requested "nccl": every (host, bus id) distinct -> "nccl"; else NULL, err
+ *       (DPT_E_INPUT) naming the ranks, the bus id and the host, suggesting --comm ring;
+ *   requested "auto": distinct -> "nccl"; shared -> "ring", with `note` saying why
+ *       (the caller prints it once);
+ *   a rank without a bus id ("" or NULL: it could not name its GPU) -> NULL, err
+ *       (DPT_E_RUNTIME) naming it;
+ *   any other name is returned as it is.
+ * note: [note_len], "" unless auto chose the ring.  Pure (no MPI, no CUDA). */
+#define DPT_COMM_BUSID_LEN 32
+const char *dpt_comm_gpu_choose(const char *requested, int n, const char *const *hosts,
+                                const char *const *bus_ids, char *note, size_t note_len,
+                                struct dpt_err *err);
+
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE (no-op if already initialised). */
 int dpt_comm_mpi_init(int *argc, char ***argv, struct dpt_err *err);
 
@@ -96,6 +113,16 @@ int dpt_comm_rank(const struct dpt_comm *comm);  /* ring position */
 int dpt_comm_size(const struct dpt_comm *comm);
 int dpt_comm_async(const struct dpt_comm *comm); /* 1 if a worker thread overlaps */
 MPI_Comm dpt_comm_mpi(const struct dpt_comm *comm); /* ring-ordered MPI communicator */
+
+/* Collective over comm's ranks: gathers every rank's host and `bus_id` (this rank's
+ * GPU, "" if it has none) in ring order and returns dpt_comm_gpu_choose's answer
+ * (the same on every rank; NULL with err on every rank when refused). */
+const char *dpt_comm_gpu_agree(struct dpt_comm *comm, const char *requested, const char *bus_id,
+                               char *note, size_t note_len, struct dpt_err *err);
+/* The same for CUDA device `gpu` of this rank (its bus id from cudaDeviceGetPCIBusId):
+ * what --comm auto uses for device buffers.  Builds without NCCL: "ring", no note. */
+const char *dpt_comm_gpu_resolve(struct dpt_comm *comm, const char *requested, int gpu, char *note,
+                                 size_t note_len, struct dpt_err *err);
 
 /* Blocking in-place all-reduce.  buf: [n] fp32 (device memory for "nccl"). */
 int dpt_comm_allreduce(struct dpt_comm *comm, float *buf, size_t n, unsigned flags,

@@ -99,6 +99,9 @@ extern const struct dpt_comm_ops dpt_comm_ring_ops;
 extern const struct dpt_comm_ops dpt_comm_hier_ops;
 #ifdef DPT_HAVE_NCCL
 extern const struct dpt_comm_ops dpt_comm_nccl_ops;
+/* PCI bus id of CUDA device `gpu` (cudaDeviceGetPCIBusId) into out[len]; 0, or an error
+ * naming the call (dpt_comm_gpu.c compares the ranks' ids before NCCL is called). */
+int dpt_comm_nccl_bus_id(int gpu, char *out, size_t len, struct dpt_err *err);
 #endif
 
 #endif /* DPT_COMM_INT_H */

@@ -5,7 +5,9 @@
  * fp16 on the wire (converted on the GPU), ncclSum / ncclAvg.  Completion is
  * polled with cudaStreamQuery and ncclCommGetAsyncError so the watchdog sees
  * progress.  Without a GPU, creation fails on every rank with a message
- * naming cudaGetDeviceCount's error (never a crash, never a hang). */
+ * naming cudaGetDeviceCount's error (never a crash, never a hang); two ranks on
+ * one GPU (same host and PCI bus id) are refused on every rank before NCCL is
+ * called (dpt_comm_gpu_agree), naming the bus id and suggesting --comm ring. */
 #include "dpt_comm_int.h"
 
 #include <sched.h>
@@ -38,6 +40,18 @@ static int cuda_err(struct dpt_comm *c, cudaError_t e, const char *call, struct 
 {
   return dpt_err_set(err, DPT_E_RUNTIME, "%s failed on rank %d (%s): %s", call, c->rank,
                      c->host_of[c->rank], cudaGetErrorString(e));
+}
+
+int dpt_comm_nccl_bus_id(int gpu, char *out, size_t len, struct dpt_err *err)
+{
+  cudaError_t ce = cudaDeviceGetPCIBusId(out, (int)len, gpu);
+  if (ce != cudaSuccess) {
+    if (len)
+      out[0] = '\0';
+    return dpt_err_set(err, DPT_E_RUNTIME, "cudaDeviceGetPCIBusId(device %d) failed: %s", gpu,
+                       cudaGetErrorString(ce));
+  }
+  return 0;
 }
 
 static void nccl_fini(struct dpt_comm *c)
@@ -88,8 +102,20 @@ static int nccl_init(struct dpt_comm *c, const struct dpt_comm_opts *opts, struc
     if (!strcmp(c->host_of[q], c->host_of[c->rank]))
       local++;
   m->dev = opts->gpu >= 0 ? opts->gpu : local % ndev;
-  if ((ce = cudaSetDevice(m->dev)) != cudaSuccess)
-    return cuda_err(c, ce, "cudaSetDevice", err);
+  { /* one GPU per rank, decided before NCCL is called; every rank fails together */
+    struct dpt_err mine = {0};
+    char bus[DPT_COMM_BUSID_LEN] = "";
+    int have = 0;
+    if ((ce = cudaSetDevice(m->dev)) != cudaSuccess)
+      cuda_err(c, ce, "cudaSetDevice", &mine);
+    else
+      have = dpt_comm_nccl_bus_id(m->dev, bus, sizeof bus, &mine) == 0;
+    if (!dpt_comm_gpu_agree(c, "nccl", have ? bus : "", NULL, 0, err)) {
+      if (!have) /* this rank is the one without a GPU to name: its own reason */
+        *err = mine;
+      return err->code;
+    }
+  }
   if ((ce = cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking)) != cudaSuccess)
     return cuda_err(c, ce, "cudaStreamCreate", err);
   if (c->rank == 0 && (nr = ncclGetUniqueId(&id)) != ncclSuccess)

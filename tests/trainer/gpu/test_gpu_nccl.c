@@ -9,8 +9,8 @@
  * each rank computed in a first, identical pass (deterministic algorithms).
  *   fp32 on the wire: within 1e-6 of the block max (summation order only);
  *   fp16 on the wire: within dpt_comm.h's bound (p + 1) 2^-11 sum_i |x_i|.
- * Exit 77 (SKIPPED) without a GPU or without the nccl communicator; every rank
- * decides the same way, so mpirun returns 77. */
+ * Exit 77 (SKIPPED) without a GPU, with fewer GPUs than ranks, or without the nccl
+ * communicator; every rank decides the same way, so mpirun returns 77. */
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <string.h>
@@ -49,6 +49,12 @@ int main(int argc, char **argv)
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   cudaGetDeviceCount(&ndev);
+  if (ndev < size) { /* NCCL needs a GPU per rank: the communicator refuses ranks that share one */
+    if (rank == 0)
+      printf("SKIPPED test_gpu_nccl: %d ranks but %d GPU(s): needs one GPU per rank\n", size, ndev);
+    MPI_Finalize();
+    return SKIP_CODE;
+  }
   struct dpt_comm_opts copt;
   struct dpt_comm *comm;
   dpt_comm_opts_init(&copt);
