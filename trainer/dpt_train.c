@@ -80,7 +80,7 @@ static void defaults(struct opts *o)
   o->dataset = "fashion-mnist";
   o->schedule = "cosine";
   o->backend = "auto";
-  o->comm = getenv("DPT_COMM") ? getenv("DPT_COMM") : "ring";
+  o->comm = getenv("DPT_COMM") ? getenv("DPT_COMM") : "auto"; /* GPU-first: nccl for device gradients */
   o->image_size = 0;   /* dataset's */
   o->num_classes = 0;  /* dataset's */
   o->batch = 32;
@@ -166,8 +166,9 @@ static void usage(FILE *f)
           "                        (bf16 activations, fp32 master weights, no loss scaling)\n"
           "  --threads N           CPU threads per rank (default: OMP_NUM_THREADS / all cores)\n"
           "  --comm NAME           communicator for >1 rank: auto|mpi|ring|hierarchical|nccl\n"
-          "                        (default $DPT_COMM or ring; auto = nccl when the backend keeps its\n"
-          "                        gradients on a GPU and this build has NCCL, else the plan's ring)\n"
+          "                        (default $DPT_COMM or auto; auto = nccl when the backend keeps its\n"
+          "                        gradients on a GPU, this build has NCCL and no two ranks share a\n"
+          "                        GPU, else the plan's ring)\n"
           "  --fp16-allreduce      fp16 on the wire (fp32 accumulation)\n"
           "  --double-buffering    overlap step t's all-reduce with step t+1 (update lags one step)\n"
           "  --bucket-mb F         all-reduce the gradients in buckets of F MiB, each started as soon\n"
@@ -398,6 +399,14 @@ struct ranks {
 #endif
 };
 
+#ifdef DPT_TRAIN_HAVE_COMM
+/* The CUDA device the cuda backend drives (dpt_backend_cuda.h): what nccl must use too. */
+static int backend_gpu(void)
+{
+  return getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
+}
+#endif
+
 static int ranks_init(struct ranks *r, int *argc, char ***argv, const struct opts *o, struct dpt_err *err)
 {
   r->rank = 0;
@@ -413,8 +422,8 @@ static int ranks_init(struct ranks *r, int *argc, char ***argv, const struct opt
   struct dpt_comm_opts co;
   dpt_comm_opts_init(&co);
   co.name = o->comm;
-  /* nccl: the device the cuda backend drives (dpt_bind's DPT_CUDA_DEVICE), not a guess */
-  if (!strcmp(o->comm, "nccl") && getenv("DPT_CUDA_DEVICE")) co.gpu = atoi(getenv("DPT_CUDA_DEVICE"));
+  /* nccl: the device the cuda backend drives (dpt_bind's DPT_CUDA_DEVICE, else 0), not a guess */
+  if (!strcmp(o->comm, "nccl")) co.gpu = backend_gpu();
   if ((rc = dpt_comm_create(&r->comm, MPI_COMM_WORLD, &co, err))) return rc;
   r->host = r->comm;
   if (!strcmp(o->comm, "nccl")) { /* flags, statistics, BN state, broadcast: host buffers, same ring order */
@@ -439,15 +448,20 @@ static int ranks_init(struct ranks *r, int *argc, char ***argv, const struct opt
 #endif
 }
 
-/* --comm auto (srun --dpt's default) once the backend is known: gradients in
- * device memory (cuda) go over nccl when this build has it; the communicator
- * made at start-up (the plan's ring) stays for host buffers.  Sets *name to
- * what the gradients use. */
+/* --comm auto (the default, also srun --dpt's) once the backend is known: gradients
+ * in device memory (cuda) go over nccl when this build has it and every rank has a
+ * GPU of its own (ranks sharing one: the ring, said once); the communicator made at
+ * start-up (the plan's ring) stays for host buffers.  Sets *name to what the
+ * gradients use. */
 static int ranks_resolve_auto(struct ranks *r, int device_grads, const char **name, struct dpt_err *err)
 {
 #ifdef DPT_TRAIN_HAVE_COMM
   if (r->size == 1 || strcmp(*name, "auto")) return 0;
   const char *want = dpt_comm_resolve("auto", device_grads);
+  char note[512] = "";
+  if (!strcmp(want, "nccl") && !(want = dpt_comm_gpu_resolve(r->comm, "auto", backend_gpu(), note, sizeof note, err)))
+    return dpt_err_prefix(err, "--comm auto with gradients in device memory");
+  if (note[0] && r->rank == 0) fprintf(stderr, "dpt-train: --comm auto: %s\n", note);
   if (strcmp(want, "nccl")) {
     *name = dpt_comm_name(r->comm);
     return 0;
@@ -457,7 +471,7 @@ static int ranks_resolve_auto(struct ranks *r, int device_grads, const char **na
   dpt_comm_opts_init(&co);
   co.name = want;
   co.ring_pos = dpt_comm_rank(r->comm);
-  if (getenv("DPT_CUDA_DEVICE")) co.gpu = atoi(getenv("DPT_CUDA_DEVICE"));
+  co.gpu = backend_gpu();
   int rc = dpt_comm_create(&dc, MPI_COMM_WORLD, &co, err);
   if (rc) return dpt_err_prefix(err, "--comm auto with gradients in device memory: the nccl communicator");
   r->host = r->comm;
