@@ -79,10 +79,22 @@ def main():
     machine = {"cpu": sh("lscpu | sed -n 's/^Model name: *//p'"), "cores": os.cpu_count(),
                "kernel": platform.release(), "gpu": sh("nvidia-smi --query-gpu=name,driver_version "
                                                        "--format=csv,noheader 2>/dev/null | head -1") or None}
-    commit = sh("git -C '%s' rev-parse --short HEAD" % os.path.dirname(os.path.abspath(__file__)))
-    dirty = sh("git -C '%s' status --porcelain -- trainer bench/loader | head -1" %
-               os.path.dirname(os.path.abspath(__file__)))
-    doc = {"schema": "dpt.bench.loader/1", "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    # the commit the build was made from: a snapshot's SRC/.commit (bench/README.md), else this tree's HEAD
+    src = ""
+    try:
+        for line in open(os.path.join(build, "CMakeCache.txt")):
+            if line.startswith("CMAKE_HOME_DIRECTORY:INTERNAL="):
+                src = line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    commit, dirty = "", ""
+    if src and os.path.exists(os.path.join(src, ".commit")):
+        commit = open(os.path.join(src, ".commit")).read().strip() + " (snapshot)"
+    elif src:
+        commit = sh("git -C '%s' rev-parse --short HEAD" % src)
+        dirty = sh("git -C '%s' status --porcelain -- trainer bench/loader | head -1" % src)
+    when = datetime.datetime.fromtimestamp(os.path.getmtime(raw))  # the run's end, also when re-summarised
+    doc = {"schema": "dpt.bench.loader/1", "date": when.isoformat(timespec="seconds"),
            "command": "bench/loader/run.sh " + args, "commit": commit + ("+dirty" if dirty else ""),
            "machine": machine, "dataset": meta.get("dataset"), "data_dir": data,
            "load_before": meta.get("load_before"), "load_after": meta.get("load_after"),
@@ -121,8 +133,20 @@ def main():
             f.write("\n| goal | ratio | met |\n|---|---|---|\n")
             for g in goals:
                 f.write("| %s | %.3f | %s |\n" % (g["goal"], g["ratio"], {True: "yes", False: "NO", None: "-"}[g["met"]]))
+        try:
+            load = max(float(doc["load_before"].split()[0]), float(doc["load_after"].split()[0]))
+        except (AttributeError, ValueError, IndexError):
+            load = 0.0
+        if load > (machine["cores"] or 1):
+            notes.append("the machine was busy with other work (load average up to %.1f on %s cores): a row got "
+                         "only its share of the cores (cores used < threads), so its images/s understates what "
+                         "the loader does on idle cores; images per core-second (per CPU-second actually used) "
+                         "is the figure that does not depend on that share" % (load, machine["cores"]))
         if notes:
             f.write("\nNotes:\n\n" + "".join("* %s\n" % n for n in notes))
+    with open(out + ".json", "w") as f:  # again: with the notes the table added
+        json.dump(doc, f, indent=1)
+        f.write("\n")
     return 0
 
 
