@@ -1,4 +1,5 @@
-/* dpt_backend.c — backend selection. */
+/* dpt_backend.c — backend selection, gradient buckets and the backward walk every
+ * backend shares. */
 #include "dpt_backend.h"
 
 #include <stdlib.h>
@@ -114,18 +115,52 @@ out:
   return rc;
 }
 
-int dpt_backend_bucket_ready(struct dpt_backend *be, int bucket, void *ready, struct dpt_err *err)
+int dpt_backend_backward_walk(struct dpt_backend *be, dpt_bucket_done_fn bucket_done, struct dpt_err *err)
 {
-  int rc = be->bucket_fn(be->bucket_ctx, bucket, ready, err);
-  if (rc)
-    dpt_err_prefix(err, "gradient bucket %d (layers %d..%d)", bucket, be->buckets[bucket].first_layer,
-                   be->buckets[bucket].last_layer);
-  return rc;
+  const struct dpt_model *m = be->model;
+  int rc = 0;
+  if (!be->grad_written && !(be->grad_written = malloc((size_t)m->n_tensors)))
+    return dpt_err_set(err, DPT_E_NOMEM, "%s backend: out of memory for backward (%d tensors)", be->ops->name,
+                       m->n_tensors);
+  memset(be->grad_written, 0, (size_t)m->n_tensors);
+  be->grad_written[m->layers[m->n_layers - 1].out] = 1; /* the output gradient the backend put there */
+  for (int i = m->n_layers - 1; i >= 0; i--) {
+    struct dpt_layer *l = &be->layers[i];
+    if (!be->grad_written[l->desc->out])
+      return dpt_err_set(err, DPT_E_RUNTIME, "%s backend: layer '%s' has no gradient flowing into its output "
+                         "(a dead branch in the model)", be->ops->name, l->desc->name);
+    if ((rc = l->ops->backward(l, err))) return rc;
+    int k = be->n_buckets ? be->bucket_at[i] : -1;
+    if (k < 0) continue;
+    /* bucket k's gradients are final (cpu) or enqueued (cuda): the backend's part, then the hook */
+    void *ready = NULL;
+    if ((bucket_done && (rc = bucket_done(be, k, &ready, err))) ||
+        (rc = be->bucket_fn(be->bucket_ctx, k, ready, err))) {
+      dpt_err_prefix(err, "gradient bucket %d (layers %d..%d)", k, be->buckets[k].first_layer,
+                     be->buckets[k].last_layer);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+void *dpt_backend_host_alloc(struct dpt_backend *be, size_t bytes)
+{
+  return be->ops->host_alloc ? be->ops->host_alloc(be, bytes) : malloc(bytes ? bytes : 1);
+}
+
+void dpt_backend_host_free(struct dpt_backend *be, void *p)
+{
+  if (!p) return;
+  if (be->ops->host_free) be->ops->host_free(be, p);
+  else free(p);
 }
 
 void dpt_backend_destroy(struct dpt_backend *be)
 {
   if (!be) return;
   buckets_free(be);
+  free(be->grad_written);
+  be->grad_written = NULL;
   be->ops->destroy(be);
 }

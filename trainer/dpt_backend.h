@@ -20,7 +20,14 @@
  * sgd_step() and calls sync() before it hands the gradient slab to a
  * communicator that reads device memory (nccl).  dpt-train works on host
  * mirrors (broadcast, checkpoints, checksum) only through these calls, so the
- * same loop drives both kinds. */
+ * same loop drives both kinds.
+ *
+ * One training step is the same list of calls on every backend, and none of
+ * them waits for the device (llm.c's loop): forward(x, 1, out = NULL),
+ * loss(labels) (the loss, its gradient and the running totals stay on the
+ * backend), backward(dout = NULL), [all-reduce], overflow_check (mixed
+ * precision), sgd_step.  The host waits once per log interval, in
+ * loss_totals(); host_waits() counts every wait (tests hold the loop to it). */
 #ifndef DPT_BACKEND_H
 #define DPT_BACKEND_H
 
@@ -29,6 +36,7 @@
 #include "dpt_bucket.h"
 #include "dpt_err.h"
 #include "dpt_layer.h"
+#include "dpt_loss_scale.h"
 #include "dpt_model.h"
 
 struct dpt_backend_opts {
@@ -46,17 +54,45 @@ enum dpt_slab { DPT_SLAB_PARAMS, DPT_SLAB_GRADS, DPT_SLAB_STATE,
                 DPT_SLAB_VELOCITY /* [n_params]: sgd_init must have run */,
                 DPT_SLAB_PENDING /* [n_params]: pending_init must have run */ };
 
+/* What loss() added up on the backend since the last loss_totals(). */
+struct dpt_loss_totals {
+  double loss_sum;  /* sum of the per-image losses (dpt_softmax_xent's return, per call) */
+  long top1, top5;  /* images whose label has the highest logit / is among the 5 highest */
+  long rows;        /* images with a label in [0, K) (the others count nothing) */
+};
+
 struct dpt_backend;
 
 struct dpt_backend_ops {
   const char *name;
-  /* x: [N, C_in, H, W] host, plain NCHW.  out: host, [N, C, H, W] plain of the
-   * model's output tensor (logits [N, K]). */
+  /* x: [N, C_in, H, W] host, plain NCHW; the caller may reuse x when this returns.
+   * out: host, [N, C, H, W] plain of the model's output tensor (logits [N, K]),
+   * or NULL: the output stays on the backend for loss() and a device backend
+   * returns without waiting. */
   int (*forward)(struct dpt_backend *be, const float *x, int training, float *out,
                  struct dpt_err *err);
-  /* dout: host, same shape as out.  Overwrites the gradient slab.  dx: host
-   * [N, C_in, H, W] or NULL (needs opts.need_input_grad). */
+  /* dout: host, same shape as out, or NULL: the gradient the last loss() left on
+   * the backend.  Overwrites the gradient slab.  dx: host [N, C_in, H, W] or NULL
+   * (needs opts.need_input_grad). */
   int (*backward)(struct dpt_backend *be, const float *dout, float *dx, struct dpt_err *err);
+  /* Softmax cross-entropy of the last forward's output (forward(out = NULL)) on the
+   * backend, dpt_softmax_xent's semantics: labels host [batch] (outside [0, K):
+   * ignored), smoothing, grad_scale.  Leaves the output gradient for backward(dout =
+   * NULL) and adds the loss sum, top-1, top-5 and valid rows to the backend's
+   * totals.  The labels may be reused when this returns; no host wait. */
+  int (*loss)(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
+              struct dpt_err *err);
+  /* The totals since the last call, then zeroed: a device backend waits here (the one
+   * host synchronisation of a log interval). */
+  int (*loss_totals)(struct dpt_backend *be, struct dpt_loss_totals *t, struct dpt_err *err);
+  /* Host waits so far: cuda, its stream synchronisations; cpu, the calls that wait on
+   * a device backend (sync, copy_slab, loss_totals, scaler_get, forward with out,
+   * backward with dx).  The step-loop tests count them. */
+  long (*host_waits)(const struct dpt_backend *be);
+  /* Optional (NULL: malloc / free): host memory for buffers that cross to the backend
+   * every step (cuda: pinned, cudaHostAlloc, so copies are asynchronous DMA). */
+  void *(*host_alloc)(struct dpt_backend *be, size_t bytes);
+  void (*host_free)(struct dpt_backend *be, void *p);
   /* Copy a slab between host and backend memory (to_backend = 1: host -> backend).
    * host may be the slab itself (host_slabs): then nothing is copied. */
   int (*copy_slab)(struct dpt_backend *be, enum dpt_slab which, float *host, int to_backend,
@@ -81,12 +117,16 @@ struct dpt_backend_ops {
   /* Highest memory_bytes() so far, including temporary buffers (the cuda
    * algorithm search's workspace). */
   size_t (*peak_bytes)(const struct dpt_backend *be);
-  /* Mixed precision (NULL when the backend has none): *finite = 1 when every
-   * element of buf (NULL: the gradient slab; be->pending) is finite; the loss
-   * scale that backward() multiplies the output gradient by (it unscales the
-   * parameter gradients). */
-  int (*grads_finite)(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err);
-  void (*set_loss_scale)(struct dpt_backend *be, float scale);
+  /* Mixed precision: dynamic loss scaling on the backend (NULL when it has none).
+   * backward() multiplies the output gradient by the scale and leaves the parameter
+   * gradients unscaled.  overflow_check, after the all-reduce (so every rank decides
+   * alike): looks for an inf/NaN in buf (NULL: the gradient slab; be->pending), has
+   * the next sgd_step skipped when there is one and updates the scaler
+   * (dpt_loss_scaler_update) — on the backend, no host wait.  scaler_get reads the
+   * scaler (waits: checkpoints, the final report), scaler_set sets it (resume). */
+  int (*overflow_check)(struct dpt_backend *be, const float *buf, struct dpt_err *err);
+  int (*scaler_get)(struct dpt_backend *be, struct dpt_loss_scaler *s, struct dpt_err *err);
+  int (*scaler_set)(struct dpt_backend *be, const struct dpt_loss_scaler *s, struct dpt_err *err);
   /* Optional: dpt_backend_set_buckets changed the bucket table (cuda: one
    * event per bucket).  NULL when the backend needs nothing. */
   int (*buckets_changed)(struct dpt_backend *be, struct dpt_err *err);
@@ -128,6 +168,8 @@ struct dpt_backend {
   int *bucket_at;                  /* [model->n_layers] bucket whose first_layer this is, else -1 */
   dpt_bucket_ready_fn bucket_fn;
   void *bucket_ctx;
+  unsigned char *grad_written;     /* [model->n_tensors] during backward: the tensor's gradient
+                                      has been delivered (dpt_backend_backward_walk) */
 };
 
 /* name: "cpu", "cuda" or "auto".  Parameters and state are initialised with
@@ -144,13 +186,18 @@ void dpt_backend_destroy(struct dpt_backend *be);
  * do not belong to the model. */
 int dpt_backend_set_buckets(struct dpt_backend *be, const struct dpt_bucket *b, int n,
                             dpt_bucket_ready_fn fn, void *ctx, struct dpt_err *err);
-/* Backends call this after layer li's backward: runs the hook when li closes
- * a bucket (ready: see dpt_bucket_ready_fn). */
-static inline int dpt_backend_bucket_closes(const struct dpt_backend *be, int li)
-{
-  return be->n_buckets && be->bucket_at[li] >= 0 ? be->bucket_at[li] : -1;
-}
-int dpt_backend_bucket_ready(struct dpt_backend *be, int bucket, void *ready, struct dpt_err *err);
+
+/* The backward pass over the layers, one walk for every backend.  The backend
+ * has put the output gradient in place; the walk marks it delivered, runs the
+ * layers' backward in reverse order (a layer delivers its inputs' gradients and
+ * marks them in be->grad_written), refuses a layer whose output got no gradient
+ * (a dead branch in the model), and after layer li, when li closes gradient
+ * bucket k, calls the backend's bucket_done(be, k, &ready) (cpu: its stream is
+ * done, ready = NULL; cuda: unscales the bucket's range and records its event)
+ * and then the hook of dpt_backend_set_buckets with that ready.  bucket_done
+ * NULL: ready = NULL. */
+typedef int (*dpt_bucket_done_fn)(struct dpt_backend *be, int bucket, void **ready, struct dpt_err *err);
+int dpt_backend_backward_walk(struct dpt_backend *be, dpt_bucket_done_fn bucket_done, struct dpt_err *err);
 
 /* Which backends this build has ("cpu" or "cpu,cuda"). */
 const char *dpt_backend_available(void);
@@ -174,5 +221,9 @@ static inline int dpt_backend_backward(struct dpt_backend *be, const float *dout
 {
   return be->ops->backward(be, dout, dx, err);
 }
+/* Host buffers that cross to the backend every step (pinned on cuda; malloc'd otherwise).
+ * Free them before the backend. */
+void *dpt_backend_host_alloc(struct dpt_backend *be, size_t bytes);
+void dpt_backend_host_free(struct dpt_backend *be, void *p);
 
 #endif /* DPT_BACKEND_H */

@@ -15,8 +15,9 @@
  *
  * Slabs: host memory (host_slabs = 1), the optimizer is dpt_sgd_step.  Testing
  * aid: DPT_CPU_DEVICE_SLABS=1 simulates a device backend: host_slabs = 0, the
- * public params / grads / state / velocity pointers are NULL (any direct host
- * access by the trainer crashes) and copy_slab() memcpy's between the caller's
+ * public params / grads / state / velocity pointers are NULL, pending a
+ * PROT_NONE token (any direct host access by the trainer crashes), the waits a
+ * device would make are counted (host_waits) and copy_slab() memcpy's between the caller's
  * buffers and the backend's private slabs, so dpt-train's device path (the one
  * the cuda backend takes) runs, bit for bit, on a machine without a GPU. */
 #include "dpt_backend.h"
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "dpt_optim.h"
 
@@ -39,7 +41,6 @@ struct cpu_tensor {
   float *diff;           /* gradient, layout md (NULL when not needed) */
   dnnl_memory_t diff_mem;
   int need_diff;
-  int diff_written;      /* set during one backward pass */
   int pooled;            /* buf belongs to cb->apool */
 };
 
@@ -97,10 +98,17 @@ struct cpu_backend {
                              experiments); default: oneDNN's choice (blocked) */
   float *params, *grads;  /* [n_params] each: the slabs (be->params / grads point here, */
   float *state;           /* [n_state]      or are NULL with device_slabs) */
-  float *pending;         /* [n_params] after pending_init (be->pending, NULL with device_slabs) */
+  float *pending;         /* [n_params] after pending_init (be->pending, or its token with device_slabs) */
+  void *pending_token;    /* device_slabs: be->pending, one PROT_NONE page standing for cb->pending */
   struct dpt_sgd sgd;     /* ops->sgd_init / sgd_step; velocity [n_params] */
   int sgd_ready;
   int device_slabs;       /* DPT_CPU_DEVICE_SLABS=1: simulated device (host_slabs = 0) */
+  float *last_out;        /* [N, K] plain: the last forward's output (forward(out = NULL)) */
+  float *last_dout;       /* [N, K] plain: its gradient from loss() (backward(dout = NULL)) */
+  size_t n_out;           /* N * K */
+  int n_classes;          /* K: the output tensor's c * h * w */
+  struct dpt_loss_totals tot; /* loss() since the last loss_totals() */
+  long waits;             /* calls that wait on a device backend (host_waits) */
 };
 
 #define CB(be) ((struct cpu_backend *)(be))
@@ -187,10 +195,9 @@ fail:
  * diff buffer the first time, the scratch buffer when it must be added. */
 static dnnl_memory_t diff_target(struct cpu_backend *cb, int tid, dnnl_memory_t scratch_mem, int *acc)
 {
-  struct cpu_tensor *t = &cb->t[tid];
-  *acc = t->diff_written;
-  t->diff_written = 1;
-  return *acc ? scratch_mem : t->diff_mem;
+  *acc = cb->pub.grad_written[tid];
+  cb->pub.grad_written[tid] = 1;
+  return *acc ? scratch_mem : cb->t[tid].diff_mem;
 }
 
 static void diff_accumulate(struct cpu_backend *cb, int tid, const float *s)
@@ -507,10 +514,7 @@ static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   int acc, rc;
   struct cpu_tensor *in = &cb->t[d->in[0]];
-  if (!in->need_diff) {
-    /* Still need dgamma/dbeta: compute into scratch. */
-    in->diff_written = 0;
-  }
+  /* without an input gradient, dgamma/dbeta are still needed: dx goes to scratch */
   dnnl_memory_t tgt = in->need_diff ? diff_target(cb, d->in[0], L->scratch_mem, &acc) : L->scratch_mem;
   if (!in->need_diff) acc = 0;
   dnnl_exec_arg_t a[10] = {{DNNL_ARG_SRC, in->mem},
@@ -852,10 +856,10 @@ static int add_backward(struct dpt_layer *l, struct dpt_err *err)
   float *g = out->diff;
   if (d->relu) {
     struct cpu_tensor *in0 = &cb->t[d->in[0]];
-    if (in0->need_diff && !in0->diff_written && !L->g_reorder[0]) {
+    if (in0->need_diff && !cb->pub.grad_written[d->in[0]] && !L->g_reorder[0]) {
       g_mem = in0->diff_mem;
       g = in0->diff;
-      in0->diff_written = 1;
+      cb->pub.grad_written[d->in[0]] = 1;
       done0 = 1;
     } else {
       g_mem = L->g_mem;
@@ -871,9 +875,9 @@ static int add_backward(struct dpt_layer *l, struct dpt_err *err)
     struct cpu_tensor *in = &cb->t[tid];
     if (!in->need_diff) continue;
     if (!L->g_reorder[k]) { /* same layout as the output */
-      if (in->diff_written) diff_accumulate(cb, tid, g);
+      if (cb->pub.grad_written[tid]) diff_accumulate(cb, tid, g);
       else if (in->diff != g) memcpy(in->diff, g, in->bytes);
-      in->diff_written = 1;
+      cb->pub.grad_written[tid] = 1;
       continue;
     }
     int acc;
@@ -993,6 +997,8 @@ static int cpu_forward(struct dpt_backend *be, const float *x, int training, flo
   struct cpu_backend *cb = CB(be);
   const struct dpt_model *m = be->model;
   int rc;
+  if (out) cb->waits++; /* a device backend waits for the output it hands back */
+  else out = cb->last_out; /* kept for loss() */
   DN(dnnl_memory_set_data_handle(cb->in_user, (void *)x), "input");
   if (cb->in_reorder) {
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, cb->in_user}, {DNNL_ARG_TO, cb->t[0].mem}};
@@ -1004,7 +1010,7 @@ static int cpu_forward(struct dpt_backend *be, const float *x, int training, flo
     struct dpt_layer *l = &be->layers[i];
     if ((rc = l->ops->forward(l, training, err))) goto fail;
   }
-  if (out) {
+  {
     int o = m->layers[m->n_layers - 1].out;
     DN(dnnl_memory_set_data_handle(cb->out_user, out), "output");
     if (cb->out_reorder) {
@@ -1020,6 +1026,19 @@ fail:
   return rc;
 }
 
+/* The backward walk's cpu part at a gradient bucket: the bucket's weight gradients are in the
+ * slab once the stream is done (ready = NULL). */
+static int cpu_bucket_done(struct dpt_backend *be, int bucket, void **ready, struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  int rc = 0;
+  (void)bucket;
+  *ready = NULL;
+  DN(dnnl_stream_wait(cb->strm), "backward");
+fail:
+  return rc;
+}
+
 static int cpu_backward(struct dpt_backend *be, const float *dout, float *dx, struct dpt_err *err)
 {
   struct cpu_backend *cb = CB(be);
@@ -1028,7 +1047,7 @@ static int cpu_backward(struct dpt_backend *be, const float *dout, float *dx, st
   if (dx && !be->opts.need_input_grad)
     return dpt_err_set(err, DPT_E_INPUT, "cpu backend: input gradient asked for but the backend "
                        "was created without need_input_grad");
-  for (int i = 0; i < cb->n_tensors; i++) cb->t[i].diff_written = 0;
+  if (!dout) dout = cb->last_dout; /* what loss() left */
   DN(dnnl_memory_set_data_handle(cb->dout_user, (void *)dout), "output gradient");
   if (cb->dout_reorder) {
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, cb->dout_user}, {DNNL_ARG_TO, cb->t[o].diff_mem}};
@@ -1036,22 +1055,9 @@ static int cpu_backward(struct dpt_backend *be, const float *dout, float *dx, st
   } else {
     memcpy(cb->t[o].diff, dout, cb->t[o].bytes);
   }
-  cb->t[o].diff_written = 1;
-  for (int i = m->n_layers - 1; i >= 0; i--) {
-    struct dpt_layer *l = &be->layers[i];
-    if (!cb->t[l->desc->out].diff_written) {
-      rc = dpt_err_set(err, DPT_E_RUNTIME, "cpu backend: layer '%s' has no gradient flowing into "
-                       "its output (a dead branch in the model)", l->desc->name);
-      goto fail;
-    }
-    if ((rc = l->ops->backward(l, err))) goto fail;
-    int k = dpt_backend_bucket_closes(be, i);
-    if (k >= 0) { /* the bucket's weight gradients are in the slab: hand them over */
-      DN(dnnl_stream_wait(cb->strm), "backward");
-      if ((rc = dpt_backend_bucket_ready(be, k, NULL, err))) goto fail;
-    }
-  }
+  if ((rc = dpt_backend_backward_walk(be, cpu_bucket_done, err))) goto fail;
   if (dx) {
+    cb->waits++; /* a device backend waits for the input gradient it hands back */
     DN(dnnl_memory_set_data_handle(cb->dx_user, dx), "input gradient");
     if (cb->dx_reorder) {
       dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, cb->t[0].diff_mem}, {DNNL_ARG_TO, cb->dx_user}};
@@ -1064,6 +1070,36 @@ static int cpu_backward(struct dpt_backend *be, const float *dout, float *dx, st
   return 0;
 fail:
   return rc;
+}
+
+/* The loss on the host over the kept output: what the cuda backend does on the device. */
+static int cpu_loss(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
+                    struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  int t1 = 0, t5 = 0, N = be->opts.batch;
+  (void)err;
+  cb->tot.loss_sum += dpt_softmax_xent(cb->last_out, labels, N, cb->n_classes, smoothing, grad_scale,
+                                       cb->last_dout, &t1, &t5);
+  cb->tot.top1 += t1;
+  cb->tot.top5 += t5;
+  for (int i = 0; i < N; i++) cb->tot.rows += labels[i] >= 0 && labels[i] < cb->n_classes;
+  return 0;
+}
+
+static int cpu_loss_totals(struct dpt_backend *be, struct dpt_loss_totals *t, struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  (void)err;
+  cb->waits++;
+  *t = cb->tot;
+  memset(&cb->tot, 0, sizeof cb->tot);
+  return 0;
+}
+
+static long cpu_host_waits(const struct dpt_backend *be)
+{
+  return CB(be)->waits;
 }
 
 static int cpu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host, int to_backend,
@@ -1079,6 +1115,7 @@ static int cpu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *hos
              : cb->sgd.velocity;
   size_t n = which == DPT_SLAB_STATE ? be->model->n_state : be->model->n_params;
   if (!host) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: copy_slab with no host buffer");
+  cb->waits++; /* a device backend's copy waits */
   if (host == s) return 0;
   if (to_backend) memcpy(s, host, n * sizeof(float));
   else memcpy(host, s, n * sizeof(float));
@@ -1113,8 +1150,9 @@ static int cpu_sgd_step(struct dpt_backend *be, float lr, const float *grads, st
 {
   struct cpu_backend *cb = CB(be);
   if (!cb->sgd_ready) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: sgd_step before sgd_init");
-  /* a simulated device, like a real one, takes a host gradient into its gradient slab first */
-  if (grads && cb->device_slabs) {
+  if (grads && grads == be->pending) { /* the pending slab (on the simulated device, its token) */
+    grads = cb->pending;
+  } else if (grads && cb->device_slabs) { /* like a real device: a host gradient goes into the slab first */
     memcpy(cb->grads, grads, be->model->n_params * sizeof(float));
     grads = NULL;
   }
@@ -1128,7 +1166,15 @@ static int cpu_pending_init(struct dpt_backend *be, struct dpt_err *err)
   if (!cb->pending && !(cb->pending = xalloc(cb, (be->model->n_params ? be->model->n_params : 1) * sizeof(float))))
     return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for the pending gradient (%zu floats)",
                        be->model->n_params);
-  be->pending = cb->device_slabs ? NULL : cb->pending;
+  /* the simulated device hands out an address the host cannot touch (PROT_NONE), as a
+   * device pointer: the loop may only pass it back (sgd_step, stash_grads, a device
+   * communicator), any dereference crashes */
+  if (cb->device_slabs && !cb->pending_token) {
+    void *t = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: mmap of the pending slab's token failed");
+    cb->pending_token = t;
+  }
+  be->pending = cb->device_slabs ? cb->pending_token : cb->pending;
   return 0;
 }
 
@@ -1143,7 +1189,8 @@ static int cpu_stash_grads(struct dpt_backend *be, void **ready, struct dpt_err 
 
 static int cpu_sync(struct dpt_backend *be, struct dpt_err *err)
 {
-  (void)be, (void)err; /* oneDNN's CPU stream has finished when backward() returns */
+  (void)err; /* oneDNN's CPU stream has finished when backward() returns */
+  CB(be)->waits++;
   return 0;
 }
 
@@ -1172,6 +1219,8 @@ static void cpu_destroy(struct dpt_backend *be)
   if (cb->eng) dnnl_engine_destroy(cb->eng);
   free(cb->scratch);
   free(cb->scratch2);
+  free(cb->last_out);
+  free(cb->last_dout);
   free(cb->dw_shared);
   for (int i = 0; i < cb->n_pool; i++) free(cb->pool[i]);
   free(cb->pool);
@@ -1184,6 +1233,7 @@ static void cpu_destroy(struct dpt_backend *be)
   free(cb->grads);
   free(cb->state);
   free(cb->pending);
+  if (cb->pending_token) munmap(cb->pending_token, 4096);
   dpt_sgd_free(&cb->sgd);
   free(cb);
 }
@@ -1192,7 +1242,8 @@ static const struct dpt_backend_ops cpu_ops = {
     .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,
     .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init,
     .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,
-    .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads};
+    .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads, .loss = cpu_loss,
+    .loss_totals = cpu_loss_totals, .host_waits = cpu_host_waits};
 
 /* plain edge view + reorder between it and a tensor's layout */
 static int edge(struct cpu_backend *cb, int tid, dnnl_memory_t *user, dnnl_primitive_t *reorder,
@@ -1437,7 +1488,17 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   }
   cb->scratch = xalloc(cb, cb->scratch_bytes);
   cb->scratch2 = xalloc(cb, cb->scratch_bytes);
-  if (!cb->scratch || !cb->scratch2) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
+  {
+    const struct dpt_tensor_desc *ot = dpt_model_output(m);
+    cb->n_classes = ot->c * ot->h * ot->w;
+    cb->n_out = (size_t)opts->batch * cb->n_classes;
+    cb->last_out = xalloc(cb, cb->n_out * sizeof(float));
+    cb->last_dout = xalloc(cb, cb->n_out * sizeof(float));
+  }
+  if (!cb->scratch || !cb->scratch2 || !cb->last_out || !cb->last_dout) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory");
+    goto fail;
+  }
   for (int i = 0; i < m->n_layers; i++) {
     if (cb->l[i].scratch_mem) DN(dnnl_memory_set_data_handle(cb->l[i].scratch_mem, cb->scratch), "scratch");
     if (cb->l[i].scratch_mem1) DN(dnnl_memory_set_data_handle(cb->l[i].scratch_mem1, cb->scratch), "scratch");

@@ -36,9 +36,6 @@
 #include "dpt_data.h"
 #include "dpt_model.h"
 #include "dpt_optim.h"
-#ifdef DPT_HAVE_CUDA_BACKEND
-#include "dpt_cuda_plan.h" /* struct dpt_loss_scaler: dynamic loss scaling for --precision mixed */
-#endif
 #ifdef DPT_TRAIN_HAVE_COMM
 #include <oneapi/dnnl/dnnl.h>
 
@@ -926,27 +923,14 @@ static int state_average(struct ranks *rk, struct dpt_backend *be, float *hs, st
   return slab_put(be, DPT_SLAB_STATE, hs, err);
 }
 
-#ifdef DPT_HAVE_CUDA_BACKEND
-/* Mixed precision: is the averaged gradient finite?  host: the host copy, or
- * NULL to ask the backend about its gradient slab.  Checked after the
- * all-reduce, so every rank gets the same answer and skips the same steps. */
-static int grads_finite(struct dpt_backend *be, const float *host, size_t n, int *finite, struct dpt_err *err)
-{
-  *finite = 1;
-  if (!host || (host == be->pending && !be->host_slabs)) /* in the backend's memory */
-    return be->ops->grads_finite ? be->ops->grads_finite(be, host, finite, err) : 0;
-  int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static)
-  for (size_t i = 0; i < n; i++) bad |= !isfinite(host[i]);
-  *finite = !bad;
-  return 0;
-}
-#endif
-
-static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks *rk, int K,
-                    float *logits, struct val_result *out, struct dpt_err *err)
+/* Validation: the loss and its counts on the backend, read once at the end (one host
+ * wait per pass); the training totals were read by the log line of the epoch's last
+ * step, which comes first. */
+static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks *rk, struct val_result *out,
+                    struct dpt_err *err)
 {
   float acc[4] = {0, 0, 0, 0}; /* loss sum, top1, top5, images */
+  struct dpt_loss_totals t;
   const float *x;
   const int *lab;
   int n, rc;
@@ -956,13 +940,13 @@ static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks 
       *err = *dpt_loader_err(vl);
       return err->code;
     }
-    if ((rc = dpt_backend_forward(be, x, 0, logits, err))) return rc;
-    int t1, t5;
-    acc[0] += (float)dpt_softmax_xent(logits, lab, be->opts.batch, K, 0, 0, NULL, &t1, &t5);
-    acc[1] += (float)t1;
-    acc[2] += (float)t5;
+    if ((rc = dpt_backend_forward(be, x, 0, NULL, err)) || (rc = be->ops->loss(be, lab, 0, 0, err))) return rc;
     acc[3] += (float)n;
   }
+  if ((rc = be->ops->loss_totals(be, &t, err))) return rc;
+  acc[0] = (float)t.loss_sum;
+  acc[1] = (float)t.top1;
+  acc[2] = (float)t.top5;
   if ((rc = ranks_allreduce(rk, acc, 4, 0, 0, err))) return rc;
   out->n = (long)acc[3];
   out->loss = acc[3] > 0 ? acc[0] / acc[3] : 0;
@@ -971,30 +955,22 @@ static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks 
   return 0;
 }
 
-#ifndef DPT_HAVE_CUDA_BACKEND
-struct dpt_loss_scaler; /* mixed precision needs the cuda backend (dpt_cuda_plan.h) */
-#endif
-
-/* One optimizer step with the averaged gradient: host = the double-buffered
- * host buffer, NULL = the gradient slab.  Mixed precision (sc): a gradient
- * with an inf/NaN skips the step and backs the loss scale off; growth after
- * growth_interval good steps in a row (dpt_loss_scaler_update).  The new
- * scale goes to the backend for the next backward. */
-static int apply_step(struct dpt_backend *be, struct dpt_loss_scaler *sc, const float *host, size_t n, float lr,
-                      struct dpt_err *err)
+/* One optimizer step with the averaged gradient: buf = NULL (the gradient slab),
+ * be->pending (the backend's pending slab) or a HOST buffer (double buffering
+ * through the host).  Mixed precision: the backend looks for an inf/NaN in it
+ * (after the all-reduce: every rank decides alike), skips the step and updates
+ * its loss scale (dpt_loss_scaler_update) on its side: nothing comes back. */
+static int apply_step(struct dpt_backend *be, int mixed, const float *buf, float lr, struct dpt_err *err)
 {
-#ifdef DPT_HAVE_CUDA_BACKEND
-  if (sc) {
-    int finite, rc;
-    if ((rc = grads_finite(be, host, n, &finite, err))) return rc;
-    int apply = dpt_loss_scaler_update(sc, !finite);
-    be->ops->set_loss_scale(be, sc->scale);
-    if (!apply) return 0;
+  int rc;
+  if (mixed) {
+    if (buf && buf != be->pending) { /* a host buffer: into the gradient slab, checked there */
+      if ((rc = slab_put(be, DPT_SLAB_GRADS, (float *)buf, err))) return rc;
+      buf = NULL;
+    }
+    if ((rc = be->ops->overflow_check(be, buf, err))) return rc;
   }
-#else
-  (void)sc, (void)n;
-#endif
-  return be->ops->sgd_step(be, lr, host, err);
+  return be->ops->sgd_step(be, lr, buf, err);
 }
 
 int main(int argc, char **argv)
@@ -1013,7 +989,7 @@ int main(int argc, char **argv)
   struct dpt_bucket *buckets = NULL;
   int n_buckets = 0;
   const char *no_buckets = NULL; /* > 1 rank: why the gradients are not all-reduced in buckets */
-  float *logits = NULL, *dlogits = NULL, *pending = NULL, *gacc = NULL;
+  float *pending = NULL, *gacc = NULL;
   float *mirrors = NULL;             /* device backends: host copies of the slabs (one allocation) */
   float *hp = NULL, *hs = NULL;      /* host params [np], BN state [n_state] (the slabs on cpu) */
   float *hg = NULL, *hv = NULL;      /* host gradients [np], momentum [np] (the slabs on cpu) */
@@ -1206,11 +1182,11 @@ int main(int argc, char **argv)
   }
 
   mask = malloc(np);
-  logits = malloc((size_t)o.batch * K * sizeof(float));
-  dlogits = malloc((size_t)o.batch * K * sizeof(float));
-  pending = o.dbuf ? calloc(np, sizeof(float)) : NULL;
+  /* the host buffers that cross to the backend every step: the backend's (pinned on cuda) */
+  pending = o.dbuf ? dpt_backend_host_alloc(be, np * sizeof(float)) : NULL;
+  if (pending) memset(pending, 0, np * sizeof(float));
   gacc = o.accum > 1 ? malloc(np * sizeof(float)) : NULL;
-  if (!mask || !logits || !dlogits || (o.dbuf && !pending) || (o.accum > 1 && !gacc)) {
+  if (!mask || (o.dbuf && !pending) || (o.accum > 1 && !gacc)) {
     rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory");
     goto fail;
   }
@@ -1218,7 +1194,7 @@ int main(int argc, char **argv)
   if ((rc = be->ops->sgd_init(be, (float)o.momentum, (float)o.weight_decay, 0, mask, &err))) goto fail;
   /* double buffering keeps the averaged gradient in the backend's memory when the
    * communicator can read it there (host slabs, or nccl on device slabs) */
-  if (o.dbuf && (be->host_slabs || dev_comm)) {
+  if (o.dbuf && (be->host_slabs || dev_comm || R == 1)) { /* one rank: no communicator reads it */
     if (!be->ops->pending_init || !be->ops->stash_grads) {
       rc = dpt_err_set(&err, DPT_E_UNSUPPORTED, "--double-buffering: backend %s has no pending gradient slab%s",
                        be->ops->name, dev_comm ? " for nccl: use --comm ring" : "");
@@ -1229,7 +1205,7 @@ int main(int argc, char **argv)
   if (be->host_slabs) {
     hp = be->params, hs = be->state, hg = be->grads, hv = be->velocity;
   } else {
-    mirrors = malloc((3 * np + model.n_state + 1) * sizeof(float));
+    mirrors = dpt_backend_host_alloc(be, (3 * np + model.n_state + 1) * sizeof(float));
     if (!mirrors) {
       rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for the host copies of %zu parameters", np);
       goto fail;
@@ -1258,20 +1234,16 @@ int main(int argc, char **argv)
       if ((rc = dpt_backend_set_buckets(be, buckets, n_buckets, bucket_start, &ba, &err))) goto fail;
     }
   }
-  struct dpt_loss_scaler *sc = NULL; /* --precision mixed: dynamic loss scaling */
-#ifdef DPT_HAVE_CUDA_BACKEND
+  /* --precision mixed: dynamic loss scaling, kept by the backend (scaler: its host copy,
+   * read back for checkpoints and the final report) */
+  int mixed = !strcmp(be->precision, "mixed");
   struct dpt_loss_scaler scaler;
   dpt_loss_scaler_init(&scaler);
-  if (!strcmp(be->precision, "mixed")) {
-    if (!be->ops->grads_finite || !be->ops->set_loss_scale) {
-      rc = dpt_err_set(&err, DPT_E_UNSUPPORTED, "backend %s runs mixed precision without overflow detection",
-                       be->ops->name);
-      goto fail;
-    }
-    sc = &scaler;
-    be->ops->set_loss_scale(be, scaler.scale);
+  if (mixed && (!be->ops->overflow_check || !be->ops->scaler_get || !be->ops->scaler_set)) {
+    rc = dpt_err_set(&err, DPT_E_UNSUPPORTED, "backend %s runs mixed precision without overflow detection",
+                     be->ops->name);
+    goto fail;
   }
-#endif
 
   /* same starting point everywhere */
   if (R > 1) {
@@ -1298,13 +1270,12 @@ int main(int argc, char **argv)
     if ((rc = resume_agreed(&rk, o.resume, o.ckpt_dir, &cm, hp, hs, hv, pending, &gstep, &found, &got, path,
                             sizeof path, &err)))
       goto fail;
-    if (found && sc && got.loss_scale > 0) { /* mixed precision: continue with the scale the run had */
-#ifdef DPT_HAVE_CUDA_BACKEND
-      sc->scale = got.loss_scale;
-      sc->good_steps = got.scale_good_steps;
-      sc->skipped = got.scale_skipped;
-      be->ops->set_loss_scale(be, sc->scale);
-#endif
+    if (found && mixed && got.loss_scale > 0) { /* mixed precision: continue with the scale the run had */
+      if ((rc = be->ops->scaler_get(be, &scaler, &err))) goto fail; /* the backend's limits, then the state */
+      scaler.scale = got.loss_scale;
+      scaler.good_steps = got.scale_good_steps;
+      scaler.skipped = got.scale_skipped;
+      if ((rc = be->ops->scaler_set(be, &scaler, &err))) goto fail;
     }
     if (found) {
       if ((rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)) ||
@@ -1409,8 +1380,9 @@ int main(int argc, char **argv)
   long steps_run = 0, last_log_step = gstep;
   int psig = 0;                 /* agreed preemption signal: stop after this step */
   char ckpt_last[4300] = "";    /* rank 0: the last checkpoint written */
-  double run_loss = 0, ep_loss = 0;
-  long run_correct = 0, run_n = 0, ep_correct = 0, ep_n = 0;
+  double ep_loss = 0;
+  long run_n = 0, ep_correct = 0, ep_n = 0;
+  long waits_train = 0, n_logs = 0; /* host waits in the steps and their log lines; log points */
   while (gstep < total_steps && !(o.stop_after && steps_run == o.stop_after) && !psig) {
     int epoch = (int)(gstep / spe), sie = (int)(gstep % spe);
     for (int j = 0; j < o.accum; j++) dpt_loader_start(tls[j], epoch, sie);
@@ -1418,10 +1390,9 @@ int main(int argc, char **argv)
       const float *x;
       const int *lab;
       struct times tm0 = tm;
-      double t_step0 = now();
+      double t_step0 = now(), t3 = 0;
+      long waits0 = be->ops->host_waits(be);
       enter_phase("train", gstep, &err);
-      double loss = 0, t3 = 0;
-      int t1c = 0;
       for (int j = 0; j < o.accum; j++) {
         double t0 = now();
         if (dpt_loader_next(tls[j], &x, &lab, &tm.data) < 0) { /* a record failed to decode */
@@ -1430,13 +1401,12 @@ int main(int argc, char **argv)
           goto fail;
         }
         double t1 = now();
-        if ((rc = dpt_backend_forward(be, x, 1, logits, &err))) goto fail;
-        int c1;
-        loss += dpt_softmax_xent(logits, lab, o.batch, K, (float)o.smoothing, 1.0f / (o.batch * o.accum),
-                                 dlogits, &c1, NULL);
-        t1c += c1;
+        /* forward, loss and its gradient, backward: all on the backend, no host wait */
+        if ((rc = dpt_backend_forward(be, x, 1, NULL, &err)) ||
+            (rc = be->ops->loss(be, lab, (float)o.smoothing, 1.0f / (o.batch * o.accum), &err)))
+          goto fail;
         double t2 = now();
-        if ((rc = dpt_backend_backward(be, dlogits, NULL, &err))) goto fail;
+        if ((rc = dpt_backend_backward(be, NULL, NULL, &err))) goto fail;
         t3 = now();
         if (o.accum > 1) { /* backward overwrites the gradient slab: sum the micro-batches (on the host) */
           float *g = hg;
@@ -1465,7 +1435,7 @@ int main(int argc, char **argv)
         float lr_prev = (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe);
         if (be->pending) { /* the pending slab is the backend's (cpu: host; cuda with nccl: device) */
           void *ready;
-          if (have_pending && (rc = apply_step(be, sc, be->pending, np, lr_prev, &err))) goto fail;
+          if (have_pending && (rc = apply_step(be, mixed, be->pending, lr_prev, &err))) goto fail;
           /* pending <- this step's gradient, behind the update that read it; nccl waits for the copy */
           if ((rc = be->ops->stash_grads(be, &ready, &err)) ||
               (rc = grad_start(&rk, &fl, be->pending, np, o.fp16, ready, &err)))
@@ -1473,7 +1443,7 @@ int main(int argc, char **argv)
         } else { /* device slabs, host communicator: through the host */
           /* this step's gradient to the host first: a device sgd_step(pending) overwrites the slab */
           if ((rc = be->ops->sync(be, &err)) || (rc = slab_get(be, DPT_SLAB_GRADS, hg, &err))) goto fail;
-          if (have_pending && (rc = apply_step(be, sc, pending, np, lr_prev, &err))) goto fail;
+          if (have_pending && (rc = apply_step(be, mixed, pending, lr_prev, &err))) goto fail;
           memcpy(pending, hg, np * sizeof(float));
           if ((rc = grad_start(&rk, &fl, pending, np, o.fp16, NULL, &err))) goto fail;
         }
@@ -1483,19 +1453,18 @@ int main(int argc, char **argv)
         if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
         if (n_buckets) { /* queued bucket by bucket during backward */
           if ((rc = bucket_wait_all(&ba, &err))) goto fail;
-        } else if ((rc = be->ops->sync(be, &err))) { /* backward's gradients complete */
-          goto fail;
-        } else if (dev_comm) { /* nccl: the gradient slab itself */
-          if ((rc = grad_allreduce(&rk, be->grads, np, o.fp16, &err))) goto fail;
-        } else if (R > 1) {
-          if ((rc = slab_get(be, DPT_SLAB_GRADS, hg, &err)) || (rc = grad_allreduce(&rk, hg, np, o.fp16, &err)) ||
-              (rc = slab_put(be, DPT_SLAB_GRADS, hg, &err)))
+        } else if (R > 1) { /* one all-reduce after backward: its gradients complete first */
+          if ((rc = be->ops->sync(be, &err))) goto fail;
+          if (dev_comm) { /* nccl: the gradient slab itself */
+            if ((rc = grad_allreduce(&rk, be->grads, np, o.fp16, &err))) goto fail;
+          } else if ((rc = slab_get(be, DPT_SLAB_GRADS, hg, &err)) ||
+                     (rc = grad_allreduce(&rk, hg, np, o.fp16, &err)) || (rc = slab_put(be, DPT_SLAB_GRADS, hg, &err))) {
             goto fail;
-        }
+          }
+        } /* one rank: the update follows backward on the backend's own stream, no wait */
         double t4 = now();
         tm.ar_exposed += t4 - t3;
-        if ((rc = apply_step(be, sc, NULL, np, (float)dpt_schedule_lr(&sch, (double)gstep / spe),
-                             &err)))
+        if ((rc = apply_step(be, mixed, NULL, (float)dpt_schedule_lr(&sch, (double)gstep / spe), &err)))
           goto fail;
         tm.update += now() - t4;
       }
@@ -1514,33 +1483,36 @@ int main(int argc, char **argv)
 #else
       (void)tm0, (void)t_step0;
 #endif
-      ep_loss += loss;
-      ep_correct += t1c;
       ep_n += (long)o.batch * o.accum;
       if (o.dbuf && gstep == total_steps) { /* the last averaged gradient still has to be applied */
         if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
-        if ((rc = apply_step(be, sc, be->pending ? be->pending : pending, np,
+        if ((rc = apply_step(be, mixed, be->pending ? be->pending : pending,
                              (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), &err)))
           goto fail;
         have_pending = 0;
       }
-      run_loss += loss;
-      run_correct += t1c;
       run_n += (long)o.batch * o.accum;
       int end_epoch = sie == spe - 1 || gstep == total_steps;
-      if (me == 0 && (gstep % o.log_every == 0 || end_epoch)) {
-        double t = now(), ips = (double)(gstep - last_log_step) * o.batch * o.accum * R / (t - t_last);
-        char eta[32];
-        fmt_eta((total_steps - gstep) * (t - t_train0) / steps_run, eta, sizeof eta);
-        printf("epoch %d/%d step %d/%d loss %.4f acc %.2f%% lr %.4g %.0f img/s ETA %s\n", epoch + 1,
-               (int)ceil(total_epochs), sie + 1, spe, run_loss / run_n, 100.0 * run_correct / run_n,
-               dpt_schedule_lr(&sch, (double)gstep / spe), ips, eta);
-        fflush(stdout);
-        t_last = t;
+      if (gstep % o.log_every == 0 || end_epoch) { /* every rank: its totals, the one host wait */
+        struct dpt_loss_totals lt;
+        if ((rc = be->ops->loss_totals(be, &lt, &err))) goto fail;
+        ep_loss += lt.loss_sum;
+        ep_correct += lt.top1;
+        n_logs++;
+        if (me == 0) {
+          double t = now(), ips = (double)(gstep - last_log_step) * o.batch * o.accum * R / (t - t_last);
+          char eta[32];
+          fmt_eta((total_steps - gstep) * (t - t_train0) / steps_run, eta, sizeof eta);
+          printf("epoch %d/%d step %d/%d loss %.4f acc %.2f%% lr %.4g %.0f img/s ETA %s\n", epoch + 1,
+                 (int)ceil(total_epochs), sie + 1, spe, lt.loss_sum / run_n, 100.0 * lt.top1 / run_n,
+                 dpt_schedule_lr(&sch, (double)gstep / spe), ips, eta);
+          fflush(stdout);
+          t_last = t;
+        }
         last_log_step = gstep;
-        run_loss = 0;
-        run_correct = run_n = 0;
+        run_n = 0;
       }
+      waits_train += be->ops->host_waits(be) - waits0;
       int stopping = (o.stop_after && steps_run == o.stop_after) || psig;
       int do_ckpt = o.ckpt_dir && (gstep % ckpt_every == 0 || gstep == total_steps || stopping);
       if (do_ckpt || (end_epoch && o.val)) {
@@ -1555,13 +1527,12 @@ int main(int argc, char **argv)
           cm.global_step = (uint64_t)gstep;
           cm.epoch = (int)(gstep / spe);
           cm.step_in_epoch = (int)(gstep % spe);
-#ifdef DPT_HAVE_CUDA_BACKEND
-          if (sc) { /* mixed precision: the loss scaler resumes where it is */
-            cm.loss_scale = sc->scale;
-            cm.scale_good_steps = sc->good_steps;
-            cm.scale_skipped = sc->skipped;
+          if (mixed) { /* mixed precision: the loss scaler resumes where it is */
+            if ((rc = be->ops->scaler_get(be, &scaler, &err))) goto fail;
+            cm.loss_scale = scaler.scale;
+            cm.scale_good_steps = scaler.good_steps;
+            cm.scale_skipped = scaler.skipped;
           }
-#endif
           dpt_ckpt_path(o.ckpt_dir, (uint64_t)gstep, path, sizeof path);
           if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_get(be, DPT_SLAB_STATE, hs, &err)) ||
               (rc = slab_get(be, DPT_SLAB_VELOCITY, hv, &err)) ||
@@ -1575,7 +1546,7 @@ int main(int argc, char **argv)
       if (end_epoch && o.val) {
         if ((rc = enter_phase("validation", gstep, &err))) goto fail;
         double tv = now();
-        if ((rc = validate(be, vl, &rk, K, logits, &vr, &err))) goto fail;
+        if ((rc = validate(be, vl, &rk, &vr, &err))) goto fail;
         tm.val += now() - tv;
         if (me == 0) {
           printf("epoch %d validation: top-1 %.2f%% top-5 %.2f%% loss %.4f (%ld images); train loss %.4f "
@@ -1632,11 +1603,14 @@ int main(int argc, char **argv)
     if (me == 0 && !be->host_slabs)
       printf("dpt-train: backend %s memory (rank 0): %.1f MB allocated, peak %.1f MB\n", be->ops->name,
              be->ops->memory_bytes(be) / 1e6, be->ops->peak_bytes(be) / 1e6);
-#ifdef DPT_HAVE_CUDA_BACKEND
-    if (me == 0 && sc)
+    /* what the step loop waited for (tests hold it to one wait per log interval) */
+    if (me == 0)
+      printf("dpt-train: host waits (rank 0): %ld in %ld training step(s) and their %ld log line(s); %ld in all\n",
+             waits_train, steps_run, n_logs, be->ops->host_waits(be));
+    if (mixed && (rc = be->ops->scaler_get(be, &scaler, &err))) goto fail;
+    if (me == 0 && mixed)
       printf("dpt-train: mixed precision: %ld step(s) skipped on gradient overflow, loss scale now %g\n",
-             sc->skipped, (double)sc->scale);
-#endif
+             scaler.skipped, (double)scaler.scale);
   }
   if (train.files && me == 0) { /* imagenet: which decoders the training loader used (rank 0) */
     struct dpt_loader_stats ls;
@@ -1691,11 +1665,9 @@ int main(int argc, char **argv)
     json_t *mem = json_pack("{s:s,s:b,s:I,s:I}", "backend", be->ops->name, "device", !be->host_slabs,
                             "allocated_bytes_rank0", (json_int_t)be->ops->memory_bytes(be),
                             "peak_bytes_rank0", (json_int_t)be->ops->peak_bytes(be));
-#ifdef DPT_HAVE_CUDA_BACKEND
-    if (mem && sc)
-      json_object_update_new(mem, json_pack("{s:f,s:I}", "final_loss_scale", (double)sc->scale, "skipped_steps",
-                                            (json_int_t)sc->skipped));
-#endif
+    if (mem && mixed)
+      json_object_update_new(mem, json_pack("{s:f,s:I}", "final_loss_scale", (double)scaler.scale, "skipped_steps",
+                                            (json_int_t)scaler.skipped));
     dpt_report_set_result(rep, "backend_memory", mem);
   }
 #endif
@@ -1737,11 +1709,14 @@ out:
   free(buckets);
   for (int j = 0; j < 64; j++) dpt_loader_destroy(tls[j]);
   dpt_loader_destroy(vl);
+  if (be) { /* the backend's host buffers, before the backend */
+    dpt_backend_host_free(be, mirrors);
+    dpt_backend_host_free(be, pending);
+  }
   dpt_backend_destroy(be);
-  free(mirrors);
   dpt_model_free(&model);
   dpt_data_free(&train);
   dpt_data_free(&val);
-  free(mask), free(logits), free(dlogits), free(pending), free(gacc);
+  free(mask), free(gacc);
   return status;
 }

@@ -9,6 +9,12 @@
 # 2 ranks through dpt-launch (plain, double-buffered), and checkpoint/resume
 # (stop after 3 steps, resume to 6 == straight; a simulated-device checkpoint
 # resumed by the plain backend).
+# Host waits (issue 14): the simulated device counts the calls that wait on a
+# real device (sync, copy_slab, loss_totals, scaler_get, forward with a host
+# output, backward with dx); dpt-train prints those of its training steps and
+# their log lines.  One rank, 20 steps, --log-every 5: exactly one wait per log
+# line (the loss totals), none in the steps; a loop that starts reading
+# something back every step fails here.
 # usage: test_devsim.sh dpt-launch dpt-train
 L=$1 T=$2
 tmp=$(mktemp -d /tmp/dpt-test-devsim.XXXXXX)
@@ -64,6 +70,22 @@ for mode in plain dbuf; do
   run "mix-$mode" 1 0 $extra --resume auto && cmp -s "$tmp/mix-$mode/$final" "$tmp/cpu-1r-$mode/$final" ||
     fail "$mode: cpu resuming a simulated-device checkpoint != straight run"
 done
+# waits: "host waits (rank 0): W in S training step(s) and their L log line(s)": W must be L
+waits() {
+  name=$1
+  shift
+  DPT_CPU_DEVICE_SLABS=1 "$T" $common --iterations 20 --log-every 5 --no-val "$@" >"$tmp/$name.log" 2>&1 ||
+    { fail "$name: dpt-train failed: $(tail -3 "$tmp/$name.log")"; return; }
+  line=$(grep "host waits (rank 0)" "$tmp/$name.log")
+  w=$(echo "$line" | sed -n 's/.*: \([0-9]*\) in \([0-9]*\) training step(s) and their \([0-9]*\) log line(s).*/\1 \2 \3/p')
+  set -- $w
+  [ "$#" = 3 ] || { fail "$name: no host-wait line: $line"; return; }
+  [ "$2" = 20 ] && [ "$3" -ge 4 ] && [ "$1" = "$3" ] ||
+    fail "$name: $1 host waits in $2 steps with $3 log lines (want one per log line, none in the steps)"
+  echo "$name: $1 host waits in $2 steps, $3 log lines"
+}
+waits waits-1r
+waits waits-1r-dbuf --double-buffering --checkpoint-dir "$tmp/waits-dbuf" --checkpoint-every 1000
 if [ $fails = 0 ]; then
   echo "ok: simulated device slabs == cpu, bit for bit: 1 rank (plain, double-buffered, 2 micro-batches), 2 ranks (plain, double-buffered), stop/resume, cross resume"
   rm -rf "$tmp"

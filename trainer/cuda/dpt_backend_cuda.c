@@ -37,12 +37,12 @@
 #include "dpt_cuda_kernels.h"
 
 #define MAX_ALLOCS (DPT_CUDA_NREGIONS + 4) /* regions + workspace, search workspace, pending slab */
+#define NSTAGE 2 /* pinned host staging slots for the input batch and the labels */
 
 struct cu_tensor {
   cudnnTensorDescriptor_t desc; /* [N, c_stored, h, w], NHWC fp32 / fp16 / bf16 */
   void *buf;                    /* activation */
   void *diff;                   /* its gradient (NULL when not needed) */
-  int written;                  /* gradient delivered during this backward */
 };
 
 struct cu_algo {
@@ -84,8 +84,24 @@ struct cu_backend {
   size_t ws_bytes;
   float *in32, *out32, *dout32, *dx32; /* fp32 staging: input, logits, dlogits, dinput */
   void *dy16;                       /* 16-bit: FC output gradient cast [N, K] (FC-cast region) */
-  long host_syncs;                  /* cudaStreamSynchronize calls so far (dpt_backend_cuda_host_syncs) */
+  long host_syncs;                  /* host waits on the stream so far (dpt_backend_cuda_host_syncs) */
+  long stage_waits;                 /* waits for a staging slot's upload of NSTAGE steps ago that blocked */
   int overflow_armed;               /* the next sgd_step reads the device overflow flag */
+  /* host -> device without host waits: pinned staging (one cudaHostAlloc), the input uploads
+   * on their own stream, each slot reused only after its upload (event) of NSTAGE steps ago */
+  cudaStream_t up_stream;           /* input uploads: staging -> in32, overlapping the compute */
+  cudaEvent_t in_free;              /* compute stream, after the input cast: in32 may be overwritten */
+  cudaEvent_t x_ev[NSTAGE], lab_ev[NSTAGE]; /* staging slot's input / labels upload done */
+  int x_used[NSTAGE], lab_used[NSTAGE], x_slot, lab_slot;
+  void *pinned;                     /* cudaHostAlloc: the slots, then the readback area */
+  size_t pinned_bytes;
+  float *stage_x[NSTAGE];           /* [N, C, H, W] host NCHW images */
+  int *stage_lab[NSTAGE];           /* [N] */
+  double *tot_host;                 /* [4] loss totals read back */
+  struct dpt_loss_scaler *scaler_host; /* the scaler read back / to upload */
+  double *tot;                      /* device [4]: loss sum, top-1, top-5, rows since loss_totals */
+  struct dpt_loss_scaler *scaler;   /* device: mixed precision's dynamic loss scaling */
+  size_t unscaled_lo;               /* backward: gradient slab [unscaled_lo, n_params) is unscaled */
   int mask_ready;                   /* dpt_backend_cuda_sgd_step uploaded its mask */
   float *velocity;                  /* [n_params] SGD momentum (lazy) */
   float sgd_momentum, sgd_wd;       /* ops->sgd_init's hyper-parameters */
@@ -96,7 +112,6 @@ struct cu_backend {
   cudaEvent_t *bucket_ev;           /* [n_ev] one per gradient bucket (dpt_backend_set_buckets) */
   int n_ev;
   cudaEvent_t stash_ev;             /* double buffering: completes with pending <- grads */
-  float loss_scale;
   void *allocs[MAX_ALLOCS];
   size_t alloc_bytes[MAX_ALLOCS];
   int n_allocs;
@@ -105,6 +120,12 @@ struct cu_backend {
 };
 
 #define CB(be) ((struct cu_backend *)(be))
+
+/* The loss scale on the device (mixed precision), else NULL (= 1). */
+static const float *dscale(const struct cu_backend *cb)
+{
+  return cb->plan.precision == DPT_CUDA_MIXED ? &cb->scaler->scale : NULL;
+}
 
 static const float one = 1.0f, zero = 0.0f;
 
@@ -239,10 +260,9 @@ static size_t t_elems(const struct cu_backend *cb, int tid)
 /* Input gradient target of a layer: beta 0 first, 1 when accumulating. */
 static void *diff_target(struct cu_backend *cb, int tid, float *beta)
 {
-  struct cu_tensor *t = &cb->t[tid];
-  *beta = t->written ? 1.0f : 0.0f;
-  t->written = 1;
-  return t->diff;
+  *beta = cb->pub.grad_written[tid] ? 1.0f : 0.0f;
+  cb->pub.grad_written[tid] = 1;
+  return cb->t[tid].diff;
 }
 
 static cudnnDataType_t tensor_type(const struct cu_backend *cb, const struct dpt_cuda_tensor_plan *p)
@@ -288,9 +308,10 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   DNN_CK(cudnnConvolutionBackwardFilter, (cb->dnn, &one, in->desc, in->buf, out->desc, out->diff,
                                           L->cdesc, (cudnnConvolutionBwdFilterAlgo_t)a->bwd_filter,
                                           cb->ws, a->ws_filter, &zero, L->fdesc, L->dw16), li, "");
-  /* gradient packing: KRSC (loss-scaled in fp16) -> fp32 KCRS slab, unscaled */
+  /* gradient packing: KRSC -> fp32 KCRS slab (mixed: still loss-scaled; backward unscales
+   * the slab by ranges, bucket by bucket) */
   KERN_CK(dpt_cuda_nhwc_to_nchw32, (L->dw16, cb->dtype, l->grads, cp->k, cp->c_logical, (size_t)cp->r * cp->s,
-                                    cp->c, 1.0f / cb->loss_scale, cb->stream), li, "");
+                                    cp->c, 1.0f, cb->stream), li, "");
   if (in->diff) {
     float beta;
     void *dx = diff_target(cb, d->in[0], &beta);
@@ -353,10 +374,10 @@ static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
   }
   float beta = 0.0f;
   void *dx = x->diff ? diff_target(cb, d->in[0], &beta) : L->discard;
-  /* Parameter gradients are fp32: unscale them here (fp16 gradients carry the loss scale). */
-  float pscale = 1.0f / cb->loss_scale; /* 1 but in mixed precision */
+  /* dgamma / dbeta in fp32, loss-scaled like every parameter gradient until backward's
+   * range unscale (the scale lives on the device: no host scalar to give cuDNN) */
   DNN_CK(cudnnBatchNormalizationBackward,
-         (cb->dnn, bn_train_mode(cb), &one, &beta, &pscale, &zero, x->desc, x->buf, y->desc, dz,
+         (cb->dnn, bn_train_mode(cb), &one, &beta, &one, &zero, x->desc, x->buf, y->desc, dz,
           x->desc, dx, L->pdesc, l->params, l->grads, l->grads + C, eps, L->save_mean, L->save_istd),
          li, "");
   return layer_sync(cb, li, err);
@@ -476,14 +497,12 @@ static int fc_backward(struct dpt_layer *l, struct dpt_err *err)
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
   int rc = 0, li = L->idx, N = cb->pub.opts.batch, K = d->c_out, D = (int)(d->w_len / (size_t)K);
   cudaDataType_t xt = fc_type(cb);
-  const void *dy = y->diff;
-  float unscale = 1.0f;
-  if (L->w16) { /* the fp32 output gradient enters the 16-bit graph (with the loss scale in fp16) */
-    KERN_CK(dpt_cuda_f32_to, (y->diff, cb->dy16, cb->dtype, cb->loss_scale, (size_t)N * K, cb->stream), li, "");
+  const void *dy = y->diff; /* mixed: already loss-scaled (backward scales the output gradient) */
+  if (L->w16) { /* the fp32 output gradient enters the 16-bit graph */
+    KERN_CK(dpt_cuda_f32_to, (y->diff, cb->dy16, cb->dtype, 1.0f, (size_t)N * K, cb->stream), li, "");
     dy = cb->dy16;
-    unscale = 1.0f / cb->loss_scale;
   }
-  BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, D, K, N, &unscale, x->buf, xt, D, dy, xt,
+  BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, D, K, N, &one, x->buf, xt, D, dy, xt,
                          K, &zero, l->grads, CUDA_R_32F, D, fc_compute(cb), CUBLAS_GEMM_DEFAULT), li, "");
   DNN_CK(cudnnConvolutionBackwardBias, (cb->dnn, &one, y->desc, y->diff, &zero, L->pdesc,
                                         l->grads + d->w_len), li, "");
@@ -652,19 +671,50 @@ static size_t n_elems(const struct dpt_cuda_tensor_plan *p)
   return (size_t)p->n * p->c * p->h * p->w;
 }
 
+/* Before the host rewrites a staging slot: its upload of NSTAGE steps ago must be done.  In
+ * steady state the GPU runs that far behind at most; a wait that blocks is counted
+ * (stage_waits), apart from host_syncs (the waits for the work just enqueued). */
+static int stage_wait(struct cu_backend *cb, cudaEvent_t ev, int *used, const char *what, struct dpt_err *err)
+{
+  int rc = 0;
+  if (!*used) return 0;
+  cudaError_t q = cudaEventQuery(ev);
+  if (q == cudaErrorNotReady) {
+    cb->stage_waits++;
+    CUDA_CK(cudaEventSynchronize, (ev), -1, what);
+  } else if (q != cudaSuccess) {
+    return call_fail(cb, -1, what, "cudaEventQuery", cudaGetErrorString(q), err);
+  }
+  *used = 0;
+  return 0;
+fail:
+  return rc;
+}
+
 static int cu_forward(struct dpt_backend *be, const float *x, int training, float *out,
                       struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
   const struct dpt_model *m = be->model;
   const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
-  int rc = 0, o = out_tid(cb);
+  int rc = 0, o = out_tid(cb), k = cb->x_slot;
   const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
+  size_t xbytes = n_elems(ip) * sizeof(float);
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "forward");
+  /* the images: host copy into pinned slot k (x is the caller's again on return), DMA on the
+   * upload stream once the previous forward has cast in32, then the cast on the stream */
+  if ((rc = stage_wait(cb, cb->x_ev[k], &cb->x_used[k], "input staging", err))) goto fail;
+  memcpy(cb->stage_x[k], x, xbytes);
+  CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->in_free, 0), -1, "input");
+  CUDA_CK(cudaMemcpyAsync, (cb->in32, cb->stage_x[k], xbytes, cudaMemcpyHostToDevice, cb->up_stream), -1, "input");
+  CUDA_CK(cudaEventRecord, (cb->x_ev[k], cb->up_stream), -1, "input");
+  cb->x_used[k] = 1;
+  cb->x_slot = (k + 1) % NSTAGE;
+  CUDA_CK(cudaStreamWaitEvent, (cb->stream, cb->x_ev[k], 0), -1, "input");
   /* NCHW fp32 images -> the NHWC input tensor (channels padded in 16 bits) */
-  CUDA_CK(cudaMemcpyAsync, (cb->in32, x, n_elems(ip) * 4, cudaMemcpyHostToDevice, cb->stream), -1, "input");
   KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
                                     ip->c_stored, 1.0f, cb->stream), -1, "input");
+  CUDA_CK(cudaEventRecord, (cb->in_free, cb->stream), -1, "input");
   for (int i = 0; i < m->n_layers; i++) {
     struct dpt_layer *l = &be->layers[i];
     if ((rc = l->ops->forward(l, training, err))) goto fail;
@@ -687,10 +737,39 @@ fail:
   return rc;
 }
 
+/* Mixed precision: the parameter gradients come out of the layers loss-scaled (the
+ * scale lives on the device, cuDNN takes host scalars); [lo, unscaled_lo) of the slab,
+ * final by now, is divided by the scale.  Other precisions: nothing to do. */
+static int unscale_down_to(struct cu_backend *cb, size_t lo, struct dpt_err *err)
+{
+  int rc = 0;
+  if (cb->plan.precision != DPT_CUDA_MIXED || lo >= cb->unscaled_lo) return 0;
+  float *g = cb->pub.grads + lo;
+  KERN_CK(dpt_cuda_f32_to_ds, (g, g, DPT_DT_F32, 1.0f, dscale(cb), 1, cb->unscaled_lo - lo, cb->stream), -1,
+          "gradient unscale");
+  cb->unscaled_lo = lo;
+  return 0;
+fail:
+  return rc;
+}
+
+/* The backward walk's cuda part at a gradient bucket: unscale the bucket's range (mixed),
+ * then an event right behind its gradients (the communicator's stream waits for it). */
+static int cu_bucket_done(struct dpt_backend *be, int k, void **ready, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  if ((rc = unscale_down_to(cb, be->buckets[k].off, err))) return rc;
+  CUDA_CK(cudaEventRecord, (cb->bucket_ev[k], cb->stream), be->buckets[k].first_layer, "gradient bucket event");
+  *ready = (void *)cb->bucket_ev[k];
+  return 0;
+fail:
+  return rc;
+}
+
 static int cu_backward(struct dpt_backend *be, const float *dout, float *dx, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
-  const struct dpt_model *m = be->model;
   int rc = 0, o = out_tid(cb);
   const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o], *ip = &cb->plan.t[0];
   if (dx && !be->opts.need_input_grad)
@@ -700,33 +779,19 @@ static int cu_backward(struct dpt_backend *be, const float *dout, float *dx, str
   if (dout)
     CUDA_CK(cudaMemcpyAsync, (cb->dout32, dout, n_elems(op) * 4, cudaMemcpyHostToDevice, cb->stream),
             -1, "output gradient");
-  /* else: dpt_backend_cuda_loss left it in dout32 */
-  for (int i = 0; i < cb->plan.n_tensors; i++) cb->t[i].written = 0;
-  if (op->elem_bytes == 4) /* the logits' gradient is fp32 (the FC casts it, with the loss scale) */
+  /* else: loss() left it in dout32 */
+  if (op->elem_bytes == 4 && !dscale(cb)) /* fp32 logits, no loss scale: the gradient as it is */
     CUDA_CK(cudaMemcpyAsync, (cb->t[o].diff, cb->dout32, op->bytes, cudaMemcpyDeviceToDevice, cb->stream),
             -1, "output gradient");
-  else /* 16-bit gradients carry the loss scale */
-    KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->dout32, cb->t[o].diff, tensor_dtype(cb, o), op->n, op->c,
-                                      (size_t)op->h * op->w, op->c_stored, cb->loss_scale, cb->stream), -1,
+  else /* mixed: every gradient below carries the loss scale (read on the device) */
+    KERN_CK(dpt_cuda_nchw32_to_nhwc_ds, (cb->dout32, cb->t[o].diff, tensor_dtype(cb, o), op->n, op->c,
+                                         (size_t)op->h * op->w, op->c_stored, 1.0f, dscale(cb), 0, cb->stream), -1,
             "output gradient");
-  cb->t[o].written = 1;
-  for (int i = m->n_layers - 1; i >= 0; i--) {
-    struct dpt_layer *l = &be->layers[i];
-    if (!cb->t[l->desc->out].written) {
-      rc = dpt_err_set(err, DPT_E_RUNTIME, "cuda backend: layer '%s' has no gradient flowing into "
-                       "its output (a dead branch in the model)", l->desc->name);
-      goto fail;
-    }
-    if ((rc = l->ops->backward(l, err))) goto fail;
-    int k = dpt_backend_bucket_closes(be, i);
-    if (k >= 0) { /* the bucket's gradients are enqueued: an event completes with them */
-      CUDA_CK(cudaEventRecord, (cb->bucket_ev[k], cb->stream), i, "gradient bucket event");
-      if ((rc = dpt_backend_bucket_ready(be, k, (void *)cb->bucket_ev[k], err))) goto fail;
-    }
-  }
+  cb->unscaled_lo = be->model->n_params;
+  if ((rc = dpt_backend_backward_walk(be, cu_bucket_done, err)) || (rc = unscale_down_to(cb, 0, err))) goto fail;
   if (dx) {
-    KERN_CK(dpt_cuda_nhwc_to_nchw32, (cb->t[0].diff, tensor_dtype(cb, 0), cb->dx32, ip->n, ip->c,
-                                      (size_t)ip->h * ip->w, ip->c_stored, 1.0f / cb->loss_scale, cb->stream), -1,
+    KERN_CK(dpt_cuda_nhwc_to_nchw32_ds, (cb->t[0].diff, tensor_dtype(cb, 0), cb->dx32, ip->n, ip->c,
+                                         (size_t)ip->h * ip->w, ip->c_stored, 1.0f, dscale(cb), 1, cb->stream), -1,
             "input gradient");
     CUDA_CK(cudaMemcpyAsync, (dx, cb->dx32, n_elems(ip) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
             "input gradient");
@@ -769,6 +834,7 @@ static void cu_destroy(struct dpt_backend *be)
   struct cu_backend *cb = CB(be);
   if (!cb) return;
   if (cb->stream) cudaStreamSynchronize(cb->stream);
+  if (cb->up_stream) cudaStreamSynchronize(cb->up_stream);
   if (be->layers)
     for (int i = 0; i < be->model->n_layers; i++)
       if (be->layers[i].impl) layer_destroy(&be->layers[i]);
@@ -778,10 +844,17 @@ static void cu_destroy(struct dpt_backend *be)
   for (int i = 0; i < cb->n_ev; i++)
     if (cb->bucket_ev[i]) cudaEventDestroy(cb->bucket_ev[i]);
   if (cb->stash_ev) cudaEventDestroy(cb->stash_ev);
+  for (int k = 0; k < NSTAGE; k++) {
+    if (cb->x_ev[k]) cudaEventDestroy(cb->x_ev[k]);
+    if (cb->lab_ev[k]) cudaEventDestroy(cb->lab_ev[k]);
+  }
+  if (cb->in_free) cudaEventDestroy(cb->in_free);
+  if (cb->pinned) cudaFreeHost(cb->pinned);
   while (cb->n_allocs) dfree(cb, cb->allocs[0]);
   if (cb->blas) cublasDestroy(cb->blas);
   if (cb->dnn) cudnnDestroy(cb->dnn);
   if (cb->stream) cudaStreamDestroy(cb->stream);
+  if (cb->up_stream) cudaStreamDestroy(cb->up_stream);
   dpt_cuda_plan_free(&cb->plan);
   free(cb->t);
   free(cb->l);
@@ -826,9 +899,12 @@ static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, str
   const float *g = be->grads;
   if (grads && grads == be->pending) /* the double-buffered averaged gradient, already on the device */
     g = be->pending;
-  else if (grads) /* the double-buffered averaged gradient, from the host */
+  else if (grads) { /* the double-buffered averaged gradient, from the host: the caller's again on
+                      * return (a pinned buffer is read by DMA: wait for it) */
     CUDA_CK(cudaMemcpyAsync, (be->grads, grads, n * 4, cudaMemcpyHostToDevice, cb->stream), -1,
             "SGD gradient upload");
+    if ((rc = stream_sync(cb, -1, "SGD gradient upload", err))) return rc;
+  }
   /* mixed precision: the step is skipped on the device when the overflow flag that
    * dpt_backend_cuda_check_overflow set after the all-reduce says so (no host wait) */
   KERN_CK(dpt_cuda_sgd_unless, (be->params, cb->velocity, g, cb->sgd_ready == 2 ? cb->mask : NULL, lr,
@@ -909,12 +985,129 @@ fail:
   return rc;
 }
 
+/* ---- the loss, its totals, the loss scaler: on the device ---------------------- */
+
+/* Loss on the device: labels go up (from pinned staging, or the caller's buffer for the
+ * blocking dpt_backend_cuda_loss), the softmax kernel writes the output gradient (dout32)
+ * and the per-row loss and rank. */
+static int loss_enqueue(struct cu_backend *cb, const int *labels, float smoothing, float grad_scale,
+                        struct dpt_err *err)
+{
+  int rc = 0, N = cb->pub.opts.batch, o = out_tid(cb);
+  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
+  int K = op->c * op->h * op->w;
+  CUDA_CK(cudaMemcpyAsync, (cb->labels, labels, (size_t)N * sizeof(int), cudaMemcpyHostToDevice, cb->stream), -1,
+          "loss");
+  KERN_CK(dpt_cuda_softmax_xent, (cb->out32, cb->labels, N, K, smoothing, grad_scale, cb->dout32, cb->loss_rows,
+                                  cb->rank, cb->stream), -1, "loss");
+  return 0;
+fail:
+  return rc;
+}
+
+static int cu_loss(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
+                   struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0, k = cb->lab_slot, N = be->opts.batch;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss");
+  if ((rc = stage_wait(cb, cb->lab_ev[k], &cb->lab_used[k], "label staging", err))) return rc;
+  memcpy(cb->stage_lab[k], labels, (size_t)N * sizeof(int));
+  if ((rc = loss_enqueue(cb, cb->stage_lab[k], smoothing, grad_scale, err))) return rc;
+  CUDA_CK(cudaEventRecord, (cb->lab_ev[k], cb->stream), -1, "loss");
+  cb->lab_used[k] = 1;
+  cb->lab_slot = (k + 1) % NSTAGE;
+  KERN_CK(dpt_cuda_loss_accumulate, (cb->loss_rows, cb->rank, N, cb->tot, cb->stream), -1, "loss totals");
+  return 0;
+fail:
+  return rc;
+}
+
+static int cu_loss_totals(struct dpt_backend *be, struct dpt_loss_totals *t, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss totals");
+  CUDA_CK(cudaMemcpyAsync, (cb->tot_host, cb->tot, 4 * sizeof(double), cudaMemcpyDeviceToHost, cb->stream), -1,
+          "loss totals");
+  CUDA_CK(cudaMemsetAsync, (cb->tot, 0, 4 * sizeof(double), cb->stream), -1, "loss totals");
+  if ((rc = stream_sync(cb, -1, "loss totals (an asynchronous fault in the steps since the last ones; "
+                        "DPT_CUDA_SYNC_DEBUG=1 names its layer)", err)))
+    return rc;
+  t->loss_sum = cb->tot_host[0];
+  t->top1 = (long)cb->tot_host[1];
+  t->top5 = (long)cb->tot_host[2];
+  t->rows = (long)cb->tot_host[3];
+  return 0;
+fail:
+  return rc;
+}
+
+static long cu_host_waits(const struct dpt_backend *be)
+{
+  return CB(be)->host_syncs;
+}
+
+static int need_mixed(struct cu_backend *cb, const char *what, struct dpt_err *err)
+{
+  if (cb->plan.precision == DPT_CUDA_MIXED) return 0;
+  return dpt_err_set(err, DPT_E_INPUT, "cuda backend: %s is mixed precision's (this backend runs %s)", what,
+                     cb->pub.precision);
+}
+
+static int cu_scaler_get(struct dpt_backend *be, struct dpt_loss_scaler *s, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  if ((rc = need_mixed(cb, "the loss scaler", err))) return rc;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss scaler");
+  CUDA_CK(cudaMemcpyAsync, (cb->scaler_host, cb->scaler, sizeof *s, cudaMemcpyDeviceToHost, cb->stream), -1,
+          "loss scaler");
+  if ((rc = stream_sync(cb, -1, "loss scaler", err))) return rc;
+  *s = *cb->scaler_host;
+  return 0;
+fail:
+  return rc;
+}
+
+static int cu_scaler_set(struct dpt_backend *be, const struct dpt_loss_scaler *s, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  if ((rc = need_mixed(cb, "the loss scaler", err))) return rc;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss scaler");
+  *cb->scaler_host = *s; /* no copy into it is in flight: scaler_get waits for its own */
+  CUDA_CK(cudaMemcpyAsync, (cb->scaler, cb->scaler_host, sizeof *s, cudaMemcpyHostToDevice, cb->stream), -1,
+          "loss scaler");
+  return stream_sync(cb, -1, "loss scaler", err);
+fail:
+  return rc;
+}
+
+static void *cu_host_alloc(struct dpt_backend *be, size_t bytes)
+{
+  void *p = NULL;
+  if (cudaSetDevice(CB(be)->dev) != cudaSuccess || cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError(); /* the caller reports the failure; the runtime's last error is not left set */
+    return NULL;
+  }
+  return p;
+}
+
+static void cu_host_free(struct dpt_backend *be, void *p)
+{
+  (void)be;
+  cudaFreeHost(p);
+}
+
 static const struct dpt_backend_ops cuda_ops = {
     .name = "cuda", .forward = cu_forward, .backward = cu_backward, .copy_slab = cu_copy_slab,
     .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init,
     .sgd_step = cu_sgd_step, .sync = cu_sync, .peak_bytes = cu_peak_bytes,
-    .grads_finite = dpt_backend_cuda_grads_finite, .set_loss_scale = dpt_backend_cuda_set_loss_scale,
-    .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads};
+    .overflow_check = dpt_backend_cuda_check_overflow, .scaler_get = cu_scaler_get, .scaler_set = cu_scaler_set,
+    .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads,
+    .loss = cu_loss, .loss_totals = cu_loss_totals, .host_waits = cu_host_waits, .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free};
 
 /* ---- creation --------------------------------------------------------------- */
 
@@ -1117,7 +1310,6 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   be->host_slabs = 0;
   be->precision = dpt_cuda_precision_name(copts->precision);
   cb->copts = *copts;
-  cb->loss_scale = copts->precision == DPT_CUDA_MIXED ? copts->loss_scale : 1.0f;
   cb->dtype = copts->precision == DPT_CUDA_MIXED ? DPT_DT_F16 : copts->precision == DPT_CUDA_BF16 ? DPT_DT_BF16
                                                                                                   : DPT_DT_F32;
   cb->sync_debug = getenv("DPT_CUDA_SYNC_DEBUG") && atoi(getenv("DPT_CUDA_SYNC_DEBUG")) > 0;
@@ -1133,6 +1325,12 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   }
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "device");
   CUDA_CK(cudaStreamCreateWithFlags, (&cb->stream, cudaStreamNonBlocking), -1, "stream");
+  CUDA_CK(cudaStreamCreateWithFlags, (&cb->up_stream, cudaStreamNonBlocking), -1, "upload stream");
+  CUDA_CK(cudaEventCreateWithFlags, (&cb->in_free, cudaEventDisableTiming), -1, "input event");
+  for (int k = 0; k < NSTAGE; k++) {
+    CUDA_CK(cudaEventCreateWithFlags, (&cb->x_ev[k], cudaEventDisableTiming), -1, "input staging event");
+    CUDA_CK(cudaEventCreateWithFlags, (&cb->lab_ev[k], cudaEventDisableTiming), -1, "label staging event");
+  }
   DNN_CK(cudnnCreate, (&cb->dnn), -1, "cuDNN handle");
   DNN_CK(cudnnSetStream, (cb->dnn, cb->stream), -1, "cuDNN handle");
   BLAS_CK(cublasCreate, (&cb->blas), -1, "cuBLAS handle");
@@ -1197,10 +1395,35 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
         bn += 2 * m->layers[i].c_out;
       }
   }
-  cb->labels = cb->region[DPT_CUDA_R_LOSS];
-  cb->rank = cb->labels + N;
-  cb->loss_rows = (float *)(cb->rank + N);
-  cb->flag = (int *)(cb->loss_rows + N);
+  { /* the loss region: labels, ranks, row losses [N] each; at a 16-byte boundary the overflow
+     * flag, 16 bytes on the totals [4] (doubles), 32 on the scaler (dpt_cuda_plan's loss_bytes) */
+    char *lr = cb->region[DPT_CUDA_R_LOSS];
+    size_t tail = ((size_t)N * 12 + 15) / 16 * 16;
+    _Static_assert(48 + sizeof(struct dpt_loss_scaler) <= 256, "the loss region's tail holds the scaler");
+    cb->labels = (int *)lr;
+    cb->rank = cb->labels + N;
+    cb->loss_rows = (float *)(cb->rank + N);
+    cb->flag = (int *)(lr + tail);
+    cb->tot = (double *)(lr + tail + 16);
+    cb->scaler = (struct dpt_loss_scaler *)(lr + tail + 48);
+  }
+  { /* pinned host memory: NSTAGE staging slots (images, labels), the readback area */
+    size_t xb = (n_elems(&cb->plan.t[0]) * sizeof(float) + 63) / 64 * 64, lb = ((size_t)N * sizeof(int) + 63) / 64 * 64;
+    cb->pinned_bytes = NSTAGE * (xb + lb) + 64 + 64;
+    CUDA_CK(cudaHostAlloc, (&cb->pinned, cb->pinned_bytes, cudaHostAllocPortable), -1, "pinned staging");
+    char *h = cb->pinned;
+    for (int k = 0; k < NSTAGE; k++, h += xb + lb) {
+      cb->stage_x[k] = (float *)h;
+      cb->stage_lab[k] = (int *)(h + xb);
+    }
+    cb->tot_host = (double *)h;
+    cb->scaler_host = (struct dpt_loss_scaler *)(h + 64);
+    /* the scaler's start: the initial scale of the options (used by mixed precision only) */
+    dpt_loss_scaler_init(cb->scaler_host);
+    cb->scaler_host->scale = copts->loss_scale;
+    CUDA_CK(cudaMemcpyAsync, (cb->scaler, cb->scaler_host, sizeof *cb->scaler, cudaMemcpyHostToDevice, cb->stream), -1,
+            "loss scaler");
+  }
   for (int i = 0; i < m->n_layers; i++) {
     if ((rc = layer_create(cb, i, err))) {
       dpt_err_prefix(err, "creating layer %d '%s' (%s) at batch %d", i, m->layers[i].name,
@@ -1291,23 +1514,6 @@ size_t dpt_backend_cuda_workspace_bytes(const struct dpt_backend *be)
   return CB(be)->ws_bytes;
 }
 
-/* Loss on the device: labels go up (pageable host memory: a small copy the driver stages),
- * the softmax kernel writes the output gradient (dout32) and the per-row loss and rank. */
-static int loss_enqueue(struct cu_backend *cb, const int *labels, float smoothing, float grad_scale,
-                        struct dpt_err *err)
-{
-  int rc = 0, N = cb->pub.opts.batch, o = out_tid(cb);
-  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
-  int K = op->c * op->h * op->w;
-  CUDA_CK(cudaMemcpyAsync, (cb->labels, labels, (size_t)N * sizeof(int), cudaMemcpyHostToDevice, cb->stream), -1,
-          "loss");
-  KERN_CK(dpt_cuda_softmax_xent, (cb->out32, cb->labels, N, K, smoothing, grad_scale, cb->dout32, cb->loss_rows,
-                                  cb->rank, cb->stream), -1, "loss");
-  return 0;
-fail:
-  return rc;
-}
-
 int dpt_backend_cuda_loss(struct dpt_backend *be, const int *labels, float smoothing,
                           float grad_scale, double *loss_sum, int *top1, int *top5,
                           struct dpt_err *err)
@@ -1338,12 +1544,6 @@ fail:
   free(loss);
   free(rank);
   return rc;
-}
-
-int dpt_backend_cuda_loss_async(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
-                                struct dpt_err *err)
-{
-  return loss_enqueue(CB(be), labels, smoothing, grad_scale, err);
 }
 
 int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum, float weight_decay,
@@ -1378,16 +1578,6 @@ fail:
   return rc;
 }
 
-void dpt_backend_cuda_set_loss_scale(struct dpt_backend *be, float scale)
-{
-  if (CB(be)->plan.precision == DPT_CUDA_MIXED && scale > 0) CB(be)->loss_scale = scale;
-}
-
-float dpt_backend_cuda_loss_scale(const struct dpt_backend *be)
-{
-  return CB(be)->loss_scale;
-}
-
 int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
@@ -1408,9 +1598,12 @@ int dpt_backend_cuda_check_overflow(struct dpt_backend *be, const float *buf, st
 {
   struct cu_backend *cb = CB(be);
   int rc = 0;
+  if ((rc = need_mixed(cb, "the overflow check", err))) return rc;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "gradient check");
   CUDA_CK(cudaMemsetAsync, (cb->flag, 0, sizeof(int), cb->stream), -1, "gradient check");
   KERN_CK(dpt_cuda_nonfinite, (buf ? buf : be->grads, be->model->n_params, cb->flag, cb->stream), -1,
           "gradient check");
+  KERN_CK(dpt_cuda_scaler_update, (cb->scaler, cb->flag, cb->stream), -1, "loss scaler");
   cb->overflow_armed = 1;
   return 0;
 fail:
@@ -1420,6 +1613,11 @@ fail:
 long dpt_backend_cuda_host_syncs(const struct dpt_backend *be)
 {
   return CB(be)->host_syncs;
+}
+
+long dpt_backend_cuda_stage_waits(const struct dpt_backend *be)
+{
+  return CB(be)->stage_waits;
 }
 
 size_t dpt_cuda_memory_reserve(size_t workspace_cap)

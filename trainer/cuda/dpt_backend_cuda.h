@@ -10,26 +10,37 @@
  * device, creation fails at once with DPT_E_UNSUPPORTED and a message naming
  * cudaGetDeviceCount's error.
  *
- * Streams and synchronisation: all work runs on the backend's stream.
- * forward() returns after the output is on the host (it syncs); backward()
- * only ENQUEUES (unless dx is asked for) so gradient buckets can be
+ * Streams and synchronisation: all work runs on the backend's stream, the
+ * input uploads on a second one.  A training step waits for nothing:
+ * forward(out = NULL) copies the images into one of NSTAGE pinned staging
+ * slots (cudaHostAlloc; the slot's upload of two steps ago is done by then,
+ * a wait there that blocks is counted in dpt_backend_cuda_stage_waits) and
+ * enqueues the DMA behind the previous step's input cast; loss() does the
+ * same with the labels and keeps the loss totals on the device; backward()
+ * only ENQUEUES (unless dx is asked for), so gradient buckets can be
  * all-reduced while the GPU is still computing: with dpt_backend_set_buckets,
  * backward records an event right after each bucket's lowest layer and hands
  * it to the hook, which queues the bucket's all-reduce behind it
  * (dpt_comm_start_after: the NCCL stream waits for the event, the host does
- * not).  copy_slab() and the helpers below sync the stream.  With DPT_CUDA_SYNC_DEBUG=1 every
- * layer is synchronised so an asynchronous fault names its layer.
+ * not); sgd_step and the mixed-precision overflow check and loss-scale update
+ * are kernels.  The host waits in loss_totals() (once per log interval),
+ * forward(out) / backward(dx), copy_slab(), sync() and the helpers below;
+ * every such wait is counted (dpt_backend_cuda_host_syncs).  With
+ * DPT_CUDA_SYNC_DEBUG=1 every layer is synchronised so an asynchronous fault
+ * names its layer.
  *
  * Layout: NHWC at every precision; convolutions run on KRSC weight copies in the
  * compute type (fp32, fp16 or bf16) cast from the fp32 master slab each forward.
  * bf16 (--precision bf16): bf16 activations and weights, no loss scaling.
  * Mixed precision: activations and conv/FC weights in fp16 NHWC (weights cast
  * from the fp32 master slab each forward), tensor-core math, the FC output
- * (logits) and every parameter gradient in fp32; fp16 activation gradients
- * carry the loss scale, parameter gradients are unscaled when they are packed
- * into the fp32 slab.  The caller checks dpt_backend_cuda_grads_finite()
- * AFTER the all-reduce (so every rank sees the same answer) and feeds it to a
- * struct dpt_loss_scaler (dpt_cuda_plan.h). */
+ * (logits) and every parameter gradient in fp32; activation gradients carry
+ * the loss scale, read on the device (struct dpt_loss_scaler in device
+ * memory, dpt_loss_scale.h), and the parameter gradients are unscaled by slab
+ * ranges during backward (each bucket before its event).  The caller runs
+ * the overflow check (ops->overflow_check = dpt_backend_cuda_check_overflow)
+ * AFTER the all-reduce, so every rank sees the same answer: the skip and the
+ * scaler's update happen on the device. */
 #ifndef DPT_BACKEND_CUDA_H
 #define DPT_BACKEND_CUDA_H
 
@@ -77,7 +88,9 @@ size_t dpt_backend_cuda_workspace_bytes(const struct dpt_backend *be);
 /* Softmax cross-entropy on the device over the last forward's logits
  * (dpt_softmax_xent semantics; labels host [batch]).  Writes the output
  * gradient on the device: then call dpt_backend_backward(be, NULL, ...).
- * Returns the SUM of the per-image losses in *loss_sum; top1/top5 optional. */
+ * Returns the SUM of the per-image losses in *loss_sum; top1/top5 optional.
+ * Waits for them (tests); the training loop's ops->loss does not, and keeps
+ * the totals on the device until ops->loss_totals. */
 int dpt_backend_cuda_loss(struct dpt_backend *be, const int *labels, float smoothing,
                           float grad_scale, double *loss_sum, int *top1, int *top5,
                           struct dpt_err *err);
@@ -92,27 +105,24 @@ int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum,
 int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host /* [n_params] */,
                                    int to_backend, struct dpt_err *err);
 
-/* The loss without a host wait: enqueues the softmax kernel over the last
- * forward's logits (forward(out = NULL)), leaving the output gradient on the
- * device for backward(dout = NULL).  The per-row losses stay on the device. */
-int dpt_backend_cuda_loss_async(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
-                                struct dpt_err *err);
-
-/* Host waits (cudaStreamSynchronize) so far: the tests count them per step. */
+/* Host waits for the work just enqueued (cudaStreamSynchronize) so far: the tests count
+ * them per step (ops->host_waits). */
 long dpt_backend_cuda_host_syncs(const struct dpt_backend *be);
+/* Waits for a pinned staging slot whose upload of NSTAGE (2) steps ago was not done yet:
+ * the host running ahead of the GPU, throttled (the GPU still has the steps in between). */
+long dpt_backend_cuda_stage_waits(const struct dpt_backend *be);
 
 /* Bytes kept free next to the plan (dpt_cuda_plan_fit's reserve): the workspace
  * cap and 256 MiB for the cuDNN / cuBLAS handles. */
 size_t dpt_cuda_memory_reserve(size_t workspace_cap);
 
-/* Mixed precision. */
-void dpt_backend_cuda_set_loss_scale(struct dpt_backend *be, float scale);
-float dpt_backend_cuda_loss_scale(const struct dpt_backend *be);
-/* *finite = 1 when every element of buf (device [n_params]; NULL: the gradient slab) is finite. */
+/* Mixed precision (the scaler: ops->scaler_get / scaler_set). */
+/* *finite = 1 when every element of buf (device [n_params]; NULL: the gradient slab) is finite
+ * (waits; tests). */
 int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err);
-/* The same check with no host wait: sets the device overflow flag, and the next
- * sgd_step is skipped on the device when it is set (read it back at log time
- * with grads_finite's flag through dpt_backend_cuda_grads_finite). */
+/* ops->overflow_check: the same check with no host wait: sets the device overflow flag,
+ * updates the device loss scaler with it (dpt_loss_scaler_update), and the next sgd_step
+ * is skipped on the device when it is set.  DPT_E_INPUT outside mixed precision. */
 int dpt_backend_cuda_check_overflow(struct dpt_backend *be, const float *buf, struct dpt_err *err);
 
 #endif /* DPT_BACKEND_CUDA_H */

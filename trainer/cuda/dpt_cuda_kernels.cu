@@ -6,6 +6,8 @@
 //                  is the gradient packing into the fp32 slab, with 1/scale)
 //   flat casts     fp32 <-> fp16
 //   nonfinite      sets *flag when any element is inf/NaN (loss scaling)
+//   loss scaler    dpt_loss_scaler_update on the device (dpt_loss_scale.h: the host's code)
+//   loss totals    adds a batch's loss sum, top-1, top-5 and valid rows to device totals
 //   softmax xent   one block per image, PyTorch semantics (label smoothing,
 //                  ignored labels outside [0, k)), loss and label rank per row
 //   sgd            torch.optim.SGD momentum / weight decay (mask) / nesterov
@@ -19,6 +21,7 @@
 #include <stddef.h>
 
 #include "dpt_cuda_kernels.h"
+#include "../dpt_loss_scale.h" /* trainer/: the host's rules, compiled for the device */
 
 static unsigned blocks_for(size_t n)
 {
@@ -40,9 +43,17 @@ template <> __device__ inline void st<float>(float *p, size_t i, float v) { p[i]
 template <> __device__ inline void st<__half>(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
 template <> __device__ inline void st<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
-template <typename T>
-__global__ static void k_to_nhwc(const float *x, T *y, int c, size_t hw, int cp, float scale, size_t total)
+// The loss scale, when it is read on the device: scale * (*ds or 1 / *ds); ds NULL: scale.
+__device__ static inline float dev_factor(float scale, const float *ds, int inv)
 {
+  return ds ? scale * (inv ? 1.0f / *ds : *ds) : scale;
+}
+
+template <typename T>
+__global__ static void k_to_nhwc(const float *x, T *y, int c, size_t hw, int cp, float scale, const float *ds,
+                                 int inv, size_t total)
+{
+  scale = dev_factor(scale, ds, inv);
   GRID_LOOP(i, total) {
     int ch = (int)(i % cp);
     size_t pix = i / cp, n = pix / hw, s = pix % hw;
@@ -51,8 +62,10 @@ __global__ static void k_to_nhwc(const float *x, T *y, int c, size_t hw, int cp,
 }
 
 template <typename T>
-__global__ static void k_to_nchw(const T *x, float *y, int c, size_t hw, int cp, float scale, size_t total)
+__global__ static void k_to_nchw(const T *x, float *y, int c, size_t hw, int cp, float scale, const float *ds,
+                                 int inv, size_t total)
 {
+  scale = dev_factor(scale, ds, inv);
   GRID_LOOP(i, total) {
     size_t s = i % hw, nc = i / hw, n = nc / c;
     int ch = (int)(nc % c);
@@ -60,8 +73,10 @@ __global__ static void k_to_nchw(const T *x, float *y, int c, size_t hw, int cp,
   }
 }
 
-template <typename T> __global__ static void k_from32(const float *x, T *y, float scale, size_t n)
+template <typename T>
+__global__ static void k_from32(const float *x, T *y, float scale, const float *ds, int inv, size_t n)
 {
+  scale = dev_factor(scale, ds, inv);
   GRID_LOOP(i, n) st(y, i, scale * x[i]);
 }
 
@@ -187,6 +202,35 @@ __global__ static void k_xent(const float *z, const int *labels, int k, float sm
   if (t == 0) rank[r] = valid ? (int)red[0] : -1;
 }
 
+// One block: tot[0..3] += loss sum, top-1, top-5, valid rows of a batch (rank -1: ignored row).
+__global__ static void k_loss_acc(const float *loss, const int *rank, int n, double *tot)
+{
+  __shared__ double red[4][256];
+  int t = threadIdx.x;
+  double v[4] = {0, 0, 0, 0};
+  for (int r = t; r < n; r += blockDim.x)
+    if (rank[r] >= 0) {
+      v[0] += loss[r];
+      v[1] += rank[r] == 0;
+      v[2] += rank[r] < 5;
+      v[3] += 1;
+    }
+  for (int k = 0; k < 4; k++) red[k][t] = v[k];
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (t < s)
+      for (int k = 0; k < 4; k++) red[k][t] += red[k][t + s];
+    __syncthreads();
+  }
+  if (t == 0)
+    for (int k = 0; k < 4; k++) tot[k] += red[k][0];
+}
+
+__global__ static void k_scaler_update(struct dpt_loss_scaler *s, const int *flag)
+{
+  if (blockIdx.x == 0 && threadIdx.x == 0) dpt_loss_scaler_update(s, *flag != 0);
+}
+
 __global__ static void k_sgd(float *w, float *v, const float *g, const unsigned char *mask,
                              float lr, float mom, float wd, int nesterov, size_t n, const int *skip)
 {
@@ -257,34 +301,70 @@ int dpt_cuda_sgd_unless(float *w, float *v, const float *g, const unsigned char 
   return (int)cudaGetLastError();
 }
 
+int dpt_cuda_nchw32_to_nhwc_ds(const float *x, void *y, int dtype, int n, int c, size_t hw, int c_stored,
+                               float scale, const float *dscale, int inverse, cudaStream_t s)
+{
+  size_t total = (size_t)n * hw * c_stored;
+  unsigned b = blocks_for(total);
+  if (dtype == DPT_DT_F16)
+    k_to_nhwc<__half><<<b, 256, 0, s>>>(x, (__half *)y, c, hw, c_stored, scale, dscale, inverse, total);
+  else if (dtype == DPT_DT_BF16)
+    k_to_nhwc<__nv_bfloat16><<<b, 256, 0, s>>>(x, (__nv_bfloat16 *)y, c, hw, c_stored, scale, dscale, inverse, total);
+  else k_to_nhwc<float><<<b, 256, 0, s>>>(x, (float *)y, c, hw, c_stored, scale, dscale, inverse, total);
+  return (int)cudaGetLastError();
+}
+
 int dpt_cuda_nchw32_to_nhwc(const float *x, void *y, int dtype, int n, int c, size_t hw, int c_stored,
                             float scale, cudaStream_t s)
 {
-  size_t total = (size_t)n * hw * c_stored;
-  if (dtype == DPT_DT_F16) k_to_nhwc<__half><<<blocks_for(total), 256, 0, s>>>(x, (__half *)y, c, hw, c_stored, scale, total);
+  return dpt_cuda_nchw32_to_nhwc_ds(x, y, dtype, n, c, hw, c_stored, scale, NULL, 0, s);
+}
+
+int dpt_cuda_nhwc_to_nchw32_ds(const void *x, int dtype, float *y, int n, int c, size_t hw, int c_stored,
+                               float scale, const float *dscale, int inverse, cudaStream_t s)
+{
+  size_t total = (size_t)n * c * hw;
+  unsigned b = blocks_for(total);
+  if (dtype == DPT_DT_F16)
+    k_to_nchw<__half><<<b, 256, 0, s>>>((const __half *)x, y, c, hw, c_stored, scale, dscale, inverse, total);
   else if (dtype == DPT_DT_BF16)
-    k_to_nhwc<__nv_bfloat16><<<blocks_for(total), 256, 0, s>>>(x, (__nv_bfloat16 *)y, c, hw, c_stored, scale, total);
-  else k_to_nhwc<float><<<blocks_for(total), 256, 0, s>>>(x, (float *)y, c, hw, c_stored, scale, total);
+    k_to_nchw<__nv_bfloat16><<<b, 256, 0, s>>>((const __nv_bfloat16 *)x, y, c, hw, c_stored, scale, dscale,
+                                                inverse, total);
+  else k_to_nchw<float><<<b, 256, 0, s>>>((const float *)x, y, c, hw, c_stored, scale, dscale, inverse, total);
   return (int)cudaGetLastError();
 }
 
 int dpt_cuda_nhwc_to_nchw32(const void *x, int dtype, float *y, int n, int c, size_t hw, int c_stored,
                             float scale, cudaStream_t s)
 {
-  size_t total = (size_t)n * c * hw;
-  if (dtype == DPT_DT_F16)
-    k_to_nchw<__half><<<blocks_for(total), 256, 0, s>>>((const __half *)x, y, c, hw, c_stored, scale, total);
+  return dpt_cuda_nhwc_to_nchw32_ds(x, dtype, y, n, c, hw, c_stored, scale, NULL, 0, s);
+}
+
+int dpt_cuda_f32_to_ds(const float *x, void *y, int dtype, float scale, const float *dscale, int inverse, size_t n,
+                       cudaStream_t s)
+{
+  unsigned b = blocks_for(n);
+  if (dtype == DPT_DT_F16) k_from32<__half><<<b, 256, 0, s>>>(x, (__half *)y, scale, dscale, inverse, n);
   else if (dtype == DPT_DT_BF16)
-    k_to_nchw<__nv_bfloat16><<<blocks_for(total), 256, 0, s>>>((const __nv_bfloat16 *)x, y, c, hw, c_stored, scale, total);
-  else k_to_nchw<float><<<blocks_for(total), 256, 0, s>>>((const float *)x, y, c, hw, c_stored, scale, total);
+    k_from32<__nv_bfloat16><<<b, 256, 0, s>>>(x, (__nv_bfloat16 *)y, scale, dscale, inverse, n);
+  else k_from32<float><<<b, 256, 0, s>>>(x, (float *)y, scale, dscale, inverse, n);
   return (int)cudaGetLastError();
 }
 
 int dpt_cuda_f32_to(const float *x, void *y, int dtype, float scale, size_t n, cudaStream_t s)
 {
-  if (dtype == DPT_DT_F16) k_from32<__half><<<blocks_for(n), 256, 0, s>>>(x, (__half *)y, scale, n);
-  else if (dtype == DPT_DT_BF16) k_from32<__nv_bfloat16><<<blocks_for(n), 256, 0, s>>>(x, (__nv_bfloat16 *)y, scale, n);
-  else k_from32<float><<<blocks_for(n), 256, 0, s>>>(x, (float *)y, scale, n);
+  return dpt_cuda_f32_to_ds(x, y, dtype, scale, NULL, 0, n, s);
+}
+
+int dpt_cuda_loss_accumulate(const float *loss, const int *rank, int n, double *totals, cudaStream_t s)
+{
+  k_loss_acc<<<1, 256, 0, s>>>(loss, rank, n, totals);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_scaler_update(struct dpt_loss_scaler *scaler, const int *flag, cudaStream_t s)
+{
+  k_scaler_update<<<1, 1, 0, s>>>(scaler, flag);
   return (int)cudaGetLastError();
 }
 

@@ -24,8 +24,23 @@ int dpt_cuda_nchw32_to_nhwc(const float *x, void *y, int dtype, int n, int c, si
  * weight-gradient packing KRSC -> KCRS fp32 slab with scale = 1/loss_scale. */
 int dpt_cuda_nhwc_to_nchw32(const void *x, int dtype, float *y, int n, int c, size_t hw, int c_stored,
                             float scale, cudaStream_t s);
-/* y: dtype [n] = scale * x: fp32 [n]. */
+/* y: dtype [n] = scale * x: fp32 [n] (in place allowed). */
 int dpt_cuda_f32_to(const float *x, void *y, int dtype, float scale, size_t n, cudaStream_t s);
+/* The same three casts with the loss scale read on the device (mixed precision: the
+ * scaler lives there, dpt_loss_scale.h): the factor is scale * *dscale, or
+ * scale / *dscale with inverse = 1 (dscale: device float; NULL = scale alone). */
+int dpt_cuda_nchw32_to_nhwc_ds(const float *x, void *y, int dtype, int n, int c, size_t hw, int c_stored,
+                               float scale, const float *dscale, int inverse, cudaStream_t s);
+int dpt_cuda_nhwc_to_nchw32_ds(const void *x, int dtype, float *y, int n, int c, size_t hw, int c_stored,
+                               float scale, const float *dscale, int inverse, cudaStream_t s);
+int dpt_cuda_f32_to_ds(const float *x, void *y, int dtype, float scale, const float *dscale, int inverse, size_t n,
+                       cudaStream_t s);
+/* totals[0..3] (device doubles) += the batch's loss sum, top-1 and top-5 counts and valid
+ * rows, from dpt_cuda_softmax_xent's loss [n] and rank [n]; one block, no atomics. */
+int dpt_cuda_loss_accumulate(const float *loss, const int *rank, int n, double *totals, cudaStream_t s);
+/* dpt_loss_scaler_update(scaler, *flag) on the device (scaler: device memory). */
+struct dpt_loss_scaler;
+int dpt_cuda_scaler_update(struct dpt_loss_scaler *scaler, const int *flag, cudaStream_t s);
 /* Element-wise over dtype [n]: y = relu?(a + b); y = relu(x); dx (+)= (y > 0) * dy
  * (accumulate = 1 adds to dx: a second consumer's gradient); y += x. */
 int dpt_cuda_add(const void *a, const void *b, void *y, int dtype, int relu, size_t n, cudaStream_t s);

@@ -325,9 +325,10 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
     size_t nin = (size_t)batch * in->c * in->h * in->w, nout = (size_t)batch * out->c * out->h * out->w;
     plan->io_bytes = (nin * (need_input_grad ? 2 : 1) + 2 * nout) * sizeof(float);
   }
-  /* labels [N], ranks [N], row losses [N] (4 bytes each), then 16 words of flags,
-   * loss scale and counters (dpt_backend_cuda.c) */
-  plan->loss_bytes = (size_t)batch * 12 + 64;
+  /* labels [N], ranks [N], row losses [N] (4 bytes each), then 256 bytes at a 16-byte
+   * boundary: the overflow flag, the loss totals (4 doubles) and the loss scaler
+   * (struct dpt_loss_scaler) the device keeps (dpt_backend_cuda.c) */
+  plan->loss_bytes = (size_t)batch * 12 + 16 + 256;
   size_t *r = plan->region;
   r[DPT_CUDA_R_PARAMS] = plan->param_bytes ? plan->param_bytes : 4;
   r[DPT_CUDA_R_GRADS] = plan->grad_bytes ? plan->grad_bytes : 4;
@@ -393,33 +394,4 @@ size_t dpt_cuda_workspace_limit(size_t free_bytes, size_t planned_bytes, size_t 
   size_t lim = free_bytes > planned_bytes + reserve ? free_bytes - planned_bytes - reserve : 0;
   if (cap && lim > cap) lim = cap;
   return lim;
-}
-
-void dpt_loss_scaler_init(struct dpt_loss_scaler *s)
-{
-  s->scale = 65536.0f;
-  s->growth = 2.0f;
-  s->backoff = 0.5f;
-  s->growth_interval = 2000;
-  s->min_scale = 1.0f;
-  s->max_scale = 16777216.0f;
-  s->good_steps = 0;
-  s->skipped = 0;
-}
-
-int dpt_loss_scaler_update(struct dpt_loss_scaler *s, int overflow)
-{
-  if (overflow) {
-    s->scale *= s->backoff;
-    if (s->scale < s->min_scale) s->scale = s->min_scale;
-    s->good_steps = 0;
-    s->skipped++;
-    return 0;
-  }
-  if (++s->good_steps >= s->growth_interval) {
-    s->scale *= s->growth;
-    if (s->scale > s->max_scale) s->scale = s->max_scale;
-    s->good_steps = 0;
-  }
-  return 1;
 }

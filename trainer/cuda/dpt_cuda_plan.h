@@ -45,6 +45,7 @@
 #include <stddef.h>
 
 #include "dpt_err.h"
+#include "dpt_loss_scale.h" /* struct dpt_loss_scaler (mixed precision), host and device */
 #include "dpt_model.h"
 
 #define DPT_CUDA_CHANNEL_MULTIPLE 8
@@ -133,7 +134,7 @@ struct dpt_cuda_plan {
   size_t half_weight_bytes; /* (compatibility) 16-bit part of weight_copy_bytes */
   size_t bn_saved_bytes;   /* saved mean / inverse std of every BN */
   size_t io_bytes;         /* fp32 staging for input, output, output gradient, input gradient */
-  size_t loss_bytes;       /* labels, ranks, per-row losses, flags, loss scale (device) */
+  size_t loss_bytes;       /* labels, ranks, per-row losses, overflow flag, loss totals, loss scaler (device) */
   size_t region[DPT_CUDA_NREGIONS]; /* bytes of each allocation */
   size_t total_bytes;      /* sum of region[] */
 };
@@ -170,22 +171,5 @@ int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limi
  * at least 64 MiB, for cuDNN/cuBLAS/NCCL internals), capped at cap (0 = no
  * cap).  0 when nothing is left (then only zero-workspace algorithms qualify). */
 size_t dpt_cuda_workspace_limit(size_t free_bytes, size_t planned_bytes, size_t cap);
-
-/* Dynamic loss scaling (mixed precision), the usual policy (Micikevicius et
- * al. 2018; NVIDIA Apex/AMP): gradients of loss * scale are checked for
- * inf/NaN; on overflow the step is skipped and the scale is multiplied by
- * backoff; after growth_interval good steps in a row it is multiplied by growth. */
-struct dpt_loss_scaler {
-  float scale;           /* current scale (initial 65536) */
-  float growth;          /* 2 */
-  float backoff;         /* 0.5 */
-  int growth_interval;   /* 2000 */
-  float min_scale, max_scale; /* 1, 2^24 */
-  int good_steps;        /* consecutive steps without overflow */
-  long skipped;          /* steps skipped so far */
-};
-void dpt_loss_scaler_init(struct dpt_loss_scaler *s);
-/* Record one step's overflow flag; returns 1 when the optimizer step must be applied. */
-int dpt_loss_scaler_update(struct dpt_loss_scaler *s, int overflow);
 
 #endif /* DPT_CUDA_PLAN_H */
