@@ -789,6 +789,37 @@ static void fuzz_corpus(const char *dir)
   fuzz_seed(dir, "rgb422-to-gray-outside", out_crop, px, 32, 8, TJPF_RGB, TJSAMP_422, 0, 0);
   fuzz_seed(dir, "cmyk-8x8", rgb_scaled, px, 8, 8, TJPF_CMYK, TJSAMP_444, 0, 0);
   fuzz_seed(dir, "truncated-rgb420", rgb_scaled, px, 32, 24, TJPF_RGB, TJSAMP_420, 0, 400);
+  /* the router's cases (jpeg_cases.h edits): big-endian EXIF orientation, Adobe transform 0 with JFIF
+   * (still YCbCr), lossless frame, 4:1:1; with the training recipe's random-resized crop (flag bit 5) */
+  static const unsigned char exif[] = {0xFF, 0xE1, 0x00, 34,  'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8,
+                                       0,    1,    0x01, 0x12, 0,   3,   0,   0,   0, 1, 0,   3,   0,  0, 0, 0, 0, 0};
+  static const unsigned char adobe[] = {0xFF, 0xEE, 0, 14, 'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 0};
+  const unsigned char rrc[3] = {0x20, 23, 0x05}, rrc_gray[3] = {0x21, 40, 0x31};
+  unsigned long n;
+  char p[1024];
+  unsigned char *b = jc_jpeg(40, 30, TJPF_RGB, TJSAMP_420, 0, &n), *o = malloc(n + 64);
+  memcpy(o, rrc, 3);
+  memcpy(o + 3, b, 2);
+  memcpy(o + 5, exif, sizeof exif);
+  memcpy(o + 5 + sizeof exif, b + 2, n - 2);
+  snprintf(p, sizeof p, "%s/exif3-bigendian-rrc", dir);
+  write_bytes(p, o, 3 + n + sizeof exif);
+  memcpy(o + 5, adobe, sizeof adobe);
+  memcpy(o + 5 + sizeof adobe, b + 2, n - 2);
+  snprintf(p, sizeof p, "%s/adobe0-with-jfif-rrc", dir);
+  write_bytes(p, o, 3 + n + sizeof adobe);
+  memcpy(o + 3, b, n);
+  o[3 + jc_sof0(b, n) + 1] = 0xC3;
+  snprintf(p, sizeof p, "%s/lossless-sof3", dir);
+  write_bytes(p, o, 3 + n);
+  free(b);
+  b = jc_jpeg(40, 30, TJPF_RGB, TJSAMP_411, 0, &n);
+  memcpy(o, rrc_gray, 3);
+  memcpy(o + 3, b, n);
+  snprintf(p, sizeof p, "%s/rgb411-gray-rrc", dir);
+  write_bytes(p, o, 3 + n);
+  free(b);
+  free(o);
 }
 
 int main(int argc, char **argv)
