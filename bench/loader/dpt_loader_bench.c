@@ -1,10 +1,11 @@
 /* dpt-loader-bench — the imagenet loader alone (issue 16's loader benchmark).
  *
- *   dpt-loader-bench make DIR [--images N] [--classes K] [--seed S]
+ *   dpt-loader-bench make DIR [--images N] [--classes K] [--seed S] [--threads T]
  *       writes an ImageNet-like JPEG folder with libturbojpeg: DIR/train/<class>/img_N.JPEG,
  *       N images (default 3000) in K classes (default 10), sizes around 500 x 375
  *       (landscape and portrait, 4:2:0, quality 90), content with ImageNet-like JPEG
- *       sizes (smooth shapes, edges and grain: ~100 KB per file).
+ *       sizes (smooth shapes, edges and grain: ~90 KB per file); image i depends only on
+ *       (S, i), so T threads (default: all cores) write the same folder as one.
  *   dpt-loader-bench run --data-dir DIR [--device cpu|gpu] [--threads N] [--batch B]
  *       [--steps S] [--warmup W] [--size 224] [--prefetch P] [--host-copy]
  *       [--layout nchw|nhwc] [--dtype fp32|fp16|bf16] [--seed S] [--hw-share F] [--no-hw]
@@ -30,6 +31,9 @@
 #include <time.h>
 #include <turbojpeg.h>
 
+#include <omp.h>
+
+#include "dpt_augment.h" /* dpt_augment_mix */
 #include "dpt_data.h"
 #include "dpt_model.h" /* dpt_rng */
 
@@ -49,7 +53,7 @@ static double cpu_seconds(void)
 
 static int usage(void)
 {
-  fprintf(stderr, "usage: dpt-loader-bench make DIR [--images N] [--classes K] [--seed S]\n"
+  fprintf(stderr, "usage: dpt-loader-bench make DIR [--images N] [--classes K] [--seed S] [--threads T]\n"
                   "       dpt-loader-bench run --data-dir DIR [--device cpu|gpu] [--threads N] [--batch B]\n"
                   "                        [--steps S] [--warmup W] [--size 224] [--prefetch P] [--host-copy]\n"
                   "                        [--layout nchw|nhwc] [--dtype fp32|fp16|bf16] [--seed S]\n"
@@ -106,49 +110,61 @@ static void paint(unsigned char *px, int w, int h, struct dpt_rng *r)
 
 static int make(int argc, char **argv)
 {
-  long n = 3000, k = 10, seed = 1;
+  long n = 3000, k = 10, seed = 1, threads = 0;
   if (argc < 3) return usage();
   const char *dir = argv[2];
   for (int i = 3; i < argc; i++) {
-    if (!strcmp(argv[i], "--images") && num("--images", argv[i + 1], 1, 10000000, &n) == 0) i++;
-    else if (!strcmp(argv[i], "--classes") && num("--classes", argv[i + 1], 1, 100000, &k) == 0) i++;
-    else if (!strcmp(argv[i], "--seed") && num("--seed", argv[i + 1], 0, 1L << 40, &seed) == 0) i++;
-    else return usage();
+    long *v = !strcmp(argv[i], "--images") ? &n : !strcmp(argv[i], "--classes") ? &k
+            : !strcmp(argv[i], "--seed") ? &seed : !strcmp(argv[i], "--threads") ? &threads : NULL;
+    long hi = v == &n ? 10000000 : v == &k ? 100000 : v == &threads ? 1024 : 1L << 40;
+    if (!v) return usage();
+    if (num(argv[i], i + 1 < argc ? argv[i + 1] : NULL, v == &n || v == &k ? 1 : 0, hi, v)) return 2;
+    i++;
   }
   char p[4096];
   snprintf(p, sizeof p, "%s", dir);
   mkdir(p, 0777);
   snprintf(p, sizeof p, "%s/train", dir);
   mkdir(p, 0777);
-  tjhandle t = tjInitCompress();
-  struct dpt_rng r;
-  dpt_rng_seed(&r, (uint64_t)seed);
-  unsigned char *px = malloc((size_t)640 * 640 * 3), *buf = NULL;
-  unsigned long len = 0;
-  double bytes = 0;
-  static const int sizes[][2] = {{500, 375}, {500, 375}, {500, 375}, {375, 500}, {500, 333}, {333, 500}, {500, 400},
-                                 {640, 480}, {400, 300}, {500, 357}};
-  for (long i = 0; i < n; i++) {
-    long c = i % k;
+  for (long c = 0; c < k && c < n; c++) {
     snprintf(p, sizeof p, "%s/train/n%08ld", dir, c);
     mkdir(p, 0777);
-    const int *sz = sizes[dpt_rng_below(&r, sizeof sizes / sizeof *sizes)];
-    paint(px, sz[0], sz[1], &r);
-    if (tjCompress2(t, px, sz[0], 0, sz[1], TJPF_RGB, &buf, &len, TJSAMP_420, 90, 0)) {
-      fprintf(stderr, "dpt-loader-bench: tjCompress2: %s\n", tjGetErrorStr2(t));
-      return 1;
-    }
-    snprintf(p, sizeof p, "%s/train/n%08ld/img_%07ld.JPEG", dir, c, i);
-    FILE *f = fopen(p, "wb");
-    if (!f || fwrite(buf, 1, len, f) != len || fclose(f)) {
-      fprintf(stderr, "dpt-loader-bench: cannot write %s: %s\n", p, strerror(errno));
-      return 1;
-    }
-    bytes += len;
   }
-  tjFree(buf);
-  tjDestroy(t);
-  free(px);
+  static const int sizes[][2] = {{500, 375}, {500, 375}, {500, 375}, {375, 500}, {500, 333}, {333, 500}, {500, 400},
+                                 {640, 480}, {400, 300}, {500, 357}};
+  double bytes = 0;
+  int failed = 0;
+  if (threads > 0) omp_set_num_threads((int)threads);
+  /* image i depends only on (seed, i): the same folder whatever the thread count */
+#pragma omp parallel reduction(+ : bytes)
+  {
+    tjhandle t = tjInitCompress();
+    unsigned char *px = malloc((size_t)640 * 640 * 3), *buf = NULL;
+    unsigned long len = 0;
+    char path[4096];
+#pragma omp for schedule(dynamic, 16)
+    for (long i = 0; i < n; i++) {
+      struct dpt_rng r;
+      if (__atomic_load_n(&failed, __ATOMIC_RELAXED)) continue;
+      dpt_rng_seed(&r, dpt_augment_mix((uint64_t)seed, (uint64_t)i));
+      const int *sz = sizes[dpt_rng_below(&r, sizeof sizes / sizeof *sizes)];
+      paint(px, sz[0], sz[1], &r);
+      snprintf(path, sizeof path, "%s/train/n%08ld/img_%07ld.JPEG", dir, i % k, i);
+      FILE *f = NULL;
+      if (!t || !px || tjCompress2(t, px, sz[0], 0, sz[1], TJPF_RGB, &buf, &len, TJSAMP_420, 90, 0) ||
+          !(f = fopen(path, "wb")) || fwrite(buf, 1, len, f) != len) {
+#pragma omp critical
+        fprintf(stderr, "dpt-loader-bench: cannot write %s: %s\n", path, t ? (f ? strerror(errno) : tjGetErrorStr2(t)) : "");
+        __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+      }
+      if (f && fclose(f)) __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
+      bytes += len;
+    }
+    tjFree(buf);
+    if (t) tjDestroy(t);
+    free(px);
+  }
+  if (failed) return 1;
   printf("{\"images\": %ld, \"classes\": %ld, \"mean_bytes\": %.0f, \"dir\": \"%s\"}\n", n, k, bytes / n, dir);
   return 0;
 }
