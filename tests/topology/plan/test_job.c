@@ -226,6 +226,16 @@ static void refused(const struct dpt_job *j, const char *what, const char *const
     CHECK(strstr(e.msg, want[i]) != NULL, "%s: message lacks '%s': %s", what, want[i], e.msg);
 }
 
+/* A job of `ranks` ranks on host, the node from xml. */
+static void xml_job(struct dpt_job *j, const char *host, const char *xml, int ranks)
+{
+  dpt_job_init(j);
+  j->hostlist = host;
+  j->node_source = DPT_JOB_NODE_XML;
+  j->node_path = xml;
+  j->ranks_per_node = ranks;
+}
+
 static void test_rule(void)
 {
   struct dpt_job j;
@@ -251,11 +261,7 @@ static void test_rule(void)
   dpt_plan_destroy(p);
 
   /* more ranks than cores on a node without GPUs */
-  dpt_job_init(&j);
-  j.hostlist = "vm";
-  j.node_source = DPT_JOB_NODE_XML;
-  j.node_path = g_cpu2;
-  j.ranks_per_node = 3;
+  xml_job(&j, "vm", g_cpu2, 3);
   refused(&j, "3 CPU ranks on 2 cores",
           (const char *const[]){"host 'vm': 3 ranks on CPUs 0-1: ranks 0 and 1 share CPUs 0", "has 2 cores",
                                 "use at most 2 ranks per node", "--oversubscribe", NULL});
@@ -274,11 +280,7 @@ static void test_rule(void)
   dpt_plan_destroy(p);
 
   /* one GPU, two ranks */
-  dpt_job_init(&j);
-  j.hostlist = "g";
-  j.node_source = DPT_JOB_NODE_XML;
-  j.node_path = g_gpu1;
-  j.ranks_per_node = 2;
+  xml_job(&j, "g", g_gpu1, 2);
   refused(&j, "2 ranks on 1 GPU",
           (const char *const[]){"host 'g': 2 ranks per node", "has 1 GPU:", "use at most 1 rank per node",
                                 "--oversubscribe", NULL});
@@ -289,12 +291,8 @@ static void test_rule(void)
   dpt_plan_destroy(p);
 
   /* ranks-per-gpu: asks for oversubscription, up to K ranks per GPU */
-  dpt_job_init(&j);
-  j.hostlist = "n[1-2]";
-  j.node_source = DPT_JOB_NODE_XML;
-  j.node_path = g_mn1;
+  xml_job(&j, "n[1-2]", g_mn1, 17);
   j.ranks_per_gpu = 2;
-  j.ranks_per_node = 17;
   refused(&j, "17 ranks, 8 GPUs, ranks-per-gpu=2",
           (const char *const[]){"host 'n1': 17 ranks per node", "8 GPUs and ranks-per-gpu=2 allows 16", NULL});
   j.ranks_per_node = 16;
