@@ -789,6 +789,9 @@ static void faults_install(void)
 
 struct times {
   double data, fwd, bwd, ar_exposed, update, val, total;
+  double steps; /* wall time of the training steps: what every img/s divides by (the progress line
+                   over its interval, the done line and the report: data wait + forward + backward +
+                   exposed all-reduce + update; not validation, checkpoints or start-up) */
 };
 
 static void warn_ckpt(const char *msg) { fprintf(stderr, "dpt-train: warning: %s; trying an older one\n", msg); }
@@ -1095,7 +1098,7 @@ int main(int argc, char **argv)
     if ((rc = ranks_allreduce(&rk, &works, 1, 0, 0, &err))) goto fail;
     bname = works == (float)R ? "cuda" : "cpu";
     if (me == 0 && !strcmp(bname, "cpu") && strstr(dpt_backend_available(), "cuda"))
-      fprintf(stderr, "dpt-train: --backend auto: using cpu: %s\n",
+      fprintf(stderr, "dpt-train: no usable GPU (%s): training on CPU\n",
               why[0] ? why : "another rank has no working CUDA device");
   }
   if ((rc = dpt_backend_create(bname, &model, &bo, &be, &err))) goto fail;
@@ -1376,7 +1379,7 @@ int main(int argc, char **argv)
     fflush(stdout);
   }
 
-  double t_train0 = now(), t_last = t_train0;
+  double t_train0 = now(), steps_last = tm.steps; /* tm.steps at the last progress line */
   long steps_run = 0, last_log_step = gstep;
   int psig = 0;                 /* agreed preemption signal: stop after this step */
   char ckpt_last[4300] = "";    /* rank 0: the last checkpoint written */
@@ -1470,12 +1473,13 @@ int main(int argc, char **argv)
       }
       gstep++;
       steps_run++;
+      tm.steps += now() - t_step0;
 #ifdef DPT_TRAIN_HAVE_COMM
       if (rep) {
         struct dpt_report_step rs = {.data_wait = tm.data - tm0.data, .forward = tm.fwd - tm0.fwd,
                                      .backward = tm.bwd - tm0.bwd, .update = tm.update - tm0.update,
                                      .allreduce_exposed = tm.ar_exposed - tm0.ar_exposed,
-                                     .allreduce = tm.ar_exposed - tm0.ar_exposed, .step = now() - t_step0,
+                                     .allreduce = tm.ar_exposed - tm0.ar_exposed, .step = tm.steps - tm0.steps,
                                      .images = (long)o.batch * o.accum};
         if (o.dbuf) rs.allreduce = 0; /* overlapped: only the exposed part is measured */
         if ((rc = dpt_report_add_step(rep, &rs, &err))) goto fail;
@@ -1597,8 +1601,26 @@ int main(int argc, char **argv)
       if ((rc = ranks_allreduce(&rk, v, 2, 1, 0, &err))) goto fail;
       smin = v[0];
     }
-    if (me == 0) printf("dpt-train: done: %ld steps in %.1f s, %.1f img/s total; parameter checksum %.6e%s\n",
-                        steps_run, tm.total, steps_run * (double)o.batch * o.accum * R / tm.total, sum,
+    /* img/s as the report counts it: every rank's images over the slowest rank's training steps */
+    double tsteps = tm.steps;
+    if (R > 1) {
+      float *ts = calloc((size_t)R, sizeof *ts);
+      if (!ts) {
+        rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for %d step times", R);
+        goto fail;
+      }
+      ts[me] = (float)tm.steps;
+      if ((rc = ranks_allreduce(&rk, ts, (size_t)R, 0, 0, &err))) {
+        free(ts);
+        goto fail;
+      }
+      for (int r = 0; r < R; r++)
+        if (ts[r] > tsteps) tsteps = ts[r];
+      free(ts);
+    }
+    if (me == 0) printf("dpt-train: done: %ld steps in %.1f s (%.1f s of training steps), %.1f img/s total; "
+                        "parameter checksum %.6e%s\n", steps_run, tm.total, tsteps,
+                        tsteps > 0 ? steps_run * (double)o.batch * o.accum * R / tsteps : 0.0, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
     if (me == 0 && !be->host_slabs)
       printf("dpt-train: backend %s memory (rank 0): %.1f MB allocated, peak %.1f MB\n", be->ops->name,
@@ -1655,7 +1677,7 @@ int main(int argc, char **argv)
   if (rep) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double ips = steps_run * (double)o.batch * o.accum / (tm.total > 0 ? tm.total : 1);
+    double ips = steps_run * (double)o.batch * o.accum / (tm.steps > 0 ? tm.steps : 1); /* over its steps */
     dpt_report_set_result(rep, "train", json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:o}",
         "steps_run", (json_int_t)steps_run, "seconds", tm.total, "validation_seconds", tm.val,
         "images_per_s_rank0", ips, "final_top1", vr.top1, "final_top5", vr.top5,
