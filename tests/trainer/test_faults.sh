@@ -4,7 +4,8 @@
 # all-reduce, a checkpoint or validation (DPT_FAULT=PHASE:RANK:KIND[:STEP]).
 # For each phase: dpt-launch exits non-zero within the watchdog time + a margin,
 # every survivor exits non-zero and writes <report>.rank<N>.err (dpt.error/1)
-# naming the failed rank, its node and the phase it was in; dpt-launch (kill,
+# naming the failed rank, its node and the phase it was in (or, when a rank
+# writes the report after them, that report holds them: runtime/dpt_report); dpt-launch (kill,
 # segv) or the survivors' watchdog lines (oom, stop) name the rank and its node, and
 # dpt-launch's verdict names the injected rank in every case (not a survivor).
 # usage: test_faults.sh dpt-launch dpt-train KIND
@@ -60,7 +61,16 @@ for phase in startup allreduce checkpoint validation; do
   for r in 0 1 2; do
     [ $r = $victim ] && continue
     e=$d/rep.json.rank$r.err
-    [ -s "$e" ] || { fail "$phase: survivor rank $r wrote no $e"; continue; }
+    # a report written after the survivors' error files has taken them in (and removed them):
+    # the same error, read back from its errors[] in the file's form
+    [ -s "$e" ] || [ ! -s "$d/rep.json" ] || python3 - "$d/rep.json" "$r" >"$e" <<'PY'
+import json, sys
+for x in json.load(open(sys.argv[1]))["errors"]:
+    if x["rank"] == int(sys.argv[2]) and x.get("file"):
+        print(json.dumps({"schema": "dpt.error/1", "kind": x["kind"], "rank": x["rank"], "node": x["host"],
+                          "phase": x["phase"], "suspect": x["suspect"]}))
+PY
+    [ -s "$e" ] || { fail "$phase: survivor rank $r wrote no $e (nor is it in rep.json)"; continue; }
     grep -q "\"schema\": \"dpt.error/1\", \"kind\": \"watchdog\"" "$e" &&
       grep -q "\"suspect\": {\"rank\": $victim, \"node\": \"$node\", \"phase\": \"[a-z ]*$phase" "$e" ||
       fail "$phase: $e does not name rank $victim on $node in phase $phase: $(cat "$e")"
