@@ -1,0 +1,155 @@
+/* test_gpu_optim: the fused optimizer kernel (trainer/cuda/dpt_cuda_optim.cu) against its
+ * host reference (dpt_optim_ref_step, itself equal to dpt_sgd_step: trainer.test_optim_layout),
+ * bit for bit: ResNet-50 (224 px) and the width-1/8 small-stem network at fp32/tf32 (fp32
+ * copies), mixed (fp16) and bf16, plain and Nesterov, 3 steps with a weight-decay mask
+ * without BN/bias, chunks of 4096 and of an odd 1000; the master weights, the momentum and
+ * the whole weight-copy region (padding channels stay zero, the weight-gradient buffer
+ * untouched).  The overflow flag set on the device skips everything; the learning rate read
+ * from device memory (a captured graph's way) gives the host's result for that rate.
+ * SKIPPED (77) without a usable CUDA device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "dpt_cuda_optim.h"
+#include "dpt_cuda_plan.h"
+#include "dpt_model.h"
+#include "dpt_optim_layout.h"
+
+#include "dpt_check.h"
+
+#define CU(call)                                                                                  \
+  do {                                                                                            \
+    cudaError_t e_ = (call);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));     \
+      exit(1);                                                                                    \
+    }                                                                                             \
+  } while (0)
+
+static void gpu_or_skip(void)
+{
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n < 1 || cudaSetDevice(0) != cudaSuccess || cudaFree(0) != cudaSuccess) {
+    printf("SKIPPED test_gpu_optim: no usable CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "none");
+    exit(77);
+  }
+}
+
+static float frand(unsigned *s)
+{
+  *s = *s * 1664525u + 1013904223u;
+  return (float)((*s >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_precision prec, int nesterov, size_t chunk)
+{
+  struct dpt_cuda_plan plan;
+  struct dpt_optim_layout lay;
+  struct dpt_cuda_optim_tables tab;
+  struct dpt_err err;
+  char what[96];
+  snprintf(what, sizeof what, "%s %s%s chunk %zu", mname, dpt_cuda_precision_name(prec), nesterov ? " nesterov" : "", chunk);
+  if (dpt_cuda_plan_build(m, 1, prec, 0, &plan, &err)) {
+    fprintf(stderr, "plan: %s\n", err.msg);
+    exit(1);
+  }
+  int *cs = malloc((size_t)m->n_layers * sizeof *cs);
+  for (int l = 0; l < m->n_layers; l++) cs[l] = plan.t[m->layers[l].in[0]].c_stored;
+  int dt = prec == DPT_CUDA_MIXED ? DPT_OPT_F16 : prec == DPT_CUDA_BF16 ? DPT_OPT_BF16 : DPT_OPT_F32;
+  if (dpt_optim_layout_build(m, plan.wcopy_off, cs, dt, chunk, &lay, &err)) {
+    fprintf(stderr, "layout: %s\n", err.msg);
+    exit(1);
+  }
+  size_t n = m->n_params, cb = plan.weight_copy_bytes;
+  float *w = malloc(n * 4), *v = calloc(n, 4), *g = malloc(n * 4), *hw = malloc(n * 4), *hv = malloc(n * 4);
+  unsigned char *mask = malloc(n), *copy = calloc(cb, 1), *hcopy = malloc(cb);
+  if (!w || !v || !g || !hw || !hv || !mask || !copy || !hcopy) exit(1);
+  dpt_model_decay_mask(m, 1, mask);
+  unsigned seed = 11;
+  for (size_t i = 0; i < n; i++) w[i] = 0.1f * frand(&seed);
+  float *dw, *dv, *dg, *dlr;
+  int *dskip;
+  unsigned char *dmask;
+  void *dcopy;
+  cudaStream_t s;
+  CU(cudaStreamCreate(&s));
+  CU(cudaMalloc((void **)&dw, n * 4));
+  CU(cudaMalloc((void **)&dv, n * 4));
+  CU(cudaMalloc((void **)&dg, n * 4));
+  CU(cudaMalloc((void **)&dmask, n));
+  CU(cudaMalloc(&dcopy, cb));
+  CU(cudaMalloc((void **)&dlr, 4));
+  CU(cudaMalloc((void **)&dskip, 4));
+  CU(cudaMemcpy(dw, w, n * 4, cudaMemcpyHostToDevice));
+  CU(cudaMemcpy(dv, v, n * 4, cudaMemcpyHostToDevice));
+  CU(cudaMemcpy(dmask, mask, n, cudaMemcpyHostToDevice));
+  CU(cudaMemset(dcopy, 0, cb));
+  CU(cudaMemset(dskip, 0, 4));
+  CU((cudaError_t)dpt_cuda_optim_upload(&lay, &tab, s));
+  struct dpt_cuda_optim_args a = {dw, dv, dg, dmask, dcopy, 0.1f, NULL, 0.9f, 5e-5f, nesterov, dskip};
+  for (int step = 0; step < 3; step++) {
+    for (size_t i = 0; i < n; i++) g[i] = 0.01f * frand(&seed);
+    CU(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
+    float lr = step == 2 ? 0.05f : 0.1f;
+    a.lr_dev = NULL;
+    a.lr = lr;
+    if (step == 2) { /* the rate from device memory; the argument is a decoy */
+      CU(cudaMemcpy(dlr, &lr, 4, cudaMemcpyHostToDevice));
+      a.lr_dev = dlr;
+      a.lr = -1.0f;
+    }
+    CU((cudaError_t)dpt_cuda_optim_step(&tab, &a, s));
+    dpt_optim_ref_step(&lay, lr, NULL, 0.9f, 5e-5f, nesterov, mask, w, v, g, copy, NULL);
+  }
+  CU(cudaStreamSynchronize(s));
+  CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hv, dv, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
+  size_t dw_bad = 0, dv_bad = 0, dc_bad = 0;
+  for (size_t i = 0; i < n; i++) dw_bad += memcmp(&hw[i], &w[i], 4) != 0, dv_bad += memcmp(&hv[i], &v[i], 4) != 0;
+  for (size_t i = 0; i < cb; i++) dc_bad += hcopy[i] != copy[i];
+  CHECK(!dw_bad && !dv_bad && !dc_bad, "%s: %zu weights, %zu momenta, %zu copy bytes differ from the host reference",
+        what, dw_bad, dv_bad, dc_bad);
+  /* overflow: the flag on the device skips the whole step */
+  int one = 1;
+  CU(cudaMemcpy(dskip, &one, 4, cudaMemcpyHostToDevice));
+  a.lr_dev = NULL;
+  a.lr = 0.1f;
+  CU((cudaError_t)dpt_cuda_optim_step(&tab, &a, s));
+  CU(cudaStreamSynchronize(s));
+  CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
+  CHECK(!memcmp(hw, w, n * 4) && !memcmp(hcopy, copy, cb), "%s: the skipped step changed weights or copies", what);
+  printf("%s: %d chunks, bit-identical to the host reference; skip honoured\n", what, lay.n_chunk);
+  dpt_cuda_optim_tables_free(&tab);
+  cudaFree(dw), cudaFree(dv), cudaFree(dg), cudaFree(dmask), cudaFree(dcopy), cudaFree(dlr), cudaFree(dskip);
+  cudaStreamDestroy(s);
+  free(w), free(v), free(g), free(hw), free(hv), free(mask), free(copy), free(hcopy), free(cs);
+  dpt_optim_layout_free(&lay);
+  dpt_cuda_plan_free(&plan);
+}
+
+int main(void)
+{
+  gpu_or_skip();
+  struct dpt_model_cfg cfg;
+  struct dpt_model big, small;
+  struct dpt_err err;
+  dpt_model_cfg_default(&cfg);
+  if (dpt_model_resnet50(&big, &cfg, &err)) return 1;
+  cfg.image_size = 28, cfg.num_classes = 10, cfg.small_stem = 1, cfg.width = 0.125, cfg.in_channels = 1;
+  if (dpt_model_resnet50(&small, &cfg, &err)) return 1;
+  for (int p = DPT_CUDA_FP32; p <= DPT_CUDA_BF16; p++) {
+    run(&big, "resnet50", p, 0, 4096);
+    run(&small, "width-1/8", p, p == DPT_CUDA_MIXED, 1000);
+  }
+  run(&big, "resnet50", DPT_CUDA_BF16, 1, 1000);
+  dpt_model_free(&big);
+  dpt_model_free(&small);
+  if (!failures) printf("test_gpu_optim: all checks passed\n");
+  return failures != 0;
+}

@@ -1,0 +1,49 @@
+/* dpt_cuda_optim.h — the fused optimizer kernel (issue 15): momentum SGD on the fp32
+ * master slab, weight-decay mask, Nesterov, the conv / FC weight copies in the compute
+ * type written in the same pass (KCRS -> KRSC), skipped on the device when the overflow
+ * flag is set.  The tables and the arithmetic are dpt_optim_layout.h's; its host
+ * reference (dpt_optim_ref_step) gives the same bits (tests/trainer/gpu/test_gpu_optim.c). */
+#ifndef DPT_CUDA_OPTIM_H
+#define DPT_CUDA_OPTIM_H
+
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+
+#include "dpt_optim_layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The layout's tables on the device (one cudaMalloc, uploaded once, on stream s). */
+struct dpt_cuda_optim_tables {
+  struct dpt_optim_seg *seg;     /* device [n_seg] */
+  struct dpt_optim_chunk *chunk; /* device [n_chunk] */
+  int n_seg, n_chunk, dtype;
+  void *mem;                     /* the allocation */
+};
+/* Returns a cudaError_t (0 on success); nothing allocated on failure. */
+int dpt_cuda_optim_upload(const struct dpt_optim_layout *lay, struct dpt_cuda_optim_tables *t, cudaStream_t s);
+void dpt_cuda_optim_tables_free(struct dpt_cuda_optim_tables *t);
+
+struct dpt_cuda_optim_args {
+  float *w;                    /* [n_params] fp32 master weights (device) */
+  float *v;                    /* [n_params] momentum */
+  const float *g;              /* [n_params] averaged gradient */
+  const unsigned char *mask;   /* [n_params] 1 = weight decay, or NULL = everywhere */
+  void *copy;                  /* the weight-copy region (dpt_cuda_plan's DPT_CUDA_R_WEIGHTS) */
+  float lr;                    /* used when lr_dev is NULL */
+  const float *lr_dev;         /* device float: the learning rate a captured graph reads each replay */
+  float momentum, weight_decay;
+  int nesterov;
+  const int *skip;             /* device int: non-zero = overflow, leave everything (NULL: never) */
+};
+/* One launch: n_chunk blocks of 256 threads.  Returns cudaGetLastError(). */
+int dpt_cuda_optim_step(const struct dpt_cuda_optim_tables *t, const struct dpt_cuda_optim_args *a, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DPT_CUDA_OPTIM_H */
