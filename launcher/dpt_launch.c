@@ -8,7 +8,8 @@
  * Both compute the plan (dpt_job_plan, topology/dpt_job.h: a flat switch tree
  * over the hosts, the one oversubscription rule: -n more ranks than GPUs, or
  * than cores on a node without GPUs, only with --oversubscribe, which is then
- * said on stderr and passed on as DPT_OVERSUBSCRIBE=1) and start the ranks
+ * said on stderr and passed on as DPT_OVERSUBSCRIBE=1, what is shared as
+ * DPT_PLAN_OVERSUBSCRIBED for the job report) and start the ranks
  * through Open MPI's mpirun (--quiet unless -v: dpt-launch names the failing
  * rank itself, without mpirun's abort paragraphs) — the distributed
  * engine, which also gives the ranks the MPI world every dpt communicator
@@ -513,7 +514,7 @@ int main(int argc, char **argv)
   struct dpt_plan *plan = NULL;
   struct strv av = {0};
   char self[PATH_MAX], progpath[PATH_MAX], statusdir[PATH_MAX] = "", rankfile[PATH_MAX] = "";
-  char hostname[256] = "localhost", node_what[PATH_MAX + 16], note[600] = "";
+  char hostname[256] = "localhost", node_what[PATH_MAX + 16], note[600] = "", shared[512] = "";
 
   dpt_err_clear(&err);
   if (argc >= 2 && !strcmp(argv[1], "--exec-rank")) {
@@ -634,6 +635,7 @@ int main(int argc, char **argv)
   }
   if (note[0])
     fprintf(stderr, "dpt-launch: %s\n", note);
+  dpt_job_sharing(plan, shared, sizeof shared);
 
   /* mpirun command: one app context per plan rank. */
   mpirun = getenv("DPT_MPIRUN") ? getenv("DPT_MPIRUN") : DPT_MPIRUN;
@@ -730,6 +732,11 @@ int main(int argc, char **argv)
       goto out;
     if (oversub && (sv_push(&av, "-x") < 0 || sv_push(&av, "DPT_OVERSUBSCRIBE=1") < 0))
       goto out;
+    if (shared[0]) { /* what the plan's ranks share, for the job report (job.oversubscribed) */
+      snprintf(kv, sizeof kv, "DPT_PLAN_OVERSUBSCRIBED=%s", shared);
+      if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)
+        goto out;
+    }
     if (comm) {
       snprintf(kv, sizeof kv, "DPT_COMM=%s", comm);
       if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)

@@ -16,6 +16,7 @@
 
 #include <hwloc.h>
 
+#include "dpt_job.h"
 #include "dpt_spank_local.h"
 #include "dpt_spank_plan.h"
 
@@ -184,8 +185,15 @@ int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct d
   if ((rc = dpt_spank_local_compute(opts, tree, (const char *const *)hosts, n, tpn, &plan, &enc, note,
                                     sizeof note, err)) < 0)
     goto fail;
-  if (note[0]) /* ranks-per-gpu oversubscribes the nodes: never silently */
+  if (note[0]) { /* ranks-per-gpu oversubscribes the nodes: never silently */
+    char shared[512];
     fprintf(stderr, "dpt: %s (ranks-per-gpu=%d)\n", note, opts->ranks_per_gpu);
+    dpt_job_sharing(plan, shared, sizeof shared); /* for the job report (job.oversubscribed) */
+    if (setenv("DPT_PLAN_OVERSUBSCRIBED", shared, 1) != 0) {
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "cannot set DPT_PLAN_OVERSUBSCRIBED in srun's environment");
+      goto fail;
+    }
+  }
   if (setenv(DPT_SPANK_PLAN_ENV, enc, 1) != 0) {
     rc = dpt_err_set(err, DPT_E_RUNTIME, "cannot set %s (%zu bytes) in srun's environment",
                      DPT_SPANK_PLAN_ENV, strlen(enc));

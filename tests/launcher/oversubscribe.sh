@@ -4,7 +4,7 @@
 # node-2core-1gpu.xml: its CPUs 0-1 exist on every machine), only with --oversubscribe: without
 # it, exit 2 and a message naming the host, what would be shared and --oversubscribe, and nothing
 # started; with it the ranks run, the sharing is said on stderr and the ranks get
-# DPT_OVERSUBSCRIBE=1.  When a rank fails, mpirun's abort paragraphs stay out of dpt-launch's
+# DPT_OVERSUBSCRIBE=1 and DPT_PLAN_OVERSUBSCRIBED (what is shared, for their job report).  When a rank fails, mpirun's abort paragraphs stay out of dpt-launch's
 # output (mpirun --quiet) and dpt-launch's own summary line names the rank.
 #
 # usage: oversubscribe.sh DPT_LAUNCH DPT_TOPO NODE_2CORE_1GPU_XML
@@ -27,13 +27,16 @@ echo "  without --oversubscribe: exit $rc: $(head -1 "$tmp/err")"
 grep -q "^dpt-launch: host '$(hostname)': .*share $what.*--oversubscribe" "$tmp/err" || fail "-n $n: no message naming --oversubscribe: $(cat "$tmp/err")"
 ! ls "$tmp"/started.* >/dev/null 2>&1 || fail "-n $n: ranks were started"
 
-"$launch" -n "$n" --oversubscribe -- sh -c "echo \$DPT_OVERSUBSCRIBE > $tmp/started.\$DPT_RANK" >"$tmp/out" 2>"$tmp/err"
+"$launch" -n "$n" --oversubscribe -- sh -c "echo \$DPT_OVERSUBSCRIBE > $tmp/started.\$DPT_RANK; echo \"\$DPT_PLAN_OVERSUBSCRIBED\" > $tmp/shared.\$DPT_RANK" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 echo "  with --oversubscribe: exit $rc: $(head -1 "$tmp/err")"
 [ $rc = 0 ] || fail "-n $n --oversubscribe: exit $rc: $(cat "$tmp/err")"
 grep -q "^dpt-launch: oversubscribed as asked: host '$(hostname)': $n ranks on" "$tmp/err" || fail "-n $n --oversubscribe: not said on stderr: $(cat "$tmp/err")"
 [ "$(cat "$tmp"/started.* 2>/dev/null | grep -c '^1$')" = "$n" ] || fail "-n $n --oversubscribe: not $n ranks with DPT_OVERSUBSCRIBE=1: $(ls "$tmp")"
-rm -f "$tmp"/started.*
+# what is shared reaches the ranks (DPT_PLAN_OVERSUBSCRIBED: the job report's job.oversubscribed)
+[ "$(sed -n 's/^dpt-launch: oversubscribed as asked: //p' "$tmp/err")" = "$(cat "$tmp/shared.0" 2>/dev/null)" ] ||
+  fail "-n $n --oversubscribe: rank 0's DPT_PLAN_OVERSUBSCRIBED is '$(cat "$tmp/shared.0" 2>/dev/null)'"
+rm -f "$tmp"/started.* "$tmp"/shared.*
 
 # two ranks on a node with one GPU (and 2 cores)
 "$launch" -n 2 --input "$gpu1" -- true >"$tmp/out" 2>"$tmp/err"
