@@ -74,7 +74,8 @@ for p in $PYTHONS; do
   if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch, torchvision' 2>/dev/null; then PY=$p; break; fi
 done
 [ -n "$PY" ] || note "torchvision peers skipped: no python3 with torch + torchvision among: $PYTHONS"
-[ "$GPU" = 1 ] || note "GPU rows skipped: $GPU_WHY; nvidia-smi: $(nvidia-smi -L 2>&1 | head -1 | tr -d '"')"
+SMI=$(command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>&1 | head -1 | tr -d '"' || echo "not installed")
+[ "$GPU" = 1 ] || note "GPU rows skipped: $GPU_WHY; nvidia-smi: ${SMI:-no output}"
 
 tag() { sed "s/^{/{\"row\": \"$1\", \"rep\": $2, /" >>"$RAW"; }
 for r in $(seq 1 "$REPEAT"); do
