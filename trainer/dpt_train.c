@@ -976,651 +976,778 @@ static int apply_step(struct dpt_backend *be, int mixed, const float *buf, float
   return be->ops->sgd_step(be, lr, buf, err);
 }
 
-int main(int argc, char **argv)
-{
+/* ---- one run ---------------------------------------------------------------
+ * Everything a run holds: set up once (run_start, run_model, run_backend,
+ * run_loaders, run_schedule, run_buffers, run_resume, run_describe), driven by
+ * train_loop (train_step, log_progress, checkpoint_save, validate_epoch), ended
+ * by run_finish and run_close. */
+struct run {
   struct opts o;
-  struct dpt_err err = {0};
   struct ranks rk;
-  memset(&rk, 0, sizeof rk);
-  rk.size = 1;
-  struct dpt_dataset train = {0}, val = {0};
-  struct dpt_model model = {0};
-  struct dpt_backend *be = NULL;
-  struct dpt_loader *tls[64] = {0}, *vl = NULL;
-  struct inflight fl = {0};
-  struct bucket_ar ba = {.rk = &rk};
-  struct dpt_bucket *buckets = NULL;
-  int n_buckets = 0;
-  const char *no_buckets = NULL; /* > 1 rank: why the gradients are not all-reduced in buckets */
-  float *pending = NULL, *gacc = NULL;
-  float *mirrors = NULL;             /* device backends: host copies of the slabs (one allocation) */
-  float *hp = NULL, *hs = NULL;      /* host params [np], BN state [n_state] (the slabs on cpu) */
-  float *hg = NULL, *hv = NULL;      /* host gradients [np], momentum [np] (the slabs on cpu) */
-  unsigned char *mask = NULL;
-  json_t *curve = NULL;
-  struct curve_log cl = {0}; /* rank 0: the learning curve, kept next to the checkpoints */
-  int rc = 0, status = 0;
-  struct times tm = {0};
-  int R = 1, me = 0;
+  int R, me, threads;
+  struct dpt_dataset train, val;
+  struct dpt_model model;
+  char model_desc[96];
+  int S, K;                        /* image side, classes */
+  struct dpt_backend *be;
+  size_t np;                       /* parameters */
+  int dev_comm;                    /* > 1 rank over nccl: the device gradient slab itself is all-reduced */
+  int mixed;                       /* --precision mixed: the backend's dynamic loss scaling */
+  struct dpt_loss_scaler scaler;   /* its host copy (resume, checkpoints, the final report) */
+  struct dpt_loader *tls[64], *vl; /* training loaders (one per micro-batch), validation */
+  int spe;                         /* steps per epoch */
+  long total_steps;
+  double total_epochs;
+  struct dpt_schedule sch;
+  struct inflight fl;              /* double buffering: the all-reduce in flight */
+  struct bucket_ar ba;             /* gradient buckets all-reduced during backward */
+  struct dpt_bucket *buckets;
+  int n_buckets;
+  const char *no_buckets;          /* > 1 rank: why the gradients are not all-reduced in buckets */
+  float *pending, *gacc;           /* host [np]: double-buffered averaged gradient, micro-batch sum */
+  float *mirrors;                  /* device backends: host copies of the slabs (one allocation) */
+  float *hp, *hs, *hg, *hv;        /* host params, BN state, gradients, momentum (the slabs on cpu) */
+  unsigned char *mask;             /* [np] weight decay */
+  struct dpt_ckpt_meta cm;
+  int ckpt_every;
+  /* the loop */
+  long gstep, steps_run, last_log_step;
+  int have_pending;                /* double buffering: an averaged gradient waits to be applied */
+  int psig;                        /* agreed preemption signal: stop after this step */
+  char ckpt_last[4300];            /* rank 0: the last checkpoint written */
+  double ep_loss;                  /* the epoch's loss sum, top-1 count and images (this rank) */
+  long ep_correct, ep_n;
+  long run_n;                      /* images since the last log line */
+  long waits_train, n_logs;        /* host waits in the steps and their log lines; log lines */
+  struct times tm;
+  double t_start, t_train0;
+  double steps_last;               /* tm.steps at the last progress line */
+  struct val_result vr;
+  json_t *curve;
+  struct curve_log cl;             /* rank 0: the learning curve, kept next to the checkpoints */
 #ifdef DPT_TRAIN_HAVE_COMM
-  struct dpt_report *rep = NULL;
+  struct dpt_report *rep;
 #endif
-  struct val_result vr = {0, 0, 0, 0};
-  double t_start = now();
+};
 
-  defaults(&o);
-  if ((status = parse(argc, argv, &o))) return status;
-#ifdef DPT_TRAIN_HAVE_COMM
-  /* a bad --baseline is refused now, not after the run (rank 0 reads it at the end) */
-  if (o.baseline && dpt_report_check_baseline(o.baseline, &err)) return bad("%s", err.msg);
-#endif
-  curve = json_array();
-  if ((rc = ranks_init(&rk, &argc, &argv, &o, &err))) goto fail;
-  R = rk.size;
-  me = rk.rank;
-  if ((rc = preempt_install(&err))) goto fail; /* after MPI_Init: ours is the handler */
-  if ((rc = fault_parse(me, &err))) goto fail;
+/* Ranks, signals, fault injection, the job report and its error file. */
+static int run_start(struct run *r, int *argc, char ***argv, struct dpt_err *err)
+{
+  int rc;
+  if ((rc = ranks_init(&r->rk, argc, argv, &r->o, err))) return rc;
+  r->R = r->rk.size;
+  r->me = r->rk.rank;
+  if ((rc = preempt_install(err))) return rc; /* after MPI_Init: ours is the handler */
+  if ((rc = fault_parse(r->me, err))) return rc;
   faults_install();
 #ifdef DPT_TRAIN_HAVE_COMM
   /* the job report, through the runtime's one writer (dpt_report), on every run unless
    * --no-report: --report, $DPT_REPORT, else the default name (dpt_report_path) */
-  if (!o.no_report) {
+  if (!r->o.no_report) {
     char applied[2048];
-    if ((rc = dpt_report_create(&rep, "dpt-train", argc, argv, me, R, &err))) goto fail;
+    if ((rc = dpt_report_create(&r->rep, "dpt-train", *argc, *argv, r->me, r->R, err))) return rc;
     dpt_bind_describe_applied(applied, sizeof applied);
-    if (dpt_report_set_binding(rep, applied) || (o.baseline && dpt_report_set_baseline(rep, o.baseline))) {
-      rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for the job report");
-      goto fail;
-    }
+    if (dpt_report_set_binding(r->rep, applied) || (r->o.baseline && dpt_report_set_baseline(r->rep, r->o.baseline)))
+      return dpt_err_set(err, DPT_E_NOMEM, "out of memory for the job report");
   }
-  if (rep) { /* failures (a watchdog, a fatal signal, an error) also go to <report>.rank<N>.err */
+  if (r->rep) { /* failures (a watchdog, a fatal signal, an error) also go to <report>.rank<N>.err */
     char rp[4096], ep[4200], host[256] = "?";
     struct dpt_err pe = {0};
     const char *node = getenv("DPT_NODE_NAME") ? getenv("DPT_NODE_NAME") : getenv("SLURMD_NODENAME");
     if (!node) node = gethostname(host, sizeof host - 1) ? "?" : host;
-    if (dpt_report_path(rep, o.report, rp, sizeof rp, &pe) <= 0) rp[0] = '\0';
+    if (dpt_report_path(r->rep, r->o.report, rp, sizeof rp, &pe) <= 0) rp[0] = '\0';
     /* one name for the whole job: rank 0's report path (the default name and %p
      * carry the pid, which differs on every rank) */
-    if ((rc = agree_path(&rk, rp, sizeof rp, &err))) goto fail;
+    if ((rc = agree_path(&r->rk, rp, sizeof rp, err))) return rc;
     if (rp[0]) {
-      snprintf(ep, sizeof ep, "%s.rank%d.err", rp, me);
+      snprintf(ep, sizeof ep, "%s.rank%d.err", rp, r->me);
       unlink(ep); /* a previous run's */
-      dpt_watchdog_set_error_file(ep, me, node);
+      dpt_watchdog_set_error_file(ep, r->me, node);
     }
   }
 #endif
-  if ((rc = enter_phase("startup", -1, &err))) goto fail;
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  int threads = omp_get_max_threads();
+  if ((rc = enter_phase("startup", -1, err))) return rc;
+  if (r->o.threads > 0) omp_set_num_threads(r->o.threads);
+  r->threads = omp_get_max_threads();
+  return 0;
+}
 
-  struct dpt_data_opts dop = {.skip_bad = o.skip_bad, .synth_size = o.image_size, .synth_classes = o.num_classes,
-                              .train_list = o.train_list, .val_list = o.val_list, .num_classes = o.num_classes,
-                              .channels = o.in_channels};
-  if ((rc = dpt_data_load(&train, o.dataset, o.data_dir, 1, o.n_synth, o.seed, &dop, &err))) goto fail;
-  if (o.val && (rc = dpt_data_load(&val, o.dataset, o.data_dir, 0, o.n_synth, o.seed, &dop, &err))) goto fail;
-  if (train.skipped && me == 0) fprintf(stderr, "dpt-train: skipped %d corrupt training records\n", train.skipped);
-  if (o.val && val.num_classes > (o.num_classes ? o.num_classes : train.num_classes)) {
-    rc = dpt_err_set(&err, DPT_E_INPUT, "validation labels reach %d but the training set has %d classes: "
-                     "give --num-classes %d", val.num_classes - 1, train.num_classes, val.num_classes);
-    goto fail;
-  }
-  int S = o.image_size ? o.image_size : train.h;
-  if (o.crop_pad < 0) o.crop_pad = !strcmp(train.name, "cifar10") ? 4 : 0;
-  int K = o.num_classes ? o.num_classes : train.num_classes;
-  if (K < train.num_classes) {
-    rc = dpt_err_set(&err, DPT_E_INPUT, "--num-classes %d < the %d classes of %s", K, train.num_classes, train.name);
-    goto fail;
-  }
+/* The data sets and the model. */
+static int run_model(struct run *r, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  int rc;
+  struct dpt_data_opts dop = {.skip_bad = o->skip_bad, .synth_size = o->image_size, .synth_classes = o->num_classes,
+                              .train_list = o->train_list, .val_list = o->val_list, .num_classes = o->num_classes,
+                              .channels = o->in_channels};
+  if ((rc = dpt_data_load(&r->train, o->dataset, o->data_dir, 1, o->n_synth, o->seed, &dop, err))) return rc;
+  if (o->val && (rc = dpt_data_load(&r->val, o->dataset, o->data_dir, 0, o->n_synth, o->seed, &dop, err))) return rc;
+  if (r->train.skipped && r->me == 0)
+    fprintf(stderr, "dpt-train: skipped %d corrupt training records\n", r->train.skipped);
+  if (o->val && r->val.num_classes > (o->num_classes ? o->num_classes : r->train.num_classes))
+    return dpt_err_set(err, DPT_E_INPUT, "validation labels reach %d but the training set has %d classes: "
+                       "give --num-classes %d", r->val.num_classes - 1, r->train.num_classes, r->val.num_classes);
+  r->S = o->image_size ? o->image_size : r->train.h;
+  if (o->crop_pad < 0) o->crop_pad = !strcmp(r->train.name, "cifar10") ? 4 : 0;
+  r->K = o->num_classes ? o->num_classes : r->train.num_classes;
+  if (r->K < r->train.num_classes)
+    return dpt_err_set(err, DPT_E_INPUT, "--num-classes %d < the %d classes of %s", r->K, r->train.num_classes,
+                       r->train.name);
 
   struct dpt_model_cfg cfg;
   dpt_model_cfg_default(&cfg);
-  cfg.in_channels = train.c;
-  cfg.image_size = S;
-  cfg.num_classes = K;
-  cfg.small_stem = o.small_stem >= 0 ? o.small_stem : S <= 64;
-  if (o.width <= 0) o.width = !strcmp(o.dataset, "imagenet") || S >= 64 ? 1.0 : 0.125; /* GPU-first default */
-  cfg.width = o.width;
-  cfg.seed = o.seed;
-  if ((rc = dpt_model_resnet50(&model, &cfg, &err))) goto fail;
-  char model_desc[96];
-  snprintf(model_desc, sizeof model_desc, "resnet50-v1.5 w%g %s %dx%dx%d k%d", cfg.width,
-           cfg.small_stem ? "small-stem" : "imagenet-stem", cfg.in_channels, S, S, K);
+  cfg.in_channels = r->train.c;
+  cfg.image_size = r->S;
+  cfg.num_classes = r->K;
+  cfg.small_stem = o->small_stem >= 0 ? o->small_stem : r->S <= 64;
+  if (o->width <= 0) o->width = !strcmp(o->dataset, "imagenet") || r->S >= 64 ? 1.0 : 0.125; /* GPU-first default */
+  cfg.width = o->width;
+  cfg.seed = o->seed;
+  if ((rc = dpt_model_resnet50(&r->model, &cfg, err))) return rc;
+  snprintf(r->model_desc, sizeof r->model_desc, "resnet50-v1.5 w%g %s %dx%dx%d k%d", cfg.width,
+           cfg.small_stem ? "small-stem" : "imagenet-stem", cfg.in_channels, r->S, r->S, r->K);
+  return 0;
+}
 
+/* The backend (--backend auto: cuda only when a device works on every rank), the
+ * communicator for its gradients, mixed precision's requirements. */
+static int run_backend(struct run *r, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  int rc;
   struct dpt_backend_opts bo;
   dpt_backend_opts_default(&bo);
-  bo.batch = o.batch;
-  bo.threads = o.threads;
-  bo.precision = o.precision;
-  const char *bname = o.backend;
+  bo.batch = o->batch;
+  bo.threads = o->threads;
+  bo.precision = o->precision;
+  const char *bname = o->backend;
   if (!strcmp(bname, "auto")) { /* cuda only when a device works, on every rank */
     char why[320] = "";
     float works = !strcmp(dpt_backend_auto(why, sizeof why), "cuda");
-    if ((rc = ranks_allreduce(&rk, &works, 1, 0, 0, &err))) goto fail;
-    bname = works == (float)R ? "cuda" : "cpu";
-    if (me == 0 && !strcmp(bname, "cpu") && strstr(dpt_backend_available(), "cuda"))
+    if ((rc = ranks_allreduce(&r->rk, &works, 1, 0, 0, err))) return rc;
+    bname = works == (float)r->R ? "cuda" : "cpu";
+    if (r->me == 0 && !strcmp(bname, "cpu") && strstr(dpt_backend_available(), "cuda"))
       fprintf(stderr, "dpt-train: no usable GPU (%s): training on CPU\n",
               why[0] ? why : "another rank has no working CUDA device");
   }
-  if ((rc = dpt_backend_create(bname, &model, &bo, &be, &err))) goto fail;
-  size_t np = model.n_params;
-  if ((rc = ranks_resolve_auto(&rk, !be->host_slabs && be->grads, &o.comm, &err))) goto fail;
+  if ((rc = dpt_backend_create(bname, &r->model, &bo, &r->be, err))) return rc;
+  struct dpt_backend *be = r->be;
+  r->np = r->model.n_params;
+  if ((rc = ranks_resolve_auto(&r->rk, !be->host_slabs && be->grads, &o->comm, err))) return rc;
   /* nccl reads the gradient slab in device memory: only the cuda backend has one */
-  int dev_comm = R > 1 && !strcmp(o.comm, "nccl");
-  if (dev_comm && (be->host_slabs || !be->grads)) {
-    rc = dpt_err_set(&err, DPT_E_INPUT, "--comm nccl moves device buffers but backend %s keeps its slabs in host "
-                     "memory: use --backend cuda (on GPU nodes) or --comm ring", be->ops->name);
-    goto fail;
-  }
+  r->dev_comm = r->R > 1 && !strcmp(o->comm, "nccl");
+  if (r->dev_comm && (be->host_slabs || !be->grads))
+    return dpt_err_set(err, DPT_E_INPUT, "--comm nccl moves device buffers but backend %s keeps its slabs in host "
+                       "memory: use --backend cuda (on GPU nodes) or --comm ring", be->ops->name);
+  /* --precision mixed: dynamic loss scaling, kept by the backend (r->scaler: its host copy) */
+  r->mixed = !strcmp(be->precision, "mixed");
+  dpt_loss_scaler_init(&r->scaler);
+  if (r->mixed && (!be->ops->overflow_check || !be->ops->scaler_get || !be->ops->scaler_set))
+    return dpt_err_set(err, DPT_E_UNSUPPORTED, "backend %s runs mixed precision without overflow detection",
+                       be->ops->name);
+  return 0;
+}
 
-  /* micro-batch j of rank r reads the shard of virtual rank r*K + j of R*K: one rank
-   * with K micro-batches sees exactly the images K ranks would */
-  if (o.accum > 64) {
-    rc = dpt_err_set(&err, DPT_E_INPUT, "--accumulate %d: at most 64", o.accum);
-    goto fail;
-  }
-  struct dpt_loader_opts lo = {.batch = o.batch, .rank = me, .size = R, .seed = o.seed, .train = 1,
-                               .crop_pad = o.crop_pad, .flip = o.flip, .out_size = S, .prefetch = o.prefetch,
-                               .workers = o.data_threads ? o.data_threads : train.files ? 4 : 1};
+/* The loaders: micro-batch j of rank r reads the shard of virtual rank r*K + j of R*K
+ * (one rank with K micro-batches sees exactly the images K ranks would). */
+static int run_loaders(struct run *r, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  int rc, me = r->me, R = r->R;
+  if (o->accum > 64) return dpt_err_set(err, DPT_E_INPUT, "--accumulate %d: at most 64", o->accum);
+  struct dpt_loader_opts lo = {.batch = o->batch, .rank = me, .size = R, .seed = o->seed, .train = 1,
+                               .crop_pad = o->crop_pad, .flip = o->flip, .out_size = r->S, .prefetch = o->prefetch,
+                               .workers = o->data_threads ? o->data_threads : r->train.files ? 4 : 1};
   /* --data-device (issue 16): imagenet batches decoded by nvJPEG on the backend's GPU.  They come
    * back to the host (device_out 0) until the backend takes device input: TODO, a forward from a
    * device batch in its input layout (dpt_loader_next_device hands one over). */
-  if (train.files && strcmp(o.data_device, "cpu")) {
+  if (r->train.files && strcmp(o->data_device, "cpu")) {
     char why[320] = "";
-    int cuda = !strcmp(be->ops->name, "cuda"), dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
+    int cuda = !strcmp(r->be->ops->name, "cuda"), dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
     int ok = cuda && dpt_data_gpu_available(dev, why, sizeof why);
-    if (!ok && !strcmp(o.data_device, "gpu")) {
-      rc = dpt_err_set(&err, cuda ? DPT_E_RUNTIME : DPT_E_INPUT, "--data-device gpu: %s",
-                       cuda ? why : "the backend is cpu: it needs --backend cuda");
-      goto fail;
-    }
+    if (!ok && !strcmp(o->data_device, "gpu"))
+      return dpt_err_set(err, cuda ? DPT_E_RUNTIME : DPT_E_INPUT, "--data-device gpu: %s",
+                         cuda ? why : "the backend is cpu: it needs --backend cuda");
     if (!ok && cuda && me == 0) fprintf(stderr, "dpt-train: --data-device auto: decoding on the CPU: %s\n", why);
     if (ok) {
       lo.device = DPT_DATA_GPU;
       lo.gpu = dev;
     }
   }
-  for (int j = 0; j < o.accum; j++) {
+  for (int j = 0; j < o->accum; j++) {
     struct dpt_loader_opts lj = lo;
-    lj.rank = me * o.accum + j;
-    lj.size = R * o.accum;
-    if ((rc = dpt_loader_create(&tls[j], &train, &lj, &err))) goto fail;
+    lj.rank = me * o->accum + j;
+    lj.size = R * o->accum;
+    if ((rc = dpt_loader_create(&r->tls[j], &r->train, &lj, err))) return rc;
   }
-  struct dpt_loader *tl = tls[0];
-  if (o.val) {
+  if (o->val) {
     struct dpt_loader_opts vo = lo;
     vo.train = 0;
     vo.crop_pad = 0;
     vo.flip = 0;
     vo.prefetch = 1;
-    if ((rc = dpt_loader_create(&vl, &val, &vo, &err))) goto fail;
+    if ((rc = dpt_loader_create(&r->vl, &r->val, &vo, err))) return rc;
   }
-  int spe = dpt_loader_steps(tl);
-  long total_steps = o.iterations ? o.iterations : (long)o.epochs * spe;
-  double total_epochs = (double)total_steps / spe;
+  r->spe = dpt_loader_steps(r->tls[0]);
+  r->total_steps = o->iterations ? o->iterations : (long)o->epochs * r->spe;
+  r->total_epochs = (double)r->total_steps / r->spe;
+  return 0;
+}
 
-  struct dpt_schedule sch = {0};
-  sch.kind = dpt_schedule_parse_kind(o.schedule);
-  sch.peak_lr = dpt_lr_scaled(o.lr, o.batch * o.accum * R, o.lr_batch);
-  sch.warmup_epochs = o.warmup_epochs;
-  sch.warmup_start = 0.0;
-  sch.total_epochs = total_epochs;
-  sch.gamma = o.gamma;
-  sch.step_epochs = o.step_epochs;
-  sch.power = o.power;
-  if (o.milestones[0]) {
-    char *s = o.milestones, *end;
-    while (*s && sch.n_milestones < DPT_SCHED_MAX_MILESTONES) {
+/* The learning-rate schedule (linear scaling rule over the global batch). */
+static int run_schedule(struct run *r, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  struct dpt_schedule *sch = &r->sch;
+  sch->kind = dpt_schedule_parse_kind(o->schedule);
+  sch->peak_lr = dpt_lr_scaled(o->lr, o->batch * o->accum * r->R, o->lr_batch);
+  sch->warmup_epochs = o->warmup_epochs;
+  sch->warmup_start = 0.0;
+  sch->total_epochs = r->total_epochs;
+  sch->gamma = o->gamma;
+  sch->step_epochs = o->step_epochs;
+  sch->power = o->power;
+  if (o->milestones[0]) {
+    char *s = o->milestones, *end;
+    while (*s && sch->n_milestones < DPT_SCHED_MAX_MILESTONES) {
       double v = strtod(s, &end);
-      if (end == s || v <= 0 || (sch.n_milestones && v <= sch.milestones[sch.n_milestones - 1])) {
-        rc = dpt_err_set(&err, DPT_E_INPUT, "--milestones '%s': need increasing positive epochs", o.milestones);
-        goto fail;
-      }
-      sch.milestones[sch.n_milestones++] = v;
+      if (end == s || v <= 0 || (sch->n_milestones && v <= sch->milestones[sch->n_milestones - 1]))
+        return dpt_err_set(err, DPT_E_INPUT, "--milestones '%s': need increasing positive epochs", o->milestones);
+      sch->milestones[sch->n_milestones++] = v;
       s = *end == ',' ? end + 1 : end;
-      if (*end && *end != ',') {
-        rc = dpt_err_set(&err, DPT_E_INPUT, "--milestones '%s': not a comma-separated list", o.milestones);
-        goto fail;
-      }
+      if (*end && *end != ',')
+        return dpt_err_set(err, DPT_E_INPUT, "--milestones '%s': not a comma-separated list", o->milestones);
     }
   }
+  return 0;
+}
 
-  mask = malloc(np);
+/* The optimizer, the host buffers, double buffering's pending slab, gradient buckets. */
+static int run_buffers(struct run *r, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  struct dpt_backend *be = r->be;
+  size_t np = r->np;
+  int rc;
+  r->mask = malloc(np ? np : 1);
   /* the host buffers that cross to the backend every step: the backend's (pinned on cuda) */
-  pending = o.dbuf ? dpt_backend_host_alloc(be, np * sizeof(float)) : NULL;
-  if (pending) memset(pending, 0, np * sizeof(float));
-  gacc = o.accum > 1 ? malloc(np * sizeof(float)) : NULL;
-  if (!mask || (o.dbuf && !pending) || (o.accum > 1 && !gacc)) {
-    rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory");
-    goto fail;
-  }
-  dpt_model_decay_mask(&model, o.no_decay_bn, mask);
-  if ((rc = be->ops->sgd_init(be, (float)o.momentum, (float)o.weight_decay, 0, mask, &err))) goto fail;
+  r->pending = o->dbuf ? dpt_backend_host_alloc(be, np * sizeof(float)) : NULL;
+  if (r->pending) memset(r->pending, 0, np * sizeof(float));
+  r->gacc = o->accum > 1 ? malloc(np * sizeof(float)) : NULL;
+  if (!r->mask || (o->dbuf && !r->pending) || (o->accum > 1 && !r->gacc))
+    return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
+  dpt_model_decay_mask(&r->model, o->no_decay_bn, r->mask);
+  if ((rc = be->ops->sgd_init(be, (float)o->momentum, (float)o->weight_decay, 0, r->mask, err))) return rc;
   /* double buffering keeps the averaged gradient in the backend's memory when the
    * communicator can read it there (host slabs, or nccl on device slabs) */
-  if (o.dbuf && (be->host_slabs || dev_comm || R == 1)) { /* one rank: no communicator reads it */
-    if (!be->ops->pending_init || !be->ops->stash_grads) {
-      rc = dpt_err_set(&err, DPT_E_UNSUPPORTED, "--double-buffering: backend %s has no pending gradient slab%s",
-                       be->ops->name, dev_comm ? " for nccl: use --comm ring" : "");
-      goto fail;
-    }
-    if ((rc = be->ops->pending_init(be, &err))) goto fail;
+  if (o->dbuf && (be->host_slabs || r->dev_comm || r->R == 1)) { /* one rank: no communicator reads it */
+    if (!be->ops->pending_init || !be->ops->stash_grads)
+      return dpt_err_set(err, DPT_E_UNSUPPORTED, "--double-buffering: backend %s has no pending gradient slab%s",
+                         be->ops->name, r->dev_comm ? " for nccl: use --comm ring" : "");
+    if ((rc = be->ops->pending_init(be, err))) return rc;
   }
   if (be->host_slabs) {
-    hp = be->params, hs = be->state, hg = be->grads, hv = be->velocity;
+    r->hp = be->params, r->hs = be->state, r->hg = be->grads, r->hv = be->velocity;
   } else {
-    mirrors = dpt_backend_host_alloc(be, (3 * np + model.n_state + 1) * sizeof(float));
-    if (!mirrors) {
-      rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for the host copies of %zu parameters", np);
-      goto fail;
-    }
-    hp = mirrors, hg = hp + np, hv = hg + np, hs = hv + np;
+    r->mirrors = dpt_backend_host_alloc(be, (3 * np + r->model.n_state + 1) * sizeof(float));
+    if (!r->mirrors) return dpt_err_set(err, DPT_E_NOMEM, "out of memory for the host copies of %zu parameters", np);
+    r->hp = r->mirrors, r->hg = r->hp + np, r->hv = r->hg + np, r->hs = r->hv + np;
   }
   /* gradient buckets all-reduced during backward (--bucket-mb) */
-  if (R > 1) {
-    no_buckets = o.bucket_mb <= 0 ? "--bucket-mb 0"
-                 : o.dbuf ? "double buffering overlaps the whole all-reduce with the next step"
-                 : o.accum > 1 ? "--accumulate sums the micro-batches on the host first"
-                 : !be->host_slabs && !dev_comm ? "the device gradients reach this communicator through host memory"
-                 : NULL;
-    if (!no_buckets) {
-      size_t target = (size_t)(o.bucket_mb * 1048576.0);
-      if ((rc = dpt_bucket_plan(&model, target < 4 ? 4 : target, &buckets, &n_buckets, &err))) goto fail;
+  if (r->R > 1) {
+    r->no_buckets = o->bucket_mb <= 0 ? "--bucket-mb 0"
+                    : o->dbuf ? "double buffering overlaps the whole all-reduce with the next step"
+                    : o->accum > 1 ? "--accumulate sums the micro-batches on the host first"
+                    : !be->host_slabs && !r->dev_comm ? "the device gradients reach this communicator through host memory"
+                    : NULL;
+    if (!r->no_buckets) {
+      size_t target = (size_t)(o->bucket_mb * 1048576.0);
+      if ((rc = dpt_bucket_plan(&r->model, target < 4 ? 4 : target, &r->buckets, &r->n_buckets, err))) return rc;
 #ifdef DPT_TRAIN_HAVE_COMM
-      ba.req = calloc((size_t)n_buckets, sizeof *ba.req);
-      if (!ba.req) {
-        rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for %d gradient buckets", n_buckets);
-        goto fail;
-      }
-      ba.flags = DPT_COMM_AVG | (o.fp16 ? DPT_COMM_FP16 : 0);
+      r->ba.req = calloc((size_t)r->n_buckets, sizeof *r->ba.req);
+      if (!r->ba.req) return dpt_err_set(err, DPT_E_NOMEM, "out of memory for %d gradient buckets", r->n_buckets);
+      r->ba.flags = DPT_COMM_AVG | (o->fp16 ? DPT_COMM_FP16 : 0);
 #endif
-      ba.be = be;
-      if ((rc = dpt_backend_set_buckets(be, buckets, n_buckets, bucket_start, &ba, &err))) goto fail;
+      r->ba.be = be;
+      if ((rc = dpt_backend_set_buckets(be, r->buckets, r->n_buckets, bucket_start, &r->ba, err))) return rc;
     }
   }
-  /* --precision mixed: dynamic loss scaling, kept by the backend (scaler: its host copy,
-   * read back for checkpoints and the final report) */
-  int mixed = !strcmp(be->precision, "mixed");
-  struct dpt_loss_scaler scaler;
-  dpt_loss_scaler_init(&scaler);
-  if (mixed && (!be->ops->overflow_check || !be->ops->scaler_get || !be->ops->scaler_set)) {
-    rc = dpt_err_set(&err, DPT_E_UNSUPPORTED, "backend %s runs mixed precision without overflow detection",
-                     be->ops->name);
-    goto fail;
-  }
+  return 0;
+}
 
-  /* same starting point everywhere */
-  if (R > 1) {
-    if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_get(be, DPT_SLAB_STATE, hs, &err)) ||
-        (rc = ranks_bcast(&rk, hp, np, &err)) || (rc = ranks_bcast(&rk, hs, model.n_state, &err)) ||
-        (rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)))
-      goto fail;
+/* The learning curve of the run(s) before this one, up to step gstep (rank 0): into
+ * the report and the curve kept next to the checkpoints.  path: the checkpoint's. */
+static int curve_carry_over(struct run *r, char *path, struct dpt_err *err)
+{
+  struct dpt_err ce = {0};
+  struct curve_log *cl = &r->cl;
+  char *slash = strrchr(path, '/');
+  if (slash) *slash = '\0';
+  if (dpt_ckpt_curve_load(slash ? path : ".", r->gstep, &cl->p, &cl->n, &ce) < 0)
+    fprintf(stderr, "dpt-train: warning: %s\n", ce.msg);
+  cl->cap = cl->n;
+  for (size_t i = 0; i < cl->n; i++) {
+    const struct dpt_ckpt_point *q = &cl->p[i];
+    json_array_append_new(r->curve, json_pack("{s:f,s:I,s:f,s:f,s:f,s:f}", "epoch", q->epoch, "step",
+                                              (json_int_t)q->step, "top1", q->val_top1, "top5", q->val_top5,
+                                              "loss", q->val_loss, "elapsed_s", q->elapsed_s));
+#ifdef DPT_TRAIN_HAVE_COMM
+    struct dpt_report_epoch re;
+    int rc;
+    dpt_report_epoch_init(&re);
+    re.epoch = q->epoch;
+    re.step = q->step;
+    re.train_loss = q->train_loss;
+    re.train_top1 = q->train_top1;
+    re.val_loss = q->val_loss;
+    re.val_top1 = q->val_top1;
+    re.val_top5 = q->val_top5;
+    re.lr = q->lr;
+    re.elapsed_s = q->elapsed_s;
+    if (r->rep && (rc = dpt_report_add_epoch(r->rep, &re, err))) return rc;
+#else
+    (void)err;
+#endif
   }
+  if (cl->n) printf("dpt-train: learning curve: %zu point(s) up to step %ld carried over\n", cl->n, cl->p[cl->n - 1].step);
+  return 0;
+}
 
-  struct dpt_ckpt_meta cm = {0};
-  cm.seed = o.seed;
-  cm.world_size = R * o.accum; /* virtual ranks: K micro-batches stand for K ranks */
-  cm.batch = o.batch;
-  cm.n_params = np;
-  cm.n_state = model.n_state;
-  cm.n_pending = o.dbuf ? np : 0;
-  snprintf(cm.model, sizeof cm.model, "%s", model_desc);
-  long gstep = 0;
-  int have_pending = 0;
-  if (o.resume) {
+/* The same starting point on every rank: rank 0's parameters, or the checkpoint it
+ * picked (--resume), with the loss scaler and the learning curve it had. */
+static int run_resume(struct run *r, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  struct dpt_backend *be = r->be;
+  struct dpt_ckpt_meta *cm = &r->cm;
+  size_t np = r->np;
+  int rc;
+  if (r->R > 1) {
+    if ((rc = slab_get(be, DPT_SLAB_PARAMS, r->hp, err)) || (rc = slab_get(be, DPT_SLAB_STATE, r->hs, err)) ||
+        (rc = ranks_bcast(&r->rk, r->hp, np, err)) || (rc = ranks_bcast(&r->rk, r->hs, r->model.n_state, err)) ||
+        (rc = slab_put(be, DPT_SLAB_PARAMS, r->hp, err)) || (rc = slab_put(be, DPT_SLAB_STATE, r->hs, err)))
+      return rc;
+  }
+  cm->seed = o->seed;
+  cm->world_size = r->R * o->accum; /* virtual ranks: K micro-batches stand for K ranks */
+  cm->batch = o->batch;
+  cm->n_params = np;
+  cm->n_state = r->model.n_state;
+  cm->n_pending = o->dbuf ? np : 0;
+  snprintf(cm->model, sizeof cm->model, "%s", r->model_desc);
+  if (o->resume) {
     char path[4300];
     int found;
     struct dpt_ckpt_meta got = {0};
-    if ((rc = resume_agreed(&rk, o.resume, o.ckpt_dir, &cm, hp, hs, hv, pending, &gstep, &found, &got, path,
-                            sizeof path, &err)))
-      goto fail;
-    if (found && mixed && got.loss_scale > 0) { /* mixed precision: continue with the scale the run had */
-      if ((rc = be->ops->scaler_get(be, &scaler, &err))) goto fail; /* the backend's limits, then the state */
-      scaler.scale = got.loss_scale;
-      scaler.good_steps = got.scale_good_steps;
-      scaler.skipped = got.scale_skipped;
-      if ((rc = be->ops->scaler_set(be, &scaler, &err))) goto fail;
+    if ((rc = resume_agreed(&r->rk, o->resume, o->ckpt_dir, cm, r->hp, r->hs, r->hv, r->pending, &r->gstep, &found,
+                            &got, path, sizeof path, err)))
+      return rc;
+    if (found && r->mixed && got.loss_scale > 0) { /* mixed precision: continue with the scale the run had */
+      if ((rc = be->ops->scaler_get(be, &r->scaler, err))) return rc; /* the backend's limits, then the state */
+      r->scaler.scale = got.loss_scale;
+      r->scaler.good_steps = got.scale_good_steps;
+      r->scaler.skipped = got.scale_skipped;
+      if ((rc = be->ops->scaler_set(be, &r->scaler, err))) return rc;
     }
     if (found) {
-      if ((rc = slab_put(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_put(be, DPT_SLAB_STATE, hs, &err)) ||
-          (rc = slab_put(be, DPT_SLAB_VELOCITY, hv, &err)) ||
-          (be->pending && (rc = slab_put(be, DPT_SLAB_PENDING, pending, &err))))
-        goto fail;
-      have_pending = o.dbuf && gstep > 0;
-      if (me == 0) printf("dpt-train: resumed from %s at step %ld (epoch %d)\n", path, gstep, (int)(gstep / spe) + 1);
-      if (me == 0) { /* the learning curve up to that step, kept next to the checkpoint */
-        struct dpt_err ce = {0};
-        char *slash = strrchr(path, '/');
-        if (slash) *slash = '\0';
-        if (dpt_ckpt_curve_load(slash ? path : ".", gstep, &cl.p, &cl.n, &ce) < 0)
-          fprintf(stderr, "dpt-train: warning: %s\n", ce.msg);
-        cl.cap = cl.n;
-        for (size_t i = 0; i < cl.n; i++) {
-          const struct dpt_ckpt_point *q = &cl.p[i];
-          json_array_append_new(curve, json_pack("{s:f,s:I,s:f,s:f,s:f,s:f}", "epoch", q->epoch, "step",
-                                                 (json_int_t)q->step, "top1", q->val_top1, "top5", q->val_top5,
-                                                 "loss", q->val_loss, "elapsed_s", q->elapsed_s));
-#ifdef DPT_TRAIN_HAVE_COMM
-          struct dpt_report_epoch re;
-          dpt_report_epoch_init(&re);
-          re.epoch = q->epoch;
-          re.step = q->step;
-          re.train_loss = q->train_loss;
-          re.train_top1 = q->train_top1;
-          re.val_loss = q->val_loss;
-          re.val_top1 = q->val_top1;
-          re.val_top5 = q->val_top5;
-          re.lr = q->lr;
-          re.elapsed_s = q->elapsed_s;
-          if (rep && (rc = dpt_report_add_epoch(rep, &re, &err))) goto fail;
-#endif
-        }
-        if (cl.n) printf("dpt-train: learning curve: %zu point(s) up to step %ld carried over\n", cl.n, cl.p[cl.n - 1].step);
+      if ((rc = slab_put(be, DPT_SLAB_PARAMS, r->hp, err)) || (rc = slab_put(be, DPT_SLAB_STATE, r->hs, err)) ||
+          (rc = slab_put(be, DPT_SLAB_VELOCITY, r->hv, err)) ||
+          (be->pending && (rc = slab_put(be, DPT_SLAB_PENDING, r->pending, err))))
+        return rc;
+      r->have_pending = o->dbuf && r->gstep > 0;
+      if (r->me == 0) {
+        printf("dpt-train: resumed from %s at step %ld (epoch %d)\n", path, r->gstep, (int)(r->gstep / r->spe) + 1);
+        if ((rc = curve_carry_over(r, path, err))) return rc; /* the learning curve up to that step */
       }
-    } else if (me == 0) {
-      printf("dpt-train: no checkpoint in %s yet, starting fresh\n", o.ckpt_dir);
+    } else if (r->me == 0) {
+      printf("dpt-train: no checkpoint in %s yet, starting fresh\n", o->ckpt_dir);
     }
   }
-  if (o.ckpt_dir && me == 0) mkdir(o.ckpt_dir, 0777);
-  int ckpt_every = o.ckpt_every ? o.ckpt_every : spe;
+  if (o->ckpt_dir && r->me == 0) mkdir(o->ckpt_dir, 0777);
+  r->ckpt_every = o->ckpt_every ? o->ckpt_every : r->spe;
+  return 0;
+}
 
+/* The run's configuration: into the job report, and rank 0's banner. */
+static void run_describe(struct run *r)
+{
+  struct opts *o = &r->o;
+  struct dpt_backend *be = r->be;
+  int R = r->R;
 #ifdef DPT_TRAIN_HAVE_COMM
+  struct dpt_report *rep = r->rep;
   if (rep) {
     const dnnl_version_t *dv = dnnl_version();
     char ver[32];
     snprintf(ver, sizeof ver, "%d.%d.%d", dv->major, dv->minor, dv->patch);
     dpt_report_set_software(rep, "backend", be->ops->name);
-    dpt_report_set_software(rep, "comm", R > 1 ? o.comm : "none");
-    dpt_report_set_software(rep, "wire", o.fp16 ? "fp16" : "fp32");
+    dpt_report_set_software(rep, "comm", R > 1 ? o->comm : "none");
+    dpt_report_set_software(rep, "wire", o->fp16 ? "fp16" : "fp32");
     if (!strcmp(be->ops->name, "cpu")) dpt_report_set_library(rep, "onednn", ver);
     if (R > 1) dpt_report_set_mpi_version(rep);
-    dpt_report_set_config(rep, "model", json_string(model_desc));
-    dpt_report_set_config(rep, "parameters", json_integer((json_int_t)np));
-    dpt_report_set_config(rep, "gmac_per_image", json_real(model.macs / 1e9));
-    dpt_report_set_config(rep, "dataset", json_string(train.name));
-    dpt_report_set_config(rep, "train_images", json_integer(train.n));
-    dpt_report_set_config(rep, "val_images", json_integer(val.n));
-    dpt_report_set_config(rep, "skipped_records", json_integer(train.skipped));
-    dpt_report_set_config(rep, "batch_per_rank", json_integer((json_int_t)o.batch * o.accum));
-    dpt_report_set_config(rep, "accumulate", json_integer(o.accum));
-    dpt_report_set_config(rep, "threads_per_rank", json_integer(threads));
-    dpt_report_set_config(rep, "steps", json_integer(total_steps));
-    dpt_report_set_config(rep, "epochs", json_real(total_epochs));
-    dpt_report_set_config(rep, "schedule", json_string(o.schedule));
-    dpt_report_set_config(rep, "peak_lr", json_real(sch.peak_lr));
-    dpt_report_set_config(rep, "warmup_epochs", json_real(o.warmup_epochs));
-    dpt_report_set_config(rep, "momentum", json_real(o.momentum));
-    dpt_report_set_config(rep, "weight_decay", json_real(o.weight_decay));
-    dpt_report_set_config(rep, "double_buffering", json_boolean(o.dbuf));
-    dpt_report_set_config(rep, "allreduce_buckets", json_integer(n_buckets)); /* 0: after backward */
-    dpt_report_set_config(rep, "bucket_mb", json_real(o.bucket_mb));
-    dpt_report_set_config(rep, "fp16_allreduce", json_boolean(o.fp16));
+    dpt_report_set_config(rep, "model", json_string(r->model_desc));
+    dpt_report_set_config(rep, "parameters", json_integer((json_int_t)r->np));
+    dpt_report_set_config(rep, "gmac_per_image", json_real(r->model.macs / 1e9));
+    dpt_report_set_config(rep, "dataset", json_string(r->train.name));
+    dpt_report_set_config(rep, "train_images", json_integer(r->train.n));
+    dpt_report_set_config(rep, "val_images", json_integer(r->val.n));
+    dpt_report_set_config(rep, "skipped_records", json_integer(r->train.skipped));
+    dpt_report_set_config(rep, "batch_per_rank", json_integer((json_int_t)o->batch * o->accum));
+    dpt_report_set_config(rep, "accumulate", json_integer(o->accum));
+    dpt_report_set_config(rep, "threads_per_rank", json_integer(r->threads));
+    dpt_report_set_config(rep, "steps", json_integer(r->total_steps));
+    dpt_report_set_config(rep, "epochs", json_real(r->total_epochs));
+    dpt_report_set_config(rep, "schedule", json_string(o->schedule));
+    dpt_report_set_config(rep, "peak_lr", json_real(r->sch.peak_lr));
+    dpt_report_set_config(rep, "warmup_epochs", json_real(o->warmup_epochs));
+    dpt_report_set_config(rep, "momentum", json_real(o->momentum));
+    dpt_report_set_config(rep, "weight_decay", json_real(o->weight_decay));
+    dpt_report_set_config(rep, "double_buffering", json_boolean(o->dbuf));
+    dpt_report_set_config(rep, "allreduce_buckets", json_integer(r->n_buckets)); /* 0: after backward */
+    dpt_report_set_config(rep, "bucket_mb", json_real(o->bucket_mb));
+    dpt_report_set_config(rep, "fp16_allreduce", json_boolean(o->fp16));
     dpt_report_set_config(rep, "precision", json_string(be->precision));
     dpt_report_set_config(rep, "backend_device_slabs", json_boolean(!be->host_slabs));
-    dpt_report_set_config(rep, "seed", json_integer((json_int_t)o.seed));
-    dpt_report_set_allreduce(rep, (uint64_t)np * 4, -1);
+    dpt_report_set_config(rep, "seed", json_integer((json_int_t)o->seed));
+    dpt_report_set_allreduce(rep, (uint64_t)r->np * 4, -1);
     struct dpt_err pe = {0};
-    if (dpt_report_plan_from_launch(rep, (uint64_t)np * 4, o.fp16, &pe) < 0 && me == 0)
+    if (dpt_report_plan_from_launch(rep, (uint64_t)r->np * 4, o->fp16, &pe) < 0 && r->me == 0)
       fprintf(stderr, "dpt-train: warning: plan not embedded in the report: %s\n", pe.msg);
   }
 #endif
-  if (me == 0) {
-    printf("dpt-train: ResNet-50 v1.5 (%s), %zu parameters, %.3f GMAC/image\n", model_desc, np, model.macs / 1e9);
+  if (r->me == 0) {
+    printf("dpt-train: ResNet-50 v1.5 (%s), %zu parameters, %.3f GMAC/image\n", r->model_desc, r->np,
+           r->model.macs / 1e9);
     printf("dpt-train: %s %d train / %d val images, %d rank(s) x batch %d x %d thread(s), backend %s %s%s, "
            "%s%s%s, lr %.4g (%s, warm-up %.2g epochs), %ld steps (%.2f epochs)\n",
-           train.name, train.n, val.n, R, o.batch, threads, be->ops->name, be->precision,
+           r->train.name, r->train.n, r->val.n, R, o->batch, r->threads, be->ops->name, be->precision,
            be->host_slabs ? "" : " (device slabs)", R > 1 ? "comm " : "single rank",
-           R > 1 ? o.comm : "", o.dbuf ? ", double buffering" : "", sch.peak_lr, o.schedule,
-           o.warmup_epochs, total_steps, total_epochs);
-    if (R > 1 && n_buckets)
-      printf("dpt-train: gradients all-reduced in %d bucket(s) of %g MiB during backward%s\n", n_buckets,
-             o.bucket_mb, dev_comm ? " (each behind its CUDA event on the nccl stream)" : "");
+           R > 1 ? o->comm : "", o->dbuf ? ", double buffering" : "", r->sch.peak_lr, o->schedule,
+           o->warmup_epochs, r->total_steps, r->total_epochs);
+    if (R > 1 && r->n_buckets)
+      printf("dpt-train: gradients all-reduced in %d bucket(s) of %g MiB during backward%s\n", r->n_buckets,
+             o->bucket_mb, r->dev_comm ? " (each behind its CUDA event on the nccl stream)" : "");
     else if (R > 1)
-      printf("dpt-train: gradients all-reduced after backward (no buckets: %s)\n", no_buckets);
+      printf("dpt-train: gradients all-reduced after backward (no buckets: %s)\n", r->no_buckets);
     fflush(stdout);
   }
+}
 
-  double t_train0 = now(), steps_last = tm.steps; /* tm.steps at the last progress line */
-  long steps_run = 0, last_log_step = gstep;
-  int psig = 0;                 /* agreed preemption signal: stop after this step */
-  char ckpt_last[4300] = "";    /* rank 0: the last checkpoint written */
-  double ep_loss = 0;
-  long run_n = 0, ep_correct = 0, ep_n = 0;
-  long waits_train = 0, n_logs = 0; /* host waits in the steps and their log lines; log points */
-  while (gstep < total_steps && !(o.stop_after && steps_run == o.stop_after) && !psig) {
-    int epoch = (int)(gstep / spe), sie = (int)(gstep % spe);
-    for (int j = 0; j < o.accum; j++) dpt_loader_start(tls[j], epoch, sie);
-    for (; sie < spe && gstep < total_steps; sie++) {
-      const float *x;
-      const int *lab;
-      struct times tm0 = tm;
-      double t_step0 = now(), t3 = 0;
-      long waits0 = be->ops->host_waits(be);
-      enter_phase("train", gstep, &err);
-      for (int j = 0; j < o.accum; j++) {
-        double t0 = now();
-        if (dpt_loader_next(tls[j], &x, &lab, &tm.data) < 0) { /* a record failed to decode */
-          err = *dpt_loader_err(tls[j]);
-          rc = err.code;
-          goto fail;
-        }
-        double t1 = now();
-        /* forward, loss and its gradient, backward: all on the backend, no host wait */
-        if ((rc = dpt_backend_forward(be, x, 1, NULL, &err)) ||
-            (rc = be->ops->loss(be, lab, (float)o.smoothing, 1.0f / (o.batch * o.accum), &err)))
-          goto fail;
-        double t2 = now();
-        if ((rc = dpt_backend_backward(be, NULL, NULL, &err))) goto fail;
-        t3 = now();
-        if (o.accum > 1) { /* backward overwrites the gradient slab: sum the micro-batches (on the host) */
-          float *g = hg;
-          if ((rc = be->ops->sync(be, &err)) || (rc = slab_get(be, DPT_SLAB_GRADS, g, &err))) goto fail;
-          if (j == 0) memcpy(gacc, g, np * sizeof(float));
-          else
+/* Micro-batch j's forward, loss and backward: all on the backend, no host wait.  With
+ * --accumulate K the micro-batches' gradients are summed on the host (backward
+ * overwrites the gradient slab). */
+static int micro_batch(struct run *r, int j, double *t_bwd_end, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  struct dpt_backend *be = r->be;
+  const float *x;
+  const int *lab;
+  int rc;
+  if (dpt_loader_next(r->tls[j], &x, &lab, &r->tm.data) < 0) { /* a record failed to decode */
+    *err = *dpt_loader_err(r->tls[j]);
+    return err->code;
+  }
+  double t1 = now();
+  if ((rc = dpt_backend_forward(be, x, 1, NULL, err)) ||
+      (rc = be->ops->loss(be, lab, (float)o->smoothing, 1.0f / (o->batch * o->accum), err)))
+    return rc;
+  double t2 = now();
+  if ((rc = dpt_backend_backward(be, NULL, NULL, err))) return rc;
+  *t_bwd_end = now();
+  if (o->accum > 1) { /* sum the micro-batches on the host */
+    float *g = r->hg;
+    size_t np = r->np;
+    if ((rc = be->ops->sync(be, err)) || (rc = slab_get(be, DPT_SLAB_GRADS, g, err))) return rc;
+    if (j == 0) memcpy(r->gacc, g, np * sizeof(float));
+    else
 #pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < np; i++) gacc[i] += g[i];
-          if (j == o.accum - 1) {
-            memcpy(g, gacc, np * sizeof(float));
-            if ((rc = slab_put(be, DPT_SLAB_GRADS, g, &err))) goto fail;
-          }
-        }
-        tm.fwd += t2 - t1;
-        tm.bwd += now() - t2;
-        (void)t0;
-      }
-      if ((rc = enter_phase("allreduce", gstep, &err))) goto fail;
-      /* update with the learning rate of the step whose gradient is applied */
-      if (o.dbuf) {
-        if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
-        /* nothing in flight here: the flag's all-reduce cannot interleave with the gradient's */
-        if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
-        double t4 = now();
-        tm.ar_exposed += t4 - t3;
-        float lr_prev = (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe);
-        if (be->pending) { /* the pending slab is the backend's (cpu: host; cuda with nccl: device) */
-          void *ready;
-          if (have_pending && (rc = apply_step(be, mixed, be->pending, lr_prev, &err))) goto fail;
-          /* pending <- this step's gradient, behind the update that read it; nccl waits for the copy */
-          if ((rc = be->ops->stash_grads(be, &ready, &err)) ||
-              (rc = grad_start(&rk, &fl, be->pending, np, o.fp16, ready, &err)))
-            goto fail;
-        } else { /* device slabs, host communicator: through the host */
-          /* this step's gradient to the host first: a device sgd_step(pending) overwrites the slab */
-          if ((rc = be->ops->sync(be, &err)) || (rc = slab_get(be, DPT_SLAB_GRADS, hg, &err))) goto fail;
-          if (have_pending && (rc = apply_step(be, mixed, pending, lr_prev, &err))) goto fail;
-          memcpy(pending, hg, np * sizeof(float));
-          if ((rc = grad_start(&rk, &fl, pending, np, o.fp16, NULL, &err))) goto fail;
-        }
-        have_pending = 1;
-        tm.update += now() - t4;
-      } else {
-        if ((rc = preempt_agree(&rk, &psig, &err))) goto fail;
-        if (n_buckets) { /* queued bucket by bucket during backward */
-          if ((rc = bucket_wait_all(&ba, &err))) goto fail;
-        } else if (R > 1) { /* one all-reduce after backward: its gradients complete first */
-          if ((rc = be->ops->sync(be, &err))) goto fail;
-          if (dev_comm) { /* nccl: the gradient slab itself */
-            if ((rc = grad_allreduce(&rk, be->grads, np, o.fp16, &err))) goto fail;
-          } else if ((rc = slab_get(be, DPT_SLAB_GRADS, hg, &err)) ||
-                     (rc = grad_allreduce(&rk, hg, np, o.fp16, &err)) || (rc = slab_put(be, DPT_SLAB_GRADS, hg, &err))) {
-            goto fail;
-          }
-        } /* one rank: the update follows backward on the backend's own stream, no wait */
-        double t4 = now();
-        tm.ar_exposed += t4 - t3;
-        if ((rc = apply_step(be, mixed, NULL, (float)dpt_schedule_lr(&sch, (double)gstep / spe), &err)))
-          goto fail;
-        tm.update += now() - t4;
-      }
-      gstep++;
-      steps_run++;
-      tm.steps += now() - t_step0;
+      for (size_t i = 0; i < np; i++) r->gacc[i] += g[i];
+    if (j == o->accum - 1) {
+      memcpy(g, r->gacc, np * sizeof(float));
+      if ((rc = slab_put(be, DPT_SLAB_GRADS, g, err))) return rc;
+    }
+  }
+  r->tm.fwd += t2 - t1;
+  r->tm.bwd += now() - t2;
+  return 0;
+}
+
+/* The gradient average and the update, double-buffered: wait for the previous step's
+ * all-reduce, apply it (with its learning rate), start this step's. */
+static int update_double_buffered(struct run *r, double t3, struct dpt_err *err)
+{
+  struct dpt_backend *be = r->be;
+  int rc;
+  if ((rc = grad_wait(&r->rk, &r->fl, err))) return rc;
+  /* nothing in flight here: the flag's all-reduce cannot interleave with the gradient's */
+  if ((rc = preempt_agree(&r->rk, &r->psig, err))) return rc;
+  double t4 = now();
+  r->tm.ar_exposed += t4 - t3;
+  float lr_prev = (float)dpt_schedule_lr(&r->sch, (double)(r->gstep - 1) / r->spe);
+  if (be->pending) { /* the pending slab is the backend's (cpu: host; cuda with nccl: device) */
+    void *ready;
+    if (r->have_pending && (rc = apply_step(be, r->mixed, be->pending, lr_prev, err))) return rc;
+    /* pending <- this step's gradient, behind the update that read it; nccl waits for the copy */
+    if ((rc = be->ops->stash_grads(be, &ready, err)) ||
+        (rc = grad_start(&r->rk, &r->fl, be->pending, r->np, r->o.fp16, ready, err)))
+      return rc;
+  } else { /* device slabs, host communicator: through the host */
+    /* this step's gradient to the host first: a device sgd_step(pending) overwrites the slab */
+    if ((rc = be->ops->sync(be, err)) || (rc = slab_get(be, DPT_SLAB_GRADS, r->hg, err))) return rc;
+    if (r->have_pending && (rc = apply_step(be, r->mixed, r->pending, lr_prev, err))) return rc;
+    memcpy(r->pending, r->hg, r->np * sizeof(float));
+    if ((rc = grad_start(&r->rk, &r->fl, r->pending, r->np, r->o.fp16, NULL, err))) return rc;
+  }
+  r->have_pending = 1;
+  r->tm.update += now() - t4;
+  return 0;
+}
+
+/* The gradient average (buckets queued during backward, or one all-reduce now) and the
+ * update with this step's learning rate. */
+static int update(struct run *r, double t3, struct dpt_err *err)
+{
+  struct dpt_backend *be = r->be;
+  int rc;
+  if ((rc = preempt_agree(&r->rk, &r->psig, err))) return rc;
+  if (r->n_buckets) { /* queued bucket by bucket during backward */
+    if ((rc = bucket_wait_all(&r->ba, err))) return rc;
+  } else if (r->R > 1) { /* one all-reduce after backward: its gradients complete first */
+    if ((rc = be->ops->sync(be, err))) return rc;
+    if (r->dev_comm) { /* nccl: the gradient slab itself */
+      if ((rc = grad_allreduce(&r->rk, be->grads, r->np, r->o.fp16, err))) return rc;
+    } else if ((rc = slab_get(be, DPT_SLAB_GRADS, r->hg, err)) ||
+               (rc = grad_allreduce(&r->rk, r->hg, r->np, r->o.fp16, err)) ||
+               (rc = slab_put(be, DPT_SLAB_GRADS, r->hg, err))) {
+      return rc;
+    }
+  } /* one rank: the update follows backward on the backend's own stream, no wait */
+  double t4 = now();
+  r->tm.ar_exposed += t4 - t3;
+  if ((rc = apply_step(be, r->mixed, NULL, (float)dpt_schedule_lr(&r->sch, (double)r->gstep / r->spe), err)))
+    return rc;
+  r->tm.update += now() - t4;
+  return 0;
+}
+
+/* One training step, llm.c's list: per micro-batch the batch, forward, loss and
+ * backward; then the gradient average and the update. */
+static int train_step(struct run *r, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  struct times tm0 = r->tm;
+  double t_step0 = now(), t3 = t_step0;
+  int rc;
+  enter_phase("train", r->gstep, err);
+  for (int j = 0; j < o->accum; j++)
+    if ((rc = micro_batch(r, j, &t3, err))) return rc;
+  if ((rc = enter_phase("allreduce", r->gstep, err))) return rc;
+  if ((rc = o->dbuf ? update_double_buffered(r, t3, err) : update(r, t3, err))) return rc;
+  r->gstep++;
+  r->steps_run++;
+  r->tm.steps += now() - t_step0;
 #ifdef DPT_TRAIN_HAVE_COMM
-      if (rep) {
-        struct dpt_report_step rs = {.data_wait = tm.data - tm0.data, .forward = tm.fwd - tm0.fwd,
-                                     .backward = tm.bwd - tm0.bwd, .update = tm.update - tm0.update,
-                                     .allreduce_exposed = tm.ar_exposed - tm0.ar_exposed,
-                                     .allreduce = tm.ar_exposed - tm0.ar_exposed, .step = tm.steps - tm0.steps,
-                                     .images = (long)o.batch * o.accum};
-        if (o.dbuf) rs.allreduce = 0; /* overlapped: only the exposed part is measured */
-        if ((rc = dpt_report_add_step(rep, &rs, &err))) goto fail;
-      }
+  if (r->rep) {
+    struct times *tm = &r->tm;
+    struct dpt_report_step rs = {.data_wait = tm->data - tm0.data, .forward = tm->fwd - tm0.fwd,
+                                 .backward = tm->bwd - tm0.bwd, .update = tm->update - tm0.update,
+                                 .allreduce_exposed = tm->ar_exposed - tm0.ar_exposed,
+                                 .allreduce = tm->ar_exposed - tm0.ar_exposed, .step = tm->steps - tm0.steps,
+                                 .images = (long)o->batch * o->accum};
+    if (o->dbuf) rs.allreduce = 0; /* overlapped: only the exposed part is measured */
+    if ((rc = dpt_report_add_step(r->rep, &rs, err))) return rc;
+  }
 #else
-      (void)tm0, (void)t_step0;
+  (void)tm0;
 #endif
-      ep_n += (long)o.batch * o.accum;
-      if (o.dbuf && gstep == total_steps) { /* the last averaged gradient still has to be applied */
-        if ((rc = grad_wait(&rk, &fl, &err))) goto fail;
-        if ((rc = apply_step(be, mixed, be->pending ? be->pending : pending,
-                             (float)dpt_schedule_lr(&sch, (double)(gstep - 1) / spe), &err)))
-          goto fail;
-        have_pending = 0;
-      }
-      run_n += (long)o.batch * o.accum;
-      int end_epoch = sie == spe - 1 || gstep == total_steps;
-      if (gstep % o.log_every == 0 || end_epoch) { /* every rank: its totals, the one host wait */
-        struct dpt_loss_totals lt;
-        if ((rc = be->ops->loss_totals(be, &lt, &err))) goto fail;
-        ep_loss += lt.loss_sum;
-        ep_correct += lt.top1;
-        n_logs++;
-        if (me == 0) {
-          double t = now(), ips = (double)(gstep - last_log_step) * o.batch * o.accum * R / (t - t_last);
-          char eta[32];
-          fmt_eta((total_steps - gstep) * (t - t_train0) / steps_run, eta, sizeof eta);
-          printf("epoch %d/%d step %d/%d loss %.4f acc %.2f%% lr %.4g %.0f img/s ETA %s\n", epoch + 1,
-                 (int)ceil(total_epochs), sie + 1, spe, lt.loss_sum / run_n, 100.0 * lt.top1 / run_n,
-                 dpt_schedule_lr(&sch, (double)gstep / spe), ips, eta);
-          fflush(stdout);
-          t_last = t;
-        }
-        last_log_step = gstep;
-        run_n = 0;
-      }
-      waits_train += be->ops->host_waits(be) - waits0;
-      int stopping = (o.stop_after && steps_run == o.stop_after) || psig;
-      int do_ckpt = o.ckpt_dir && (gstep % ckpt_every == 0 || gstep == total_steps || stopping);
-      if (do_ckpt || (end_epoch && o.val)) {
-        if ((rc = enter_phase(do_ckpt ? "checkpoint" : "validation", gstep, &err))) goto fail;
-        /* BN running statistics are per rank during training: average them */
-        if ((rc = state_average(&rk, be, hs, &err))) goto fail;
-      }
-      if (do_ckpt) {
-        if ((rc = grad_wait(&rk, &fl, &err))) goto fail; /* pending must be complete on disk */
-        if (me == 0) {
-          char path[4300];
-          cm.global_step = (uint64_t)gstep;
-          cm.epoch = (int)(gstep / spe);
-          cm.step_in_epoch = (int)(gstep % spe);
-          if (mixed) { /* mixed precision: the loss scaler resumes where it is */
-            if ((rc = be->ops->scaler_get(be, &scaler, &err))) goto fail;
-            cm.loss_scale = scaler.scale;
-            cm.scale_good_steps = scaler.good_steps;
-            cm.scale_skipped = scaler.skipped;
-          }
-          dpt_ckpt_path(o.ckpt_dir, (uint64_t)gstep, path, sizeof path);
-          if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err)) || (rc = slab_get(be, DPT_SLAB_STATE, hs, &err)) ||
-              (rc = slab_get(be, DPT_SLAB_VELOCITY, hv, &err)) ||
-              (be->pending && (rc = slab_get(be, DPT_SLAB_PENDING, pending, &err))) ||
-              (rc = dpt_ckpt_save(path, &cm, hp, hs, hv, pending, &err)))
-            goto fail;
-          snprintf(ckpt_last, sizeof ckpt_last, "%s", path);
-          dpt_ckpt_prune(o.ckpt_dir, 2);
-        }
-      }
-      if (end_epoch && o.val) {
-        if ((rc = enter_phase("validation", gstep, &err))) goto fail;
-        double tv = now();
-        if ((rc = validate(be, vl, &rk, &vr, &err))) goto fail;
-        tm.val += now() - tv;
-        if (me == 0) {
-          printf("epoch %d validation: top-1 %.2f%% top-5 %.2f%% loss %.4f (%ld images); train loss %.4f "
-                 "top-1 %.2f%% (rank 0) [%.1f s elapsed]\n", epoch + 1, 100 * vr.top1, 100 * vr.top5, vr.loss,
-                 vr.n, ep_n ? ep_loss / ep_n : 0.0, ep_n ? 100.0 * ep_correct / ep_n : 0.0, now() - t_start);
-          fflush(stdout);
-          json_array_append_new(curve, json_pack("{s:f,s:I,s:f,s:f,s:f,s:f}", "epoch", (double)gstep / spe,
-                                                 "step", (json_int_t)gstep, "top1", vr.top1, "top5", vr.top5,
-                                                 "loss", vr.loss, "elapsed_s", now() - t_start));
-        }
+  r->ep_n += (long)o->batch * o->accum;
+  r->run_n += (long)o->batch * o->accum;
+  if (o->dbuf && r->gstep == r->total_steps) { /* the last averaged gradient still has to be applied */
+    if ((rc = grad_wait(&r->rk, &r->fl, err)) ||
+        (rc = apply_step(r->be, r->mixed, r->be->pending ? r->be->pending : r->pending,
+                         (float)dpt_schedule_lr(&r->sch, (double)(r->gstep - 1) / r->spe), err)))
+      return rc;
+    r->have_pending = 0;
+  }
+  return 0;
+}
+
+/* A log line: every rank reads its loss totals (the one host wait of the interval);
+ * rank 0 prints the interval's loss, accuracy and speed. */
+static int log_progress(struct run *r, int epoch, int sie, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  struct dpt_loss_totals lt;
+  int rc;
+  double tw = now();
+  if ((rc = r->be->ops->loss_totals(r->be, &lt, err))) return rc;
+  r->tm.steps += now() - tw; /* a device backend finishes the interval's steps here: their time */
+  r->ep_loss += lt.loss_sum;
+  r->ep_correct += lt.top1;
+  r->n_logs++;
+  if (r->me == 0) {
+    double t = now(), ips = (double)(r->gstep - r->last_log_step) * o->batch * o->accum * r->R /
+                            (r->tm.steps > r->steps_last ? r->tm.steps - r->steps_last : 1e-9);
+    char eta[32];
+    fmt_eta((r->total_steps - r->gstep) * (t - r->t_train0) / r->steps_run, eta, sizeof eta);
+    printf("epoch %d/%d step %d/%d loss %.4f acc %.2f%% lr %.4g %.0f img/s ETA %s\n", epoch + 1,
+           (int)ceil(r->total_epochs), sie + 1, r->spe, lt.loss_sum / r->run_n, 100.0 * lt.top1 / r->run_n,
+           dpt_schedule_lr(&r->sch, (double)r->gstep / r->spe), ips, eta);
+    fflush(stdout);
+    r->steps_last = r->tm.steps;
+  }
+  r->last_log_step = r->gstep;
+  r->run_n = 0;
+  return 0;
+}
+
+/* A checkpoint (rank 0 writes it): parameters, BN state, momentum, the pending
+ * gradient once its all-reduce is complete, the loss scaler. */
+static int checkpoint_save(struct run *r, struct dpt_err *err)
+{
+  struct dpt_backend *be = r->be;
+  struct dpt_ckpt_meta *cm = &r->cm;
+  char path[4300];
+  int rc;
+  if ((rc = grad_wait(&r->rk, &r->fl, err))) return rc; /* pending must be complete on disk */
+  if (r->me) return 0;
+  cm->global_step = (uint64_t)r->gstep;
+  cm->epoch = (int)(r->gstep / r->spe);
+  cm->step_in_epoch = (int)(r->gstep % r->spe);
+  if (r->mixed) { /* mixed precision: the loss scaler resumes where it is */
+    if ((rc = be->ops->scaler_get(be, &r->scaler, err))) return rc;
+    cm->loss_scale = r->scaler.scale;
+    cm->scale_good_steps = r->scaler.good_steps;
+    cm->scale_skipped = r->scaler.skipped;
+  }
+  dpt_ckpt_path(r->o.ckpt_dir, (uint64_t)r->gstep, path, sizeof path);
+  if ((rc = slab_get(be, DPT_SLAB_PARAMS, r->hp, err)) || (rc = slab_get(be, DPT_SLAB_STATE, r->hs, err)) ||
+      (rc = slab_get(be, DPT_SLAB_VELOCITY, r->hv, err)) ||
+      (be->pending && (rc = slab_get(be, DPT_SLAB_PENDING, r->pending, err))) ||
+      (rc = dpt_ckpt_save(path, cm, r->hp, r->hs, r->hv, r->pending, err)))
+    return rc;
+  snprintf(r->ckpt_last, sizeof r->ckpt_last, "%s", path);
+  dpt_ckpt_prune(r->o.ckpt_dir, 2);
+  return 0;
+}
+
+/* The end of an epoch: validation, its line, the learning curve (report, and next to
+ * the checkpoints), the epoch's training totals reset. */
+static int validate_epoch(struct run *r, int epoch, struct dpt_err *err)
+{
+  struct val_result *vr = &r->vr;
+  double ep_loss = r->ep_n ? r->ep_loss / r->ep_n : NAN, ep_top1 = r->ep_n ? (double)r->ep_correct / r->ep_n : NAN;
+  double ep = (double)r->gstep / r->spe, lr = dpt_schedule_lr(&r->sch, ep);
+  int rc;
+  if ((rc = enter_phase("validation", r->gstep, err))) return rc;
+  double tv = now();
+  if ((rc = validate(r->be, r->vl, &r->rk, vr, err))) return rc;
+  r->tm.val += now() - tv;
+  if (r->me == 0) {
+    printf("epoch %d validation: top-1 %.2f%% top-5 %.2f%% loss %.4f (%ld images); train loss %.4f "
+           "top-1 %.2f%% (rank 0) [%.1f s elapsed]\n", epoch + 1, 100 * vr->top1, 100 * vr->top5, vr->loss,
+           vr->n, r->ep_n ? ep_loss : 0.0, r->ep_n ? 100.0 * ep_top1 : 0.0, now() - r->t_start);
+    fflush(stdout);
+    json_array_append_new(r->curve, json_pack("{s:f,s:I,s:f,s:f,s:f,s:f}", "epoch", ep, "step",
+                                              (json_int_t)r->gstep, "top1", vr->top1, "top5", vr->top5,
+                                              "loss", vr->loss, "elapsed_s", now() - r->t_start));
+  }
 #ifdef DPT_TRAIN_HAVE_COMM
-        if (rep) {
-          struct dpt_report_epoch re;
-          dpt_report_epoch_init(&re);
-          re.epoch = (double)gstep / spe;
-          re.step = gstep;
-          re.train_loss = ep_n ? ep_loss / ep_n : NAN;
-          re.train_top1 = ep_n ? (double)ep_correct / ep_n : NAN;
-          re.val_loss = vr.loss;
-          re.val_top1 = vr.top1;
-          re.val_top5 = vr.top5;
-          re.lr = dpt_schedule_lr(&sch, (double)gstep / spe);
-          if ((rc = dpt_report_add_epoch(rep, &re, &err))) goto fail;
-        }
+  if (r->rep) {
+    struct dpt_report_epoch re;
+    dpt_report_epoch_init(&re);
+    re.epoch = ep;
+    re.step = r->gstep;
+    re.train_loss = ep_loss;
+    re.train_top1 = ep_top1;
+    re.val_loss = vr->loss;
+    re.val_top1 = vr->top1;
+    re.val_top5 = vr->top5;
+    re.lr = lr;
+    if ((rc = dpt_report_add_epoch(r->rep, &re, err))) return rc;
+  }
 #endif
-        if (me == 0) {
-          struct dpt_ckpt_point pt = {(double)gstep / spe, gstep, ep_n ? ep_loss / ep_n : NAN,
-                                      ep_n ? (double)ep_correct / ep_n : NAN, vr.loss, vr.top1, vr.top5,
-                                      dpt_schedule_lr(&sch, (double)gstep / spe), now() - t_start};
-          curve_keep(&cl, o.ckpt_dir, &pt);
-        }
-        ep_loss = 0;
-        ep_correct = ep_n = 0;
+  if (r->me == 0) {
+    struct dpt_ckpt_point pt = {ep, r->gstep, ep_loss, ep_top1, vr->loss, vr->top1, vr->top5, lr,
+                                now() - r->t_start};
+    curve_keep(&r->cl, r->o.ckpt_dir, &pt);
+  }
+  r->ep_loss = 0;
+  r->ep_correct = r->ep_n = 0;
+  return 0;
+}
+
+/* The step loop: epochs of steps; a log line every --log-every steps and at an
+ * epoch's end; checkpoints; validation at an epoch's end; a stop after
+ * --stop-after steps or an agreed preemption signal. */
+static int train_loop(struct run *r, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  int rc;
+  r->t_train0 = now();
+  r->steps_last = r->tm.steps;
+  r->last_log_step = r->gstep;
+  while (r->gstep < r->total_steps && !(o->stop_after && r->steps_run == o->stop_after) && !r->psig) {
+    int epoch = (int)(r->gstep / r->spe), sie = (int)(r->gstep % r->spe);
+    for (int j = 0; j < o->accum; j++) dpt_loader_start(r->tls[j], epoch, sie);
+    for (; sie < r->spe && r->gstep < r->total_steps; sie++) {
+      long waits0 = r->be->ops->host_waits(r->be);
+      if ((rc = train_step(r, err))) return rc;
+      int end_epoch = sie == r->spe - 1 || r->gstep == r->total_steps;
+      if ((r->gstep % o->log_every == 0 || end_epoch) && (rc = log_progress(r, epoch, sie, err))) return rc;
+      r->waits_train += r->be->ops->host_waits(r->be) - waits0;
+      int stopping = (o->stop_after && r->steps_run == o->stop_after) || r->psig;
+      int do_ckpt = o->ckpt_dir && (r->gstep % r->ckpt_every == 0 || r->gstep == r->total_steps || stopping);
+      if (do_ckpt || (end_epoch && o->val)) {
+        if ((rc = enter_phase(do_ckpt ? "checkpoint" : "validation", r->gstep, err))) return rc;
+        /* BN running statistics are per rank during training: average them */
+        if ((rc = state_average(&r->rk, r->be, r->hs, err))) return rc;
       }
+      if (do_ckpt && (rc = checkpoint_save(r, err))) return rc;
+      if (end_epoch && o->val && (rc = validate_epoch(r, epoch, err))) return rc;
       if (stopping) break;
     }
   }
-  tm.total = now() - t_train0;
-  enter_phase("finish", gstep, &err);
-  {
-    /* parameters must agree across ranks: checksum them */
+  r->tm.total = now() - r->t_train0;
+  return 0;
+}
+
+/* The end: parameter checksum across ranks, the final lines, decoder and skip counts,
+ * the preemption verdict (*status: DPT_TRAIN_EXIT_PREEMPTED, or 1 without a checkpoint
+ * directory), the report's results. */
+static int run_finish(struct run *r, int *status, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  struct dpt_backend *be = r->be;
+  int rc, R = r->R, me = r->me;
+  enter_phase("finish", r->gstep, err);
+  { /* parameters must agree across ranks: checksum them */
     double sum = 0;
-    if ((rc = slab_get(be, DPT_SLAB_PARAMS, hp, &err))) goto fail;
-    for (size_t i = 0; i < np; i++) sum += hp[i] * (double)((i % 7) + 1);
+    if ((rc = slab_get(be, DPT_SLAB_PARAMS, r->hp, err))) return rc;
+    for (size_t i = 0; i < r->np; i++) sum += r->hp[i] * (double)((i % 7) + 1);
     float s = (float)sum, smin = s;
     if (R > 1) {
       float v[2] = {s, -s};
-      if ((rc = ranks_allreduce(&rk, v, 2, 1, 0, &err))) goto fail;
+      if ((rc = ranks_allreduce(&r->rk, v, 2, 1, 0, err))) return rc;
       smin = v[0];
     }
     /* img/s as the report counts it: every rank's images over the slowest rank's training steps */
-    double tsteps = tm.steps;
+    double tsteps = r->tm.steps;
     if (R > 1) {
       float *ts = calloc((size_t)R, sizeof *ts);
-      if (!ts) {
-        rc = dpt_err_set(&err, DPT_E_NOMEM, "out of memory for %d step times", R);
-        goto fail;
-      }
-      ts[me] = (float)tm.steps;
-      if ((rc = ranks_allreduce(&rk, ts, (size_t)R, 0, 0, &err))) {
+      if (!ts) return dpt_err_set(err, DPT_E_NOMEM, "out of memory for %d step times", R);
+      ts[me] = (float)r->tm.steps;
+      if ((rc = ranks_allreduce(&r->rk, ts, (size_t)R, 0, 0, err))) {
         free(ts);
-        goto fail;
+        return rc;
       }
-      for (int r = 0; r < R; r++)
-        if (ts[r] > tsteps) tsteps = ts[r];
+      for (int q = 0; q < R; q++)
+        if (ts[q] > tsteps) tsteps = ts[q];
       free(ts);
     }
     if (me == 0) printf("dpt-train: done: %ld steps in %.1f s (%.1f s of training steps), %.1f img/s total; "
-                        "parameter checksum %.6e%s\n", steps_run, tm.total, tsteps,
-                        tsteps > 0 ? steps_run * (double)o.batch * o.accum * R / tsteps : 0.0, sum,
+                        "parameter checksum %.6e%s\n", r->steps_run, r->tm.total, tsteps,
+                        tsteps > 0 ? r->steps_run * (double)o->batch * o->accum * R / tsteps : 0.0, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
     if (me == 0 && !be->host_slabs)
       printf("dpt-train: backend %s memory (rank 0): %.1f MB allocated, peak %.1f MB\n", be->ops->name,
@@ -1628,117 +1755,152 @@ int main(int argc, char **argv)
     /* what the step loop waited for (tests hold it to one wait per log interval) */
     if (me == 0)
       printf("dpt-train: host waits (rank 0): %ld in %ld training step(s) and their %ld log line(s); %ld in all\n",
-             waits_train, steps_run, n_logs, be->ops->host_waits(be));
-    if (mixed && (rc = be->ops->scaler_get(be, &scaler, &err))) goto fail;
-    if (me == 0 && mixed)
+             r->waits_train, r->steps_run, r->n_logs, be->ops->host_waits(be));
+    if (r->mixed && (rc = be->ops->scaler_get(be, &r->scaler, err))) return rc;
+    if (me == 0 && r->mixed)
       printf("dpt-train: mixed precision: %ld step(s) skipped on gradient overflow, loss scale now %g\n",
-             scaler.skipped, (double)scaler.scale);
+             r->scaler.skipped, (double)r->scaler.scale);
   }
-  if (train.files && me == 0) { /* imagenet: which decoders the training loader used (rank 0) */
+  if (r->train.files && me == 0) { /* imagenet: which decoders the training loader used (rank 0) */
     struct dpt_loader_stats ls;
-    dpt_loader_stats(tls[0], &ls);
+    dpt_loader_stats(r->tls[0], &ls);
     printf("dpt-train: training loader (%s): %ld images decoded (prefetched ones included): %ld by nvJPEG's "
            "hardware decoder, %ld by its hybrid decoder, %ld by libturbojpeg (%ld of them refused by nvJPEG)\n",
-           dpt_loader_decoder(tls[0]), ls.images, ls.gpu_hw, ls.gpu_hybrid, ls.cpu, ls.gpu_refused);
+           dpt_loader_decoder(r->tls[0]), ls.images, ls.gpu_hw, ls.gpu_hybrid, ls.cpu, ls.gpu_refused);
   }
-  if (train.files) { /* imagenet: records that failed to decode and were skipped (--skip-bad), all ranks */
-    float sk[2] = {(float)(dpt_data_skipped(&train) - train.skipped), o.val ? (float)(dpt_data_skipped(&val) - val.skipped) : 0};
-    if ((rc = ranks_allreduce(&rk, sk, 2, 0, 0, &err))) goto fail;
+  if (r->train.files) { /* imagenet: records that failed to decode and were skipped (--skip-bad), all ranks */
+    float sk[2] = {(float)(dpt_data_skipped(&r->train) - r->train.skipped),
+                   o->val ? (float)(dpt_data_skipped(&r->val) - r->val.skipped) : 0};
+    if ((rc = ranks_allreduce(&r->rk, sk, 2, 0, 0, err))) return rc;
     if (me == 0 && (sk[0] > 0 || sk[1] > 0))
       fprintf(stderr, "dpt-train: skipped %.0f training and %.0f validation images that failed to decode "
               "(--skip-bad; counted once per file and rank)\n", sk[0], sk[1]);
 #ifdef DPT_TRAIN_HAVE_COMM
-    if (rep) {
-      dpt_report_set_config(rep, "skipped_records", json_integer(train.skipped + (json_int_t)sk[0]));
-      dpt_report_set_config(rep, "skipped_val_images", json_integer((json_int_t)sk[1] + val.skipped));
+    if (r->rep) {
+      dpt_report_set_config(r->rep, "skipped_records", json_integer(r->train.skipped + (json_int_t)sk[0]));
+      dpt_report_set_config(r->rep, "skipped_val_images", json_integer((json_int_t)sk[1] + r->val.skipped));
     }
 #endif
   }
-  if (psig && gstep == total_steps) { /* the signal came during the last step: nothing left to resume */
+  if (r->psig && r->gstep == r->total_steps) { /* the signal came during the last step: nothing left to resume */
     if (me == 0) printf("dpt-train: %s received during the last step: training is complete\n",
-                        psig == SIGUSR1 ? "SIGUSR1" : "SIGTERM");
-  } else if (psig) {
-    const char *sn = psig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
-    if (o.ckpt_dir) {
+                        r->psig == SIGUSR1 ? "SIGUSR1" : "SIGTERM");
+  } else if (r->psig) {
+    const char *sn = r->psig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+    if (o->ckpt_dir) {
       if (me == 0)
-        printf("dpt-train: preempted by %s at step %ld; checkpoint %s; resume with --resume auto\n", sn, gstep,
-               ckpt_last);
-      status = DPT_TRAIN_EXIT_PREEMPTED;
+        printf("dpt-train: preempted by %s at step %ld; checkpoint %s; resume with --resume auto\n", sn, r->gstep,
+               r->ckpt_last);
+      *status = DPT_TRAIN_EXIT_PREEMPTED;
     } else {
       if (me == 0)
         fprintf(stderr, "dpt-train: preempted by %s at step %ld, but no --checkpoint-dir was given, so no "
                 "checkpoint was written and this run's %ld steps are lost; give --checkpoint-dir DIR to "
-                "make the job resumable\n", sn, gstep, steps_run);
-      status = 1;
+                "make the job resumable\n", sn, r->gstep, r->steps_run);
+      *status = 1;
     }
     fflush(stdout);
   }
 #ifdef DPT_TRAIN_HAVE_COMM
-  if (rep) {
+  if (r->rep) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double ips = steps_run * (double)o.batch * o.accum / (tm.steps > 0 ? tm.steps : 1); /* over its steps */
-    dpt_report_set_result(rep, "train", json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:o}",
-        "steps_run", (json_int_t)steps_run, "seconds", tm.total, "validation_seconds", tm.val,
-        "images_per_s_rank0", ips, "final_top1", vr.top1, "final_top5", vr.top5,
-        "peak_rss_bytes_rank0", (json_int_t)ru.ru_maxrss * 1024, "accuracy_curve", curve));
-    curve = NULL;
+    double ips = r->steps_run * (double)o->batch * o->accum / (r->tm.steps > 0 ? r->tm.steps : 1); /* over its steps */
+    dpt_report_set_result(r->rep, "train", json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:o}",
+        "steps_run", (json_int_t)r->steps_run, "seconds", r->tm.total, "validation_seconds", r->tm.val,
+        "images_per_s_rank0", ips, "final_top1", r->vr.top1, "final_top5", r->vr.top5,
+        "peak_rss_bytes_rank0", (json_int_t)ru.ru_maxrss * 1024, "accuracy_curve", r->curve));
+    r->curve = NULL;
     /* the backend's memory (cuda: device bytes, peak including the algorithm search) */
     json_t *mem = json_pack("{s:s,s:b,s:I,s:I}", "backend", be->ops->name, "device", !be->host_slabs,
                             "allocated_bytes_rank0", (json_int_t)be->ops->memory_bytes(be),
                             "peak_bytes_rank0", (json_int_t)be->ops->peak_bytes(be));
-    if (mem && mixed)
-      json_object_update_new(mem, json_pack("{s:f,s:I}", "final_loss_scale", (double)scaler.scale, "skipped_steps",
-                                            (json_int_t)scaler.skipped));
-    dpt_report_set_result(rep, "backend_memory", mem);
+    if (mem && r->mixed)
+      json_object_update_new(mem, json_pack("{s:f,s:I}", "final_loss_scale", (double)r->scaler.scale,
+                                            "skipped_steps", (json_int_t)r->scaler.skipped));
+    dpt_report_set_result(r->rep, "backend_memory", mem);
   }
 #endif
-  goto out;
+  return 0;
+}
+
+/* The report written (rank 0 gathers), then everything freed: the communicators
+ * first (their worker finishes what is queued: a failed step may leave gradient
+ * buckets or the pending all-reduce in flight), the backend's host buffers before
+ * the backend.  Returns the exit status. */
+static int run_close(struct run *r, int status, const struct dpt_err *err)
+{
+#ifdef DPT_TRAIN_HAVE_COMM
+  if (r->rep) {
+    struct dpt_err re = {0};
+    MPI_Comm mc = r->rk.comm ? dpt_comm_mpi(r->rk.comm) : MPI_COMM_NULL;
+    struct dpt_report_gather g = {dpt_report_gather_mpi, &mc};
+    char path[4096];
+    if (status && err->code) dpt_report_set_error(r->rep, err);
+    dpt_report_set_exit_status(r->rep, status);
+    if (dpt_report_finish(r->rep, r->R > 1 ? &g : NULL, r->o.report, path, &re) < 0) {
+      fprintf(stderr, "dpt-train: rank %d: report: %s\n", r->rk.rank, re.msg);
+      if (!status) status = dpt_err_exit_status(&re);
+    } else if (r->me == 0) {
+      printf("dpt-train: report %s\n", path);
+    }
+    dpt_report_destroy(r->rep);
+  }
+#else
+  (void)err;
+#endif
+  ranks_fini(&r->rk);
+  json_decref(r->curve);
+  free(r->cl.p);
+#ifdef DPT_TRAIN_HAVE_COMM
+  free(r->ba.req);
+#endif
+  free(r->buckets);
+  for (int j = 0; j < 64; j++) dpt_loader_destroy(r->tls[j]);
+  dpt_loader_destroy(r->vl);
+  if (r->be) {
+    dpt_backend_host_free(r->be, r->mirrors);
+    dpt_backend_host_free(r->be, r->pending);
+  }
+  dpt_backend_destroy(r->be);
+  dpt_model_free(&r->model);
+  dpt_data_free(&r->train);
+  dpt_data_free(&r->val);
+  free(r->mask), free(r->gacc);
+  return status;
+}
+
+int main(int argc, char **argv)
+{
+  static struct run run; /* zeroed; large (path buffers, 64 loaders): not on the stack */
+  struct run *r = &run;
+  struct dpt_err err = {0};
+  int rc = 0, status = 0;
+  r->rk.size = 1;
+  r->R = 1;
+  r->ba.rk = &r->rk;
+  r->t_start = now();
+  defaults(&r->o);
+  if ((status = parse(argc, argv, &r->o))) return status;
+#ifdef DPT_TRAIN_HAVE_COMM
+  /* a bad --baseline is refused now, not after the run (rank 0 reads it at the end) */
+  if (r->o.baseline && dpt_report_check_baseline(r->o.baseline, &err)) return bad("%s", err.msg);
+#endif
+  r->curve = json_array();
+  if ((rc = run_start(r, &argc, &argv, &err)) || (rc = run_model(r, &err)) || (rc = run_backend(r, &err)) ||
+      (rc = run_loaders(r, &err)) || (rc = run_schedule(r, &err)) || (rc = run_buffers(r, &err)) ||
+      (rc = run_resume(r, &err)))
+    goto fail;
+  run_describe(r);
+  if ((rc = train_loop(r, &err)) || (rc = run_finish(r, &status, &err))) goto fail;
+  return run_close(r, status, &err);
 fail:
-  fprintf(stderr, "dpt-train: rank %d: %s\n", rk.rank, err.msg);
+  fprintf(stderr, "dpt-train: rank %d: %s\n", r->rk.rank, err.msg);
 #ifdef DPT_TRAIN_HAVE_COMM
   dpt_watchdog_write_error("error", err.msg, -1, NULL, NULL);
   dpt_watchdog_announce_failure(); /* the other ranks stop now, naming this one */
 #endif
   status = dpt_err_exit_status(&err);
   if (!status) status = 1;
-out:
-#ifdef DPT_TRAIN_HAVE_COMM
-  if (rep) {
-    struct dpt_err re = {0};
-    MPI_Comm mc = rk.comm ? dpt_comm_mpi(rk.comm) : MPI_COMM_NULL;
-    struct dpt_report_gather g = {dpt_report_gather_mpi, &mc};
-    char path[4096];
-    if (status && err.code) dpt_report_set_error(rep, &err);
-    dpt_report_set_exit_status(rep, status);
-    if (dpt_report_finish(rep, R > 1 ? &g : NULL, o.report, path, &re) < 0) {
-      fprintf(stderr, "dpt-train: rank %d: report: %s\n", rk.rank, re.msg);
-      if (!status) status = dpt_err_exit_status(&re);
-    } else if (me == 0) {
-      printf("dpt-train: report %s\n", path);
-    }
-    dpt_report_destroy(rep);
-  }
-#endif
-  /* communicators first: their worker finishes what is queued (a failed step may leave gradient
-   * buckets or the pending all-reduce in flight) before the buffers it reads are freed */
-  ranks_fini(&rk);
-  json_decref(curve);
-  free(cl.p);
-#ifdef DPT_TRAIN_HAVE_COMM
-  free(ba.req);
-#endif
-  free(buckets);
-  for (int j = 0; j < 64; j++) dpt_loader_destroy(tls[j]);
-  dpt_loader_destroy(vl);
-  if (be) { /* the backend's host buffers, before the backend */
-    dpt_backend_host_free(be, mirrors);
-    dpt_backend_host_free(be, pending);
-  }
-  dpt_backend_destroy(be);
-  dpt_model_free(&model);
-  dpt_data_free(&train);
-  dpt_data_free(&val);
-  free(mask), free(gacc);
-  return status;
+  return run_close(r, status, &err);
 }
