@@ -8,7 +8,7 @@
  *                      hands it to the job as SLURM_SPANK__SLURM_SPANK_OPTION_dpt_dpt
  *                      so inner sruns inherit it.
  *   local (srun, user) slurm_spank_local_user_init: the step's nodes and tasks,
- *                      the switch tree, the node topology -> dpt_plan_compute()
+ *                      the switch tree, the node topology -> dpt_job_plan()
  *                      once -> DPT_SPANK_PLAN in the step's environment.
  *   remote (slurmstepd) the option callback re-validates (this runs as root: the
  *                      parser checks lengths and bytes first); slurm_spank_task_init
