@@ -1,5 +1,6 @@
-/* ref_f64.h — the float64 reference of the GPU-vs-CPU fixture (ref/gpu_ref.{json,bin},
- * made by ref/make_gpu_ref.py) and the per-block check both backends go through.
+/* ref_f64.h — the float64 references of the GPU-vs-CPU fixtures (ref/gpu_ref.{json,bin} and
+ * ref/gpu_ref_tight.{json,bin}, made by ref/make_gpu_ref.py) and the per-block check both
+ * backends go through.
  *
  * Metric (as test_ref / test_gpu_vs_cpu): per gradient block (a layer's weight, then
  * its bias), e = max |g - ref| / max |ref|.
@@ -25,7 +26,17 @@
  * to 0.11 (layer4.2.conv3: the last add's ReLU has 3 inputs within fp32's error
  * band, layer4.1's 4); tf32 / fp16 emulation alone moves the whole gradient by
  * 74% in L2 (logits 4.5%), bf16 by 139%: at 16-bit precision this fixture's
- * gradients are not determined, and the bound says so instead of hiding it. */
+ * gradients are not determined, and the bound says so instead of hiding it.
+ *
+ * gpu_ref_tight (width 1/32, 8x8 inputs, dpt_rng seed 80) is the fp32 fixture: every ReLU
+ * input lies >= 50 sigma of fp32's forward error from 0 (make_gpu_ref.py asserts it; 86
+ * measured), so no fp32 mask flips and sens[fp32] is PyTorch's own float32 error (the
+ * largest of 8 draws: the batch in 8 orders): every block's fp32 bound is the rounding
+ * bound R, and the tests require that (all blocks tight).  Its A is 16, not 8: oneDNN's
+ * fp32 error there is measured at up to 8.3x PyTorch's largest draw (layer1.0.bn1.weight,
+ * 1 thread; 6.8x with 2; 5 other blocks at 5-7x), so A = 16 keeps a 1.9x margin over it.  The logits and the whole-gradient L2 get the same two-sided form:
+ *   max(S * sens, A * max(u, torch32 * u / u32)) with torch32 the fixture's PyTorch float32
+ *   error there (torch32_vs_float64: logits_max_rel, grads_l2_rel; absent = 0). */
 #ifndef REF_F64_H
 #define REF_F64_H
 
@@ -40,6 +51,7 @@
 
 #define REF_U32 (1.0 / 16777216.0) /* 2^-24 */
 #define REF_A 8.0
+#define REF_A_TIGHT 16.0 /* gpu_ref_tight (see above) */
 #define REF_B 4.0
 #define REF_S 2.0
 enum ref_prec { REF_FP32, REF_TF32, REF_FP16, REF_BF16, REF_NPREC };
@@ -60,6 +72,7 @@ struct ref_f64 {
   size_t blob_len;
   struct ref_block *b;
   int n_blocks;
+  double A;              /* REF_A, or REF_A_TIGHT for the well-conditioned fixture */
 };
 
 static inline void ref_die(const char *msg, const char *what)
@@ -68,17 +81,19 @@ static inline void ref_die(const char *msg, const char *what)
   exit(1);
 }
 
-static inline void ref_load(struct ref_f64 *r, const char *dir)
+/* name: "gpu_ref" or "gpu_ref_tight" (dir/name.json and dir/name.bin). */
+static inline void ref_load_named(struct ref_f64 *r, const char *dir, const char *name)
 {
   char path[4096];
   json_error_t je;
-  snprintf(path, sizeof path, "%s/gpu_ref.json", dir);
+  snprintf(path, sizeof path, "%s/%s.json", dir, name);
   if (!(r->meta = json_load_file(path, 0, &je))) ref_die(path, je.text);
-  snprintf(path, sizeof path, "%s/gpu_ref.bin", dir);
+  snprintf(path, sizeof path, "%s/%s.bin", dir, name);
   struct dpt_err err;
   char *bytes;
   if (dpt_file_read(path, "reference blob", NULL, 0, &bytes, &r->blob_len, &err)) ref_die(path, err.msg);
   r->blob = (unsigned char *)bytes;
+  r->A = json_object_get(r->meta, "relu_margin") ? REF_A_TIGHT : REF_A;
   json_t *bl = json_object_get(r->meta, "blocks");
   r->n_blocks = (int)json_array_size(bl);
   r->b = calloc((size_t)r->n_blocks, sizeof *r->b);
@@ -92,6 +107,18 @@ static inline void ref_load(struct ref_f64 *r, const char *dir)
     for (int p = 0; p < REF_NPREC; p++)
       r->b[i].sens[p] = json_number_value(json_object_get(json_object_get(o, "sens"), ref_prec_name[p]));
   }
+}
+
+static inline void ref_load(struct ref_f64 *r, const char *dir)
+{
+  ref_load_named(r, dir, "gpu_ref");
+}
+
+/* A seed of the fixture (init_seed, data_seed); the first fixture has none: dflt. */
+static inline unsigned long long ref_seed(const struct ref_f64 *r, const char *key, unsigned long long dflt)
+{
+  json_t *v = json_object_get(r->meta, key);
+  return v ? (unsigned long long)json_integer_value(v) : dflt;
 }
 
 static inline void ref_free(struct ref_f64 *r)
@@ -111,7 +138,8 @@ static inline const void *ref_section(const struct ref_f64 *r, const char *name,
   return r->blob + off;
 }
 
-/* The fixture's model (ResNet-50 v1.5 width 1/8, small stem, 3x32x32, 10 classes). */
+/* The fixture's model (ResNet-50 v1.5, small stem; gpu_ref: width 1/8, 3x32x32; gpu_ref_tight:
+ * width 1/32, 3x8x8; 10 classes). */
 static inline void ref_model_cfg(const struct ref_f64 *r, struct dpt_model_cfg *cfg)
 {
   json_t *jm = json_object_get(r->meta, "model");
@@ -134,16 +162,37 @@ static inline double ref_nerr(const float *a, const float *b, size_t n)
   return mb > 0 ? e / mb : e;
 }
 
-static inline double ref_block_tol(const struct ref_block *b, enum ref_prec p)
+/* The rounding bound R of a block, and its bound max(R, S * sens). */
+static inline double ref_block_r(const struct ref_f64 *r, const struct ref_block *b, enum ref_prec p)
 {
   double u = ref_prec_u[p];
-  return fmax(REF_A * fmax(u, b->torch32 * u / REF_U32) + REF_B * b->cond * u, REF_S * b->sens[p]);
+  return r->A * fmax(u, b->torch32 * u / REF_U32) + REF_B * b->cond * u;
+}
+
+static inline double ref_block_tol(const struct ref_f64 *r, const struct ref_block *b, enum ref_prec p)
+{
+  return fmax(ref_block_r(r, b, p), REF_S * b->sens[p]);
 }
 
 /* A measured per-precision number of the whole fixture (logits_sens, grads_l2_sens). */
 static inline double ref_meta_prec(const struct ref_f64 *r, const char *key, enum ref_prec p)
 {
   return json_number_value(json_object_get(json_object_get(r->meta, key), ref_prec_name[p]));
+}
+
+/* Bound of a whole-fixture error at precision p: max(S * sens_key[p], A * max(u, torch32 * u / u32))
+ * with torch32 = torch32_vs_float64[t32_key] (0 when the fixture has none). */
+static inline double ref_whole_tol(const struct ref_f64 *r, const char *sens_key, const char *t32_key,
+                                   enum ref_prec p)
+{
+  double u = ref_prec_u[p];
+  double t32 = json_number_value(json_object_get(json_object_get(r->meta, "torch32_vs_float64"), t32_key));
+  return fmax(REF_S * ref_meta_prec(r, sens_key, p), r->A * fmax(u, t32 * u / REF_U32));
+}
+
+static inline double ref_logits_tol(const struct ref_f64 *r, enum ref_prec p)
+{
+  return ref_whole_tol(r, "logits_sens", "logits_max_rel", p);
 }
 
 /* ||g - ref|| / ||ref|| over n values */
@@ -158,7 +207,7 @@ static inline double ref_l2err(const float *g, const float *ref, size_t n)
 }
 
 /* Check every gradient block of g against the reference at precision p, and the
- * whole slab's L2 error against S * grads_l2_sens.  Prints the named blocks and
+ * whole slab's L2 error (ref_whole_tol).  Prints the named blocks and
  * the worst e / tol; returns the number of checks over their bound (blocks + L2);
  * *tight: blocks whose bound is the rounding bound R (well-conditioned here). */
 static inline int ref_check_grads(const struct ref_f64 *r, const char *who, const float *g, enum ref_prec p,
@@ -170,8 +219,8 @@ static inline int ref_check_grads(const struct ref_f64 *r, const char *who, cons
   double wr = 0, emax = 0;
   for (int i = 0; i < r->n_blocks; i++) {
     const struct ref_block *b = &r->b[i];
-    double e = ref_nerr(g + b->off, ref + b->off, b->count), tol = ref_block_tol(b, p);
-    nt += tol <= REF_A * fmax(u, b->torch32 * u / REF_U32) + REF_B * b->cond * u;
+    double e = ref_nerr(g + b->off, ref + b->off, b->count), tol = ref_block_tol(r, b, p);
+    nt += tol <= ref_block_r(r, b, p);
     int named = 0;
     for (int k = 0; show && show[k]; k++) named |= !strcmp(show[k], b->name);
     if (e > tol) {
@@ -186,7 +235,7 @@ static inline int ref_check_grads(const struct ref_f64 *r, const char *who, cons
     emax = fmax(emax, e);
   }
   size_t np = (size_t)json_integer_value(json_object_get(r->meta, "n_params"));
-  double l2 = ref_l2err(g, ref, np), l2tol = REF_S * ref_meta_prec(r, "grads_l2_sens", p);
+  double l2 = ref_l2err(g, ref, np), l2tol = ref_whole_tol(r, "grads_l2_sens", "grads_l2_rel", p);
   printf("%s: gradients vs float64: max block error %.2e; worst e/bound %.2f in %s; %d of %d blocks held "
          "to the rounding bound; L2 %.2e (bound %.2e)\n", who, emax, wr, r->b[wi].name, nt, r->n_blocks, l2, l2tol);
   if (l2 > l2tol) {
