@@ -41,29 +41,26 @@ struct build {
   int failed;
 };
 
+/* room for one more element of an array of *cap (doubled); 0 or -1 */
+static int grow(void **a, int n, int *cap, size_t elem, int first)
+{
+  if (n < *cap) return 0;
+  int nc = *cap ? 2 * *cap : first;
+  void *x = realloc(*a, (size_t)nc * elem);
+  if (!x) return -1;
+  *a = x;
+  *cap = nc;
+  return 0;
+}
+
 static void item(struct build *b, int kind, int index)
 {
   struct dpt_cap_plan *p = b->p;
   if (b->failed) return;
-  if (p->n_items == b->cap_items) {
-    int nc = b->cap_items ? 2 * b->cap_items : 32;
-    struct dpt_cap_item *x = realloc(p->item, (size_t)nc * sizeof *x);
-    if (!x) {
-      b->failed = 1;
-      return;
-    }
-    p->item = x;
-    b->cap_items = nc;
-  }
-  if (p->n_entries == b->cap_entries) {
-    int nc = b->cap_entries ? 2 * b->cap_entries : 16;
-    struct dpt_cap_entry *x = realloc(p->entry, (size_t)nc * sizeof *x);
-    if (!x) {
-      b->failed = 1;
-      return;
-    }
-    p->entry = x;
-    b->cap_entries = nc;
+  if (grow((void **)&p->item, p->n_items, &b->cap_items, sizeof *p->item, 32) ||
+      grow((void **)&p->entry, p->n_entries, &b->cap_entries, sizeof *p->entry, 16)) {
+    b->failed = 1;
+    return;
   }
   int host = kind >= DPT_HOST_INPUT;
   p->item[p->n_items] = (struct dpt_cap_item){kind, index};

@@ -192,6 +192,19 @@ static int bn_of(const struct dpt_model *m, int t)
   return p >= 0 && m->layers[p].type == DPT_LAYER_BN ? p : -1;
 }
 
+/* A residual add fused with the BN(s) applied on its inputs: 1 with the first such BN, the
+ * second (-1: the other input is the identity shortcut `other`); 0 when the add is plain. */
+static int fused_add(const struct dpt_fuse_plan *p, const struct dpt_model *m, const struct dpt_layer_desc *l, int *first,
+                     int *second, int *other)
+{
+  int a = bn_of(m, l->in[0]), b = bn_of(m, l->in[1]);
+  int fa = a >= 0 && p->bn_mode[a] == DPT_FBN_ADD, fb = b >= 0 && p->bn_mode[b] == DPT_FBN_ADD;
+  *first = fa ? a : b;
+  *second = fa && fb ? b : -1;
+  *other = fa ? l->in[1] : l->in[0];
+  return fa || fb;
+}
+
 static void decide(const struct graph *g, struct dpt_fuse_plan *plan)
 {
   const struct dpt_model *m = g->m;
@@ -339,20 +352,18 @@ static void emit_forward(struct emit *e, const struct graph *g, int li)
     wr(op, DPT_FREF_BN_PARAM, li);
     return;
   case DPT_LAYER_ADD: {
-    int a = bn_of(m, l->in[0]), b = bn_of(m, l->in[1]);
-    int fa = a >= 0 && p->bn_mode[a] == DPT_FBN_ADD, fb = b >= 0 && p->bn_mode[b] == DPT_FBN_ADD;
-    if (fa || fb) {
-      op = op_new(e, fa && fb ? DPT_FOP_DSBAR : DPT_FOP_SBAR, 0, li);
+    int first, second, other;
+    if (fused_add(p, m, l, &first, &second, &other)) {
+      op = op_new(e, second >= 0 ? DPT_FOP_DSBAR : DPT_FOP_SBAR, 0, li);
       if (!op) return;
       op->relu = l->relu;
-      int first = fa ? a : b, other = fa ? l->in[1] : l->in[0];
       op->bn[0] = first;
+      op->bn[1] = second;
       rd(op, DPT_FREF_ACT, m->layers[first].in[0]);
       rd(op, DPT_FREF_BN_EQ, first);
-      if (fa && fb) {
-        op->bn[1] = b;
-        rd(op, DPT_FREF_ACT, m->layers[b].in[0]);
-        rd(op, DPT_FREF_BN_EQ, b);
+      if (second >= 0) {
+        rd(op, DPT_FREF_ACT, m->layers[second].in[0]);
+        rd(op, DPT_FREF_BN_EQ, second);
       } else {
         rd(op, DPT_FREF_ACT, other);
       }
@@ -407,9 +418,8 @@ static void emit_bwd_add(struct emit *e, const struct graph *g, int li)
   const struct dpt_model *m = g->m;
   struct dpt_fuse_plan *p = e->plan;
   const struct dpt_layer_desc *l = &m->layers[li];
-  int a = bn_of(m, l->in[0]), b = bn_of(m, l->in[1]);
-  int fa = a >= 0 && p->bn_mode[a] == DPT_FBN_ADD, fb = b >= 0 && p->bn_mode[b] == DPT_FBN_ADD;
-  int first = fa ? a : b, second = fa && fb ? b : -1, other = fa ? l->in[1] : l->in[0];
+  int first, second, other;
+  fused_add(p, m, l, &first, &second, &other);
   int dual = second >= 0, r_grad = !dual && needs_grad(p, other);
   int fork = dual || r_grad;
   struct dpt_fref gref = {DPT_FREF_DIFF, m->layers[first].out};
@@ -537,8 +547,8 @@ static void emit_backward(struct emit *e, const struct graph *g, int li)
     }
     break;
   case DPT_LAYER_ADD: {
-    int a = bn_of(m, l->in[0]), b = bn_of(m, l->in[1]);
-    if ((a >= 0 && p->bn_mode[a] == DPT_FBN_ADD) || (b >= 0 && p->bn_mode[b] == DPT_FBN_ADD)) {
+    int first, second, other;
+    if (fused_add(p, m, l, &first, &second, &other)) {
       emit_bwd_add(e, g, li);
       return;
     }

@@ -184,9 +184,7 @@ static void add_op(struct gb *g, cudnnBackendDescriptor_t op)
   g->ops[g->n_ops++] = op;
 }
 
-/* y = mode(x, b) (b NULL for unary modes) */
-static void pw(struct gb *g, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
-               cudnnBackendDescriptor_t y)
+static cudnnBackendDescriptor_t pw_op(struct gb *g, cudnnPointwiseMode_t mode)
 {
   cudnnBackendDescriptor_t p = create(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "cudnnBackendCreateDescriptor(pointwise)");
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
@@ -196,6 +194,14 @@ static void pw(struct gb *g, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t
   cudnnBackendDescriptor_t op = create(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
                                        "cudnnBackendCreateDescriptor(pointwise operation)");
   SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p);
+  return op;
+}
+
+/* y = mode(x, b) (b NULL for unary modes) */
+static void pw(struct gb *g, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+               cudnnBackendDescriptor_t y)
+{
+  cudnnBackendDescriptor_t op = pw_op(g, mode);
   SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
   if (b) SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
   SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
@@ -206,15 +212,7 @@ static void pw(struct gb *g, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t
 /* dx = dy * (x > 0): the ReLU backward, x its forward input (or output: same sign) */
 static void relu_bwd(struct gb *g, cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t dx)
 {
-  cudnnBackendDescriptor_t p = create(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "cudnnBackendCreateDescriptor(pointwise)");
-  cudnnPointwiseMode_t mode = CUDNN_POINTWISE_RELU_BWD;
-  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  SET(g, p, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-  SET(g, p, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-  FINALIZE(g, p, "pointwise");
-  cudnnBackendDescriptor_t op = create(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
-                                       "cudnnBackendCreateDescriptor(pointwise operation)");
-  SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p);
+  cudnnBackendDescriptor_t op = pw_op(g, CUDNN_POINTWISE_RELU_BWD);
   SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy);
   SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
   SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx);
@@ -240,52 +238,49 @@ static cudnnBackendDescriptor_t conv_desc(struct gb *g)
   return c;
 }
 
-static void conv_fwd(struct gb *g, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y)
-{
-  cudnnBackendDescriptor_t c = conv_desc(g);
-  cudnnBackendDescriptor_t op = create(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-                                       "cudnnBackendCreateDescriptor(convolution forward)");
-  float alpha = 1.0f, beta = 0.0f;
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-  FINALIZE(g, op, "convolution forward");
-  add_op(g, op);
-}
+/* The three convolution operations: their descriptor type and attribute names, in the order
+ * tensor a, tensor b, tensor c, convolution, alpha, beta. */
+static const struct conv_kind {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t attr[6];
+  const char *what;
+} conv_kinds[3] = {
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+     {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+     "convolution forward"},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+     {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+     "convolution backward data"},
+    {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+     {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA},
+     "convolution backward filter"},
+};
+enum { CONV_FWD, CONV_DGRAD, CONV_WGRAD };
 
-static void conv_dgrad(struct gb *g, cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t dx,
-                       float beta)
+/* forward (x, w, y), backward data (dy, w, dx) or backward filter (x, dy, dw) */
+static void conv_op(struct gb *g, int kind, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
+                    cudnnBackendDescriptor_t c, float beta)
 {
-  cudnnBackendDescriptor_t c = conv_desc(g);
-  cudnnBackendDescriptor_t op = create(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-                                       "cudnnBackendCreateDescriptor(convolution backward data)");
+  const struct conv_kind *k = &conv_kinds[kind];
+  cudnnBackendDescriptor_t cd = conv_desc(g);
+  cudnnBackendDescriptor_t op = create(g, k->type, k->what);
   float alpha = 1.0f;
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dx);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-  FINALIZE(g, op, "convolution backward data");
-  add_op(g, op);
-}
-
-static void conv_wgrad(struct gb *g, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t dy, cudnnBackendDescriptor_t dw)
-{
-  cudnnBackendDescriptor_t c = conv_desc(g);
-  cudnnBackendDescriptor_t op = create(g, CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-                                       "cudnnBackendCreateDescriptor(convolution backward filter)");
-  float alpha = 1.0f, beta = 0.0f;
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dy);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dw);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-  SET(g, op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-  FINALIZE(g, op, "convolution backward filter");
+  const cudnnBackendDescriptor_t t[4] = {a, b, c, cd};
+  static const char *const names[6] = {"tensor a", "tensor b", "tensor c", "convolution", "alpha", "beta"};
+  char what[6][96];
+  for (int i = 0; i < 6; i++)
+    snprintf(what[i], sizeof what[i], "cudnnBackendSetAttribute(%s: %s, attribute %d)", k->what, names[i], (int)k->attr[i]);
+  for (int i = 0; i < 4; i++) set_(g, op, k->attr[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[i], what[i]);
+  set_(g, op, k->attr[4], CUDNN_TYPE_FLOAT, 1, &alpha, what[4]);
+  set_(g, op, k->attr[5], CUDNN_TYPE_FLOAT, 1, &beta, what[5]);
+  snprintf(what[0], sizeof what[0], "cudnnBackendFinalize(%s)", k->what);
+  finalize_(g, op, what[0]);
   add_op(g, op);
 }
 
@@ -363,7 +358,7 @@ static void build_ops(struct gb *g)
     cudnnBackendDescriptor_t x = st(g, DPT_CG_X, io, n, c, h, w);
     if (d->pattern == DPT_CG_SBR_CONV_STATS) x = scale_bias(g, x, DPT_CG_S, DPT_CG_B, d->relu, NULL, n, c, h, w);
     cudnnBackendDescriptor_t y = st(g, DPT_CG_Y, io, n, k, p, q);
-    conv_fwd(g, x, st(g, DPT_CG_W, io, k, c, r, r), y);
+    conv_op(g, CONV_FWD, x, st(g, DPT_CG_W, io, k, c, r, r), y, 0.0f);
     genstats(g, y, st(g, DPT_CG_SUM, DPT_CG_F32, 1, k, 1, 1), st(g, DPT_CG_SQSUM, DPT_CG_F32, 1, k, 1, 1));
     tag = d->pattern == DPT_CG_CONV_STATS ? "ConvFwd_GenStats"
           : d->relu                       ? "Mul_Add_ReluFwd_ConvFwd_GenStats"
@@ -468,7 +463,7 @@ static void build_ops(struct gb *g)
   case DPT_CG_DGRAD_DRELU_DBN: {
     /* dz = dgrad(dy, w); the BN output recomputed from x; g = relu'(bn) * dz; dBN weight */
     cudnnBackendDescriptor_t gt = d->relu ? vt(g, n, c, h, w) : st(g, DPT_CG_G, io, n, c, h, w);
-    conv_dgrad(g, st(g, DPT_CG_DY, io, n, k, p, q), st(g, DPT_CG_W, io, k, c, r, r), gt, 0.0f);
+    conv_op(g, CONV_DGRAD, st(g, DPT_CG_DY, io, n, k, p, q), st(g, DPT_CG_W, io, k, c, r, r), gt, 0.0f);
     if (d->relu) {
       cudnnBackendDescriptor_t x = st(g, DPT_CG_X, io, n, c, h, w);
       cudnnBackendDescriptor_t t1 = vt(g, n, c, h, w), t2 = vt(g, n, c, h, w), t3 = vt(g, n, c, h, w),
@@ -486,15 +481,15 @@ static void build_ops(struct gb *g)
     break;
   }
   case DPT_CG_DGRAD:
-    conv_dgrad(g, st(g, DPT_CG_DY, io, n, k, p, q), st(g, DPT_CG_W, io, k, c, r, r), st(g, DPT_CG_DX, io, n, c, h, w),
-               d->accumulate ? 1.0f : 0.0f);
+    conv_op(g, CONV_DGRAD, st(g, DPT_CG_DY, io, n, k, p, q), st(g, DPT_CG_W, io, k, c, r, r),
+            st(g, DPT_CG_DX, io, n, c, h, w), d->accumulate ? 1.0f : 0.0f);
     tag = "ConvBwdData";
     break;
   case DPT_CG_WGRAD:
   case DPT_CG_SBR_WGRAD: {
     cudnnBackendDescriptor_t x = st(g, DPT_CG_X, io, n, c, h, w);
     if (d->pattern == DPT_CG_SBR_WGRAD) x = scale_bias(g, x, DPT_CG_S, DPT_CG_B, d->relu, NULL, n, c, h, w);
-    conv_wgrad(g, x, st(g, DPT_CG_DY, io, n, k, p, q), st(g, DPT_CG_DW, io, k, c, r, r));
+    conv_op(g, CONV_WGRAD, x, st(g, DPT_CG_DY, io, n, k, p, q), st(g, DPT_CG_DW, io, k, c, r, r), 0.0f);
     tag = d->pattern == DPT_CG_WGRAD ? "ConvBwdFilter" : d->relu ? "Mul_Add_ReluFwd_ConvBwdFilter"
                                                                  : "Mul_Add_ConvBwdFilter";
     break;

@@ -40,16 +40,8 @@
 #include "dpt_fp16.h"
 #include "dpt_optim_layout.h"
 
+#include "cu_check.h"
 #include "dpt_check.h"
-
-#define CU(call)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e_ = (call);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));     \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
 
 static double unit(int io) { return io == DPT_CG_BF16 ? 0x1p-8 : 0x1p-11; } /* fp16, TF32: 10-bit fraction */
 static const double U32 = 0x1p-24;
@@ -138,75 +130,52 @@ static struct geo geo_of(int n, int c, int h, int w, int k, int r, int stride, i
   return g;
 }
 
-/* y[n,p,q,k] = sum x[n,h,w,c] w[k,r,s,c]; abs[...] = sum |x w| (for the bound) */
+/* One loop nest for the three convolutions, abs_ (may be NULL) the sums of |products| (for
+ * the bounds): y[n,p,q,k] = sum x[n,h,w,c] w[k,r,s,c]; dx[n,h,w,c] = sum dy[n,p,q,k] w[k,r,s,c];
+ * dw[k,r,s,c] = sum dy[n,p,q,k] x[n,h,w,c]. */
+enum { REF_FWD, REF_DGRAD, REF_WGRAD };
+static void conv_any(const struct geo *g, int mode, const double *x, const float *wt, const double *dy, double *out,
+                     double *abs_)
+{
+  size_t no = mode == REF_FWD     ? (size_t)g->n * g->p * g->q * g->k
+              : mode == REF_DGRAD ? (size_t)g->n * g->h * g->w * g->c
+                                  : (size_t)g->k * g->r * g->r * g->c;
+  memset(out, 0, no * sizeof *out);
+  if (abs_) memset(abs_, 0, no * sizeof *abs_);
+  for (int n = 0; n < g->n; n++)
+    for (int p = 0; p < g->p; p++)
+      for (int q = 0; q < g->q; q++)
+        for (int r = 0; r < g->r; r++)
+          for (int t = 0; t < g->r; t++) {
+            int ih = p * g->stride - g->pad + r, iw = q * g->stride - g->pad + t;
+            if (ih < 0 || iw < 0 || ih >= g->h || iw >= g->w) continue;
+            size_t xb = (((size_t)n * g->h + ih) * g->w + iw) * g->c, yb = (((size_t)n * g->p + p) * g->q + q) * g->k;
+            for (int k = 0; k < g->k; k++) {
+              size_t wb = (((size_t)k * g->r + r) * g->r + t) * g->c;
+              for (int c = 0; c < g->c; c++) {
+                double prod = mode == REF_FWD ? x[xb + c] * wt[wb + c]
+                              : mode == REF_DGRAD ? dy[yb + k] * wt[wb + c] : dy[yb + k] * x[xb + c];
+                size_t o = mode == REF_FWD ? yb + k : mode == REF_DGRAD ? xb + c : wb + c;
+                out[o] += prod;
+                if (abs_) abs_[o] += fabs(prod);
+              }
+            }
+          }
+}
+
 static void conv_ref(const struct geo *g, const double *x, const float *wt, double *y, double *abs_)
 {
-  for (int n = 0; n < g->n; n++)
-    for (int p = 0; p < g->p; p++)
-      for (int q = 0; q < g->q; q++)
-        for (int k = 0; k < g->k; k++) {
-          double s = 0, a = 0;
-          for (int r = 0; r < g->r; r++)
-            for (int t = 0; t < g->r; t++) {
-              int ih = p * g->stride - g->pad + r, iw = q * g->stride - g->pad + t;
-              if (ih < 0 || iw < 0 || ih >= g->h || iw >= g->w) continue;
-              const double *xp = x + (((size_t)n * g->h + ih) * g->w + iw) * g->c;
-              const float *wp = wt + (((size_t)k * g->r + r) * g->r + t) * g->c;
-              for (int c = 0; c < g->c; c++) s += xp[c] * wp[c], a += fabs(xp[c] * wp[c]);
-            }
-          size_t o = (((size_t)n * g->p + p) * g->q + q) * g->k + k;
-          y[o] = s;
-          if (abs_) abs_[o] = a;
-        }
+  conv_any(g, REF_FWD, x, wt, NULL, y, abs_);
 }
 
-/* dx[n,h,w,c] = sum dy[n,p,q,k] w[k,r,s,c] */
 static void dgrad_ref(const struct geo *g, const double *dy, const float *wt, double *dx, double *abs_)
 {
-  size_t nx = (size_t)g->n * g->h * g->w * g->c;
-  memset(dx, 0, nx * sizeof *dx);
-  if (abs_) memset(abs_, 0, nx * sizeof *abs_);
-  for (int n = 0; n < g->n; n++)
-    for (int p = 0; p < g->p; p++)
-      for (int q = 0; q < g->q; q++)
-        for (int r = 0; r < g->r; r++)
-          for (int t = 0; t < g->r; t++) {
-            int ih = p * g->stride - g->pad + r, iw = q * g->stride - g->pad + t;
-            if (ih < 0 || iw < 0 || ih >= g->h || iw >= g->w) continue;
-            size_t xo = (((size_t)n * g->h + ih) * g->w + iw) * g->c;
-            const double *dyp = dy + (((size_t)n * g->p + p) * g->q + q) * g->k;
-            for (int k = 0; k < g->k; k++) {
-              const float *wp = wt + (((size_t)k * g->r + r) * g->r + t) * g->c;
-              for (int c = 0; c < g->c; c++) {
-                dx[xo + c] += dyp[k] * wp[c];
-                if (abs_) abs_[xo + c] += fabs(dyp[k] * wp[c]);
-              }
-            }
-          }
+  conv_any(g, REF_DGRAD, NULL, wt, dy, dx, abs_);
 }
 
-/* dw[k,r,s,c] = sum dy[n,p,q,k] x[n,h,w,c] */
 static void wgrad_ref(const struct geo *g, const double *x, const double *dy, double *dw, double *abs_)
 {
-  size_t nw = (size_t)g->k * g->r * g->r * g->c;
-  memset(dw, 0, nw * sizeof *dw);
-  if (abs_) memset(abs_, 0, nw * sizeof *abs_);
-  for (int n = 0; n < g->n; n++)
-    for (int p = 0; p < g->p; p++)
-      for (int q = 0; q < g->q; q++)
-        for (int r = 0; r < g->r; r++)
-          for (int t = 0; t < g->r; t++) {
-            int ih = p * g->stride - g->pad + r, iw = q * g->stride - g->pad + t;
-            if (ih < 0 || iw < 0 || ih >= g->h || iw >= g->w) continue;
-            const double *xp = x + (((size_t)n * g->h + ih) * g->w + iw) * g->c;
-            const double *dyp = dy + (((size_t)n * g->p + p) * g->q + q) * g->k;
-            for (int k = 0; k < g->k; k++)
-              for (int c = 0; c < g->c; c++) {
-                size_t o = (((size_t)k * g->r + r) * g->r + t) * g->c + c;
-                dw[o] += dyp[k] * xp[c];
-                if (abs_) abs_[o] += fabs(dyp[k] * xp[c]);
-              }
-          }
+  conv_any(g, REF_WGRAD, x, NULL, dy, dw, abs_);
 }
 
 static double *to_d(const float *f, size_t n)
@@ -714,6 +683,37 @@ static double nerr(const float *got, const double *ref, size_t n)
   return m > 0 ? e / m : e;
 }
 
+/* One op of the block's chain and the BN whose vectors it uses. */
+struct step {
+  int pattern, relu, fork, acc;
+  const struct geo *g;
+  int bn;
+  void *x, *w, *y, *r, *dy, *gg, *dx, *dw;
+  const char *layer;
+};
+enum { SUM, SQ, GAM, BET, RM, RV, EQS, EQB, MEAN, ISTD, DG, DB, CDY, CX, CB, NVEC }; /* per-BN vectors */
+
+/* The slots of a chain op: its tensors, and its BN's vectors (a convolution's statistics go to
+ * the BN after it, its prologue is the BN before it). */
+static void step_ptrs(const struct step *s, void *vec[][NVEC], void **p)
+{
+  void **v = vec[s->bn];
+  p[DPT_CG_X] = s->x, p[DPT_CG_W] = s->w, p[DPT_CG_Y] = s->y, p[DPT_CG_R] = s->r, p[DPT_CG_DY] = s->dy;
+  p[DPT_CG_G] = s->gg, p[DPT_CG_DX] = s->dx, p[DPT_CG_DW] = s->dw;
+  if (s->pattern == DPT_CG_CONV_STATS || s->pattern == DPT_CG_SBR_CONV_STATS) {
+    p[DPT_CG_SUM] = v[SUM], p[DPT_CG_SQSUM] = v[SQ];
+    if (s->pattern == DPT_CG_SBR_CONV_STATS) p[DPT_CG_S] = vec[s->bn - 1][EQS], p[DPT_CG_B] = vec[s->bn - 1][EQB];
+  } else if (s->pattern == DPT_CG_SBR_WGRAD) {
+    p[DPT_CG_S] = v[EQS], p[DPT_CG_B] = v[EQB];
+  } else {
+    p[DPT_CG_SUM] = v[SUM], p[DPT_CG_SQSUM] = v[SQ], p[DPT_CG_GAMMA] = v[GAM], p[DPT_CG_BETA] = v[BET];
+    p[DPT_CG_RMEAN] = v[RM], p[DPT_CG_RVAR] = v[RV], p[DPT_CG_EQ_SCALE] = v[EQS], p[DPT_CG_EQ_BIAS] = v[EQB];
+    p[DPT_CG_MEAN] = v[MEAN], p[DPT_CG_ISTD] = v[ISTD], p[DPT_CG_DGAMMA] = v[DG], p[DPT_CG_DBETA] = v[DB];
+    p[DPT_CG_C_DY] = v[CDY], p[DPT_CG_C_X] = v[CX], p[DPT_CG_C_B] = v[CB];
+    if (s->pattern == DPT_CG_SBAR) p[DPT_CG_S] = v[EQS], p[DPT_CG_B] = v[EQB];
+  }
+}
+
 static void bottleneck(struct env *e)
 {
   const int io = DPT_CG_F16, N = 4, H = 8, CI = 64, CM = 16;
@@ -758,23 +758,15 @@ static void bottleneck(struct env *e)
   void *X0 = dev(nI, io), *W1 = dev(nw1, io), *W2 = dev(nw2, io), *W3 = dev(nw3, io), *C1 = dev(nM, io), *C2 = dev(nM, io);
   void *C3 = dev(nI, io), *Y = dev(nI, io), *DYO = dev(nI, io), *G = dev(nI, io), *DC3 = dev(nI, io), *G2 = dev(nM, io);
   void *DC2 = dev(nM, io), *G1 = dev(nM, io), *DC1 = dev(nM, io), *DW1 = dev(nw1, io), *DW2 = dev(nw2, io), *DW3 = dev(nw3, io);
-  void *vec[3][14];
+  void *vec[3][NVEC];
   for (int l = 0; l < 3; l++)
-    for (int v = 0; v < 14; v++) vec[l][v] = dev(64, DPT_CG_F32);
-  enum { SUM, SQ, GAM, BET, RM, RV, EQS, EQB, MEAN, ISTD, DG, DB, CDY, CX };
-  void *CB[3] = {dev(64, DPT_CG_F32), dev(64, DPT_CG_F32), dev(64, DPT_CG_F32)};
+    for (int v = 0; v < NVEC; v++) vec[l][v] = dev(64, DPT_CG_F32);
   put(X0, x0, nI, io), put(W1, w1, nw1, io), put(W2, w2, nw2, io), put(W3, w3, nw3, io), put(DYO, dyo, nI, io);
   for (int l = 0; l < 3; l++) {
     put(vec[l][GAM], gam[l], 64, DPT_CG_F32), put(vec[l][BET], bet[l], 64, DPT_CG_F32);
     put(vec[l][RM], zero64, 64, DPT_CG_F32), put(vec[l][RV], one64, 64, DPT_CG_F32);
   }
-  struct step {
-    int pattern, relu, fork, acc;
-    const struct geo *g;
-    int bn;  /* the BN whose vectors the op uses */
-    void *x, *w, *y, *r, *dy, *gg, *dx, *dw;
-    const char *layer;
-  } chain[] = {
+  struct step chain[] = {
       /* forward */
       {DPT_CG_CONV_STATS, 0, 0, 0, &g1, 0, X0, W1, C1, NULL, NULL, NULL, NULL, NULL, "block.conv1"},
       {DPT_CG_BN_FINALIZE, 0, 0, 0, &g2, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "block.bn1"},
@@ -808,22 +800,7 @@ static void bottleneck(struct env *e)
     struct dpt_cg_desc d = desc(s->pattern, io, conv ? &cg : &tg, s->relu, s->layer);
     d.fork = s->fork, d.accumulate = s->acc;
     void *p[DPT_CG_NSLOTS] = {0};
-    void **v = vec[s->bn];
-    p[DPT_CG_X] = s->x, p[DPT_CG_W] = s->w, p[DPT_CG_Y] = s->y, p[DPT_CG_R] = s->r, p[DPT_CG_DY] = s->dy;
-    p[DPT_CG_G] = s->gg, p[DPT_CG_DX] = s->dx, p[DPT_CG_DW] = s->dw;
-    if (s->pattern == DPT_CG_CONV_STATS || s->pattern == DPT_CG_SBR_CONV_STATS) {
-      void **o = vec[s->bn]; /* the statistics go to the BN after the conv: bn index = the op's bn field */
-      p[DPT_CG_SUM] = o[SUM], p[DPT_CG_SQSUM] = o[SQ];
-      if (s->pattern == DPT_CG_SBR_CONV_STATS) p[DPT_CG_S] = vec[s->bn - 1][EQS], p[DPT_CG_B] = vec[s->bn - 1][EQB];
-    } else if (s->pattern == DPT_CG_SBR_WGRAD) {
-      p[DPT_CG_S] = v[EQS], p[DPT_CG_B] = v[EQB];
-    } else {
-      p[DPT_CG_SUM] = v[SUM], p[DPT_CG_SQSUM] = v[SQ], p[DPT_CG_GAMMA] = v[GAM], p[DPT_CG_BETA] = v[BET];
-      p[DPT_CG_RMEAN] = v[RM], p[DPT_CG_RVAR] = v[RV], p[DPT_CG_EQ_SCALE] = v[EQS], p[DPT_CG_EQ_BIAS] = v[EQB];
-      p[DPT_CG_MEAN] = v[MEAN], p[DPT_CG_ISTD] = v[ISTD], p[DPT_CG_DGAMMA] = v[DG], p[DPT_CG_DBETA] = v[DB];
-      p[DPT_CG_C_DY] = v[CDY], p[DPT_CG_C_X] = v[CX], p[DPT_CG_C_B] = CB[s->bn];
-      if (s->pattern == DPT_CG_SBAR) p[DPT_CG_S] = v[EQS], p[DPT_CG_B] = v[EQB];
-    }
+    step_ptrs(s, vec, p);
     struct dpt_err err;
     /* build (timing runs change the outputs; the chain below runs every op once in order) */
     int rc = dpt_cg_build(&e->ctx, &d, p, &ops[i], &err);
@@ -843,21 +820,7 @@ static void bottleneck(struct env *e)
     for (int i = 0; i < nops; i++) {
       const struct step *s = &chain[i];
       void *p[DPT_CG_NSLOTS] = {0};
-      void **v = vec[s->bn];
-      p[DPT_CG_X] = s->x, p[DPT_CG_W] = s->w, p[DPT_CG_Y] = s->y, p[DPT_CG_R] = s->r, p[DPT_CG_DY] = s->dy;
-      p[DPT_CG_G] = s->gg, p[DPT_CG_DX] = s->dx, p[DPT_CG_DW] = s->dw;
-      if (s->pattern == DPT_CG_CONV_STATS || s->pattern == DPT_CG_SBR_CONV_STATS) {
-        p[DPT_CG_SUM] = v[SUM], p[DPT_CG_SQSUM] = v[SQ];
-        if (s->pattern == DPT_CG_SBR_CONV_STATS) p[DPT_CG_S] = vec[s->bn - 1][EQS], p[DPT_CG_B] = vec[s->bn - 1][EQB];
-      } else if (s->pattern == DPT_CG_SBR_WGRAD) {
-        p[DPT_CG_S] = v[EQS], p[DPT_CG_B] = v[EQB];
-      } else {
-        p[DPT_CG_SUM] = v[SUM], p[DPT_CG_SQSUM] = v[SQ], p[DPT_CG_GAMMA] = v[GAM], p[DPT_CG_BETA] = v[BET];
-        p[DPT_CG_RMEAN] = v[RM], p[DPT_CG_RVAR] = v[RV], p[DPT_CG_EQ_SCALE] = v[EQS], p[DPT_CG_EQ_BIAS] = v[EQB];
-        p[DPT_CG_MEAN] = v[MEAN], p[DPT_CG_ISTD] = v[ISTD], p[DPT_CG_DGAMMA] = v[DG], p[DPT_CG_DBETA] = v[DB];
-        p[DPT_CG_C_DY] = v[CDY], p[DPT_CG_C_X] = v[CX], p[DPT_CG_C_B] = CB[s->bn];
-        if (s->pattern == DPT_CG_SBAR) p[DPT_CG_S] = v[EQS], p[DPT_CG_B] = v[EQB];
-      }
+      step_ptrs(s, vec, p);
       struct dpt_err err;
       CHECK(!dpt_cg_execute(&e->ctx, &ops[i], p, &err), "bottleneck %s: %s", s->layer, err.msg);
     }
@@ -881,22 +844,17 @@ static void bottleneck(struct env *e)
     free(gy), free(gdx), free(gw1), free(gw2), free(gw3);
   }
   for (int i = 0; i < built; i++) dpt_cg_destroy(&ops[i]);
-  void *all[] = {X0, W1, W2, W3, C1, C2, C3, Y, DYO, G, DC3, G2, DC2, G1, DC1, DW1, DW2, DW3, CB[0], CB[1], CB[2]};
+  void *all[] = {X0, W1, W2, W3, C1, C2, C3, Y, DYO, G, DC3, G2, DC2, G1, DC1, DW1, DW2, DW3};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) cudaFree(all[i]);
   for (int l = 0; l < 3; l++)
-    for (int v = 0; v < 14; v++) cudaFree(vec[l][v]);
+    for (int v = 0; v < NVEC; v++) cudaFree(vec[l][v]);
   free(x0), free(w1), free(w2), free(w3), free(dyo), free(dx0), free(c1), free(z1), free(c2), free(z2), free(c3), free(b3);
   free(yo), free(gsc), free(dc3), free(dz2), free(dc2), free(dz1), free(dc1), free(dxin), free(dw1), free(dw2), free(dw3);
 }
 
 int main(int argc, char **argv)
 {
-  int ndev = 0;
-  cudaError_t ce = cudaGetDeviceCount(&ndev);
-  if (ce != cudaSuccess || ndev < 1 || cudaSetDevice(0) != cudaSuccess || cudaFree(0) != cudaSuccess) {
-    printf("SKIPPED test_gpu_fused: no usable CUDA device (%s)\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "none");
-    return 77;
-  }
+  device_or_skip("test_gpu_fused");
   struct env e;
   struct dpt_err err;
   struct dpt_cudnn_errata errata;

@@ -18,25 +18,12 @@
 #include "dpt_kprof.h"
 #include "dpt_optim_layout.h"
 
+#include "cu_check.h"
 #include "dpt_check.h"
-
-#define CU(call)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e_ = (call);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));     \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
 
 int main(void)
 {
-  int ndev = 0;
-  cudaError_t ce = cudaGetDeviceCount(&ndev);
-  if (ce != cudaSuccess || ndev < 1 || cudaSetDevice(0) != cudaSuccess || cudaFree(0) != cudaSuccess) {
-    printf("SKIPPED test_gpu_kprof: no usable CUDA device (%s)\n", ce != cudaSuccess ? cudaGetErrorString(ce) : "none");
-    return 77;
-  }
+  device_or_skip("test_gpu_kprof");
   /* a flat 1M-parameter "model": one segment without copies */
   const size_t n = (size_t)1 << 20;
   struct dpt_optim_layout lay;

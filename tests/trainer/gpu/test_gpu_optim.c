@@ -18,26 +18,8 @@
 #include "dpt_model.h"
 #include "dpt_optim_layout.h"
 
+#include "cu_check.h"
 #include "dpt_check.h"
-
-#define CU(call)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e_ = (call);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));     \
-      exit(1);                                                                                    \
-    }                                                                                             \
-  } while (0)
-
-static void gpu_or_skip(void)
-{
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n < 1 || cudaSetDevice(0) != cudaSuccess || cudaFree(0) != cudaSuccess) {
-    printf("SKIPPED test_gpu_optim: no usable CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "none");
-    exit(77);
-  }
-}
 
 static float frand(unsigned *s)
 {
@@ -135,7 +117,7 @@ static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_prec
 
 int main(void)
 {
-  gpu_or_skip();
+  device_or_skip("test_gpu_optim");
   struct dpt_model_cfg cfg;
   struct dpt_model big, small;
   struct dpt_err err;
