@@ -62,6 +62,7 @@ struct dpt_loss_totals {
 };
 
 struct dpt_backend;
+struct dpt_input_format; /* dpt_data.h: a batch's layout, element type, channels, device */
 
 struct dpt_backend_ops {
   const char *name;
@@ -138,6 +139,22 @@ struct dpt_backend_ops {
    * (cuda: a cudaEvent_t for dpt_comm_start_after; cpu: NULL, done on return). */
   int (*pending_init)(struct dpt_backend *be, struct dpt_err *err);
   int (*stash_grads)(struct dpt_backend *be, void **ready, struct dpt_err *err);
+  /* Optional (NULL: the backend takes host batches only, as cpu): input already in device
+   * memory.  input_format: the backend's own input tensor, [batch, h, w, c_stored] NHWC
+   * (cuda, every precision) of its compute type (fp32 for fp32/tf32, fp16 for mixed, bf16),
+   * c_stored the padded stem channels of the 16-bit precisions (dpt_cuda_stored_channels),
+   * its device, and its stream (a cudaStream_t): whoever hands it batches orders the reuse
+   * of a buffer on that stream (the loader records its release event there,
+   * dpt_loader_next_device).  forward_device: forward() from x, a batch in exactly that
+   * format on that device; ready: a cudaEvent_t the batch is complete at (the backend's
+   * stream waits for it, the host does not), or NULL when it is complete already.  The
+   * backend reads x in place (no copy) until the end of the next backward() (the first
+   * convolution's weight gradient reads its input): x must stay unchanged until the work
+   * enqueued on the stream up to then is done; a later forward() / forward_device() stops
+   * the reading.  training / out as forward(). */
+  int (*input_format)(struct dpt_backend *be, struct dpt_input_format *f, struct dpt_err *err);
+  int (*forward_device)(struct dpt_backend *be, const void *x, void *ready, int training, float *out,
+                        struct dpt_err *err);
 };
 
 /* Gradient-bucket hook (dpt_backend_set_buckets): backward() calls it once per

@@ -312,6 +312,95 @@ int dpt_data_load(struct dpt_dataset *d, const char *kind, const char *dir, int 
   return dpt_err_set(err, DPT_E_INPUT, "unknown dataset '%s': known are " DPT_DATASETS, kind);
 }
 
+/* ---- batch formats: what a loader delivers, what a backend takes ---------------- */
+
+size_t dpt_input_format_bytes(const struct dpt_input_format *f)
+{
+  return (size_t)f->batch * f->c_stored * f->h * f->w * (f->dtype == DPT_DATA_F32 ? 4 : 2);
+}
+
+static const char *layout_name(int l) { return l == DPT_DATA_NCHW ? "NCHW" : l == DPT_DATA_NHWC ? "NHWC" : "?"; }
+static const char *dtype_name(int t)
+{
+  return t == DPT_DATA_F32 ? "fp32" : t == DPT_DATA_F16 ? "fp16" : t == DPT_DATA_BF16 ? "bf16" : "?";
+}
+
+int dpt_input_format_equal(const struct dpt_input_format *a, const struct dpt_input_format *b, char *why,
+                           size_t why_len)
+{
+  const char *field = NULL;
+  int va = 0, vb = 0;
+#define CMP(f)                                                                                                    \
+  if (!field && a->f != b->f) field = #f, va = a->f, vb = b->f
+  CMP(layout);
+  CMP(dtype);
+  CMP(batch);
+  CMP(c);
+  CMP(c_stored);
+  CMP(h);
+  CMP(w);
+  CMP(device);
+#undef CMP
+  if (!field) return 1;
+  if (!strcmp(field, "layout")) snprintf(why, why_len, "layout %s vs %s", layout_name(va), layout_name(vb));
+  else if (!strcmp(field, "dtype")) snprintf(why, why_len, "element type %s vs %s", dtype_name(va), dtype_name(vb));
+  else if (!strcmp(field, "device")) snprintf(why, why_len, "device %d vs %d (-1: host memory)", va, vb);
+  else snprintf(why, why_len, "%s %d vs %d", field, va, vb);
+  return 0;
+}
+
+const char *dpt_input_format_describe(const struct dpt_input_format *f, char *buf, size_t len)
+{
+  int o = snprintf(buf, len, "%s %s, %d channel%s", layout_name(f->layout), dtype_name(f->dtype), f->c_stored,
+                   f->c_stored == 1 ? "" : "s");
+  if (f->c_stored > f->c && o > 0 && (size_t)o < len)
+    snprintf(buf + o, len - (size_t)o, " (%d + %d zero)", f->c, f->c_stored - f->c);
+  return buf;
+}
+
+void dpt_loader_device_format(const struct dpt_dataset *d, const struct dpt_loader_opts *o,
+                              struct dpt_input_format *f)
+{
+  int dev_out = d->files && o->device == DPT_DATA_GPU && o->device_out;
+  memset(f, 0, sizeof *f);
+  f->batch = o->batch;
+  f->c = d->c;
+  f->h = f->w = o->out_size > 0 ? o->out_size : d->h;
+  f->layout = dev_out ? o->layout : DPT_DATA_NCHW;
+  f->dtype = dev_out ? o->dtype : DPT_DATA_F32;
+  f->c_stored = f->layout == DPT_DATA_NHWC && o->c_stored > d->c ? o->c_stored : d->c;
+  f->device = dev_out ? o->gpu : -1;
+}
+
+int dpt_loader_opts_for_format(struct dpt_loader_opts *o, const struct dpt_dataset *d,
+                               const struct dpt_input_format *f, struct dpt_err *err)
+{
+  struct dpt_loader_opts t = *o;
+  struct dpt_input_format got;
+  char why[128];
+  if (!d->files)
+    return dpt_err_set(err, DPT_E_INPUT, "input format: %s is held in memory; only JPEG records (imagenet) are "
+                       "decoded on the GPU", d->name);
+  if (f->device < 0)
+    return dpt_err_set(err, DPT_E_INPUT, "input format: the backend takes host batches (no device given)");
+  if (d->c != 1 && d->c != 3)
+    return dpt_err_set(err, DPT_E_INPUT, "input format: the GPU path decodes 1 (gray) or 3 (RGB) channels, "
+                       "not the %d of %s", d->c, d->name);
+  t.device = DPT_DATA_GPU;
+  t.gpu = f->device;
+  t.device_out = 1;
+  t.layout = f->layout;
+  t.dtype = f->dtype;
+  t.c_stored = f->c_stored;
+  dpt_loader_device_format(d, &t, &got);
+  if (!dpt_input_format_equal(&got, f, why, sizeof why))
+    return dpt_err_set(err, DPT_E_INPUT, "input format: the loader of %s (batch %d, %d channel(s), side %d) "
+                       "cannot deliver the backend's input: %s (loader vs backend)", d->name, got.batch, got.c,
+                       got.h, why);
+  *o = t;
+  return 0;
+}
+
 /* ---- loader -------------------------------------------------------------------- */
 
 enum { SLOT_EMPTY, SLOT_FILLING, SLOT_READY };
@@ -348,6 +437,7 @@ struct dpt_loader {
   struct dpt_loader_opts o;
   struct dpt_augment aug; /* file-backed: crop boxes and flips (dpt_augment_crop) */
   int out;              /* output side */
+  struct dpt_input_format fmt; /* what the batches are (dpt_loader_device_format of o) */
   size_t img_floats;    /* c * out * out */
   int gpu;              /* file-backed records decoded on the GPU (o.device == DPT_DATA_GPU) */
   int steps;
@@ -550,6 +640,8 @@ static void fill_gpu(struct dpt_loader *L, struct worker *w, int step, struct sl
   if (dpt_jpeg_gpu_finish(w->gpu, w->items, B, s->dx, s->release_pending ? s->released : NULL,
                           L->o.device_out ? NULL : s->x, &s->err))
     s->failed = 1;
+  else if (!L->o.device_out)
+    count(&L->st.host_copies, 1); /* the batch went back to host memory */
   s->release_pending = 0;
 }
 #endif
@@ -649,12 +741,13 @@ static int gpu_setup(struct dpt_loader *L, struct dpt_err *err)
 #ifdef DPT_HAVE_NVJPEG
   const struct dpt_dataset *d = L->d;
   const struct dpt_loader_opts *o = &L->o;
+  const struct dpt_input_format *f = &L->fmt; /* device_out: the consumer's format; else fp32 NCHW */
   struct dpt_jpeg_gpu_opts go = {.device = o->gpu, .channels = d->c, .out = L->out, .batch = o->batch,
-                                 .layout = o->layout, .dtype = o->dtype, .c_stored = o->c_stored,
+                                 .layout = f->layout, .dtype = f->dtype, .c_stored = f->c_stored,
                                  .use_hw = o->gpu_no_hw ? 0 : -1, .hw_share = o->gpu_hw_share};
   int rc;
   for (int k = 0; k < d->c; k++) go.mean[k] = d->mean[k], go.std[k] = d->std[k];
-  size_t bytes = (size_t)o->batch * L->out * L->out * (size_t)o->c_stored * (o->dtype == DPT_DATA_F32 ? 4 : 2);
+  size_t bytes = dpt_input_format_bytes(f);
   for (int i = 0; i < L->nworkers; i++) {
     struct worker *w = &L->w[i];
     w->items = calloc((size_t)o->batch, sizeof *w->items);
@@ -702,6 +795,10 @@ int dpt_loader_create(struct dpt_loader **out, const struct dpt_dataset *d,
   if (o->device == DPT_DATA_GPU && !d->files)
     return dpt_err_set(err, DPT_E_INPUT, "loader: the GPU input path decodes JPEG records (imagenet), not %s: "
                        "use the CPU loader", d->name);
+  if (o->device == DPT_DATA_GPU && o->device_out &&
+      ((o->layout != DPT_DATA_NCHW && o->layout != DPT_DATA_NHWC) || o->dtype < DPT_DATA_F32 || o->dtype > DPT_DATA_BF16))
+    return dpt_err_set(err, DPT_E_INPUT, "loader: device output layout %d / element type %d: NCHW or NHWC, "
+                       "fp32, fp16 or bf16", o->layout, o->dtype);
   struct dpt_loader *L = calloc(1, sizeof *L);
   if (!L) return dpt_err_set(err, DPT_E_NOMEM, "loader: out of memory");
   pthread_mutex_init(&L->mu, NULL);
@@ -710,13 +807,10 @@ int dpt_loader_create(struct dpt_loader **out, const struct dpt_dataset *d,
   L->o = *o;
   L->out = S;
   L->gpu = d->files && o->device == DPT_DATA_GPU;
-  if (!L->gpu || !o->device_out) { /* host batches are fp32 NCHW */
-    L->o.layout = DPT_DATA_NCHW;
-    L->o.dtype = DPT_DATA_F32;
-    L->o.c_stored = d->c;
-  }
-  if (L->o.c_stored < d->c) L->o.c_stored = d->c;
-  if (L->o.layout == DPT_DATA_NCHW) L->o.c_stored = d->c;
+  dpt_loader_device_format(d, o, &L->fmt); /* host batches are fp32 NCHW */
+  L->o.layout = L->fmt.layout;
+  L->o.dtype = L->fmt.dtype;
+  L->o.c_stored = L->fmt.c_stored;
   dpt_augment_default(&L->aug, o->train, S, o->seed);
   L->aug.flip = o->train && o->flip;
   snprintf(L->decoder, sizeof L->decoder, "libturbojpeg");
@@ -787,7 +881,10 @@ void dpt_loader_stats(const struct dpt_loader *L, struct dpt_loader_stats *st)
   st->cpu = __atomic_load_n(&L->st.cpu, __ATOMIC_RELAXED);
   st->gpu_refused = __atomic_load_n(&L->st.gpu_refused, __ATOMIC_RELAXED);
   st->failed = __atomic_load_n(&L->st.failed, __ATOMIC_RELAXED);
+  st->host_copies = __atomic_load_n(&L->st.host_copies, __ATOMIC_RELAXED);
 }
+
+void dpt_loader_format(const struct dpt_loader *L, struct dpt_input_format *f) { *f = L->fmt; }
 
 const char *dpt_loader_decoder(const struct dpt_loader *L) { return L->decoder; }
 

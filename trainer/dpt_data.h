@@ -175,6 +175,46 @@ struct dpt_loader_opts {
   int c_stored;     /* NHWC: channels stored per pixel, >= c, the rest 0 (0 = c) */
 };
 
+/* A batch as it lies in memory: what a device backend takes (ops->input_format,
+ * dpt_backend.h) and what a loader delivers (dpt_loader_device_format).  The two must
+ * be equal (dpt_input_format_equal) for the backend to read the loader's batch as it
+ * is: the negotiation is dpt_loader_opts_for_format. */
+struct dpt_input_format {
+  int layout;       /* enum dpt_data_layout */
+  int dtype;        /* enum dpt_data_dtype */
+  int batch;        /* images */
+  int c;            /* image channels (the dataset's, the model's input) */
+  int c_stored;     /* NHWC: channels stored per pixel (>= c, the rest 0); NCHW: c */
+  int h, w;         /* image side */
+  int device;       /* CUDA ordinal of the memory; -1: host memory */
+  void *stream;     /* the consumer's cudaStream_t (work that reads the batch is ordered on it),
+                       NULL for a loader's own format; not compared */
+};
+/* Bytes of one batch in format f. */
+size_t dpt_input_format_bytes(const struct dpt_input_format *f);
+/* 1 when a and b describe the same bytes on the same device (every field but stream);
+ * else 0 and why[] names the first field that differs with both values. */
+int dpt_input_format_equal(const struct dpt_input_format *a, const struct dpt_input_format *b, char *why,
+                           size_t why_len);
+/* "NHWC fp16, 8 channels (3 + 5 zero)": the channels stored, and the padding. */
+const char *dpt_input_format_describe(const struct dpt_input_format *f, char *buf, size_t len);
+
+/* What a loader with options o delivers for dataset d (device-free, the function
+ * dpt_loader_create sizes its batches with): host fp32 NCHW (device -1) on the CPU path
+ * and on the GPU path without device_out, else o's layout / dtype / stored channels
+ * (NCHW: c; NHWC: at least c) on device o->gpu; batch o->batch, side o->out_size
+ * (0: the dataset's). */
+void dpt_loader_device_format(const struct dpt_dataset *d, const struct dpt_loader_opts *o,
+                              struct dpt_input_format *f);
+/* The negotiation: sets o (device DPT_DATA_GPU on f->device, device_out, layout, dtype,
+ * c_stored) so that the loader delivers exactly f, checked with dpt_loader_device_format.
+ * DPT_E_INPUT (o unchanged) when it cannot: d is not file-backed (only JPEG records are
+ * decoded on the GPU), f is host memory, d has other than 1 or 3 channels, or f's batch,
+ * side or channels are not what o and d give (the message names the field and both
+ * values). */
+int dpt_loader_opts_for_format(struct dpt_loader_opts *o, const struct dpt_dataset *d,
+                               const struct dpt_input_format *f, struct dpt_err *err);
+
 /* What the loader's decoders did so far (summed over its workers). */
 struct dpt_loader_stats {
   long images;      /* records decoded (file-backed) */
@@ -184,6 +224,8 @@ struct dpt_loader_stats {
                        records routed to the CPU + those nvJPEG refused) */
   long gpu_refused; /* GPU path: nvJPEG refused them, decoded by libturbojpeg instead */
   long failed;      /* failed on every decoder (skip_bad: skipped; else the loader stopped) */
+  long host_copies; /* GPU path: batches copied back to host memory (device_out 0); 0 when the
+                       batches stay on the device */
 };
 
 struct dpt_loader;
@@ -220,6 +262,8 @@ struct dpt_loader_plan {
 };
 int dpt_loader_plan(struct dpt_loader *L, int step, int b, int have_hw, struct dpt_loader_plan *p,
                     struct dpt_err *err);
+/* The format of this loader's batches (dpt_loader_device_format of its options). */
+void dpt_loader_format(const struct dpt_loader *L, struct dpt_input_format *f);
 /* The error behind a -1 from dpt_loader_next. */
 const struct dpt_err *dpt_loader_err(const struct dpt_loader *L);
 void dpt_loader_stats(const struct dpt_loader *L, struct dpt_loader_stats *st);

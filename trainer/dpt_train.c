@@ -926,38 +926,6 @@ static int state_average(struct ranks *rk, struct dpt_backend *be, float *hs, st
   return slab_put(be, DPT_SLAB_STATE, hs, err);
 }
 
-/* Validation: the loss and its counts on the backend, read once at the end (one host
- * wait per pass); the training totals were read by the log line of the epoch's last
- * step, which comes first. */
-static int validate(struct dpt_backend *be, struct dpt_loader *vl, struct ranks *rk, struct val_result *out,
-                    struct dpt_err *err)
-{
-  float acc[4] = {0, 0, 0, 0}; /* loss sum, top1, top5, images */
-  struct dpt_loss_totals t;
-  const float *x;
-  const int *lab;
-  int n, rc;
-  dpt_loader_start(vl, 0, 0);
-  for (int st = 0; st < dpt_loader_steps(vl); st++) {
-    if ((n = dpt_loader_next(vl, &x, &lab, NULL)) < 0) {
-      *err = *dpt_loader_err(vl);
-      return err->code;
-    }
-    if ((rc = dpt_backend_forward(be, x, 0, NULL, err)) || (rc = be->ops->loss(be, lab, 0, 0, err))) return rc;
-    acc[3] += (float)n;
-  }
-  if ((rc = be->ops->loss_totals(be, &t, err))) return rc;
-  acc[0] = (float)t.loss_sum;
-  acc[1] = (float)t.top1;
-  acc[2] = (float)t.top5;
-  if ((rc = ranks_allreduce(rk, acc, 4, 0, 0, err))) return rc;
-  out->n = (long)acc[3];
-  out->loss = acc[3] > 0 ? acc[0] / acc[3] : 0;
-  out->top1 = acc[3] > 0 ? acc[1] / acc[3] : 0;
-  out->top5 = acc[3] > 0 ? acc[2] / acc[3] : 0;
-  return 0;
-}
-
 /* One optimizer step with the averaged gradient: buf = NULL (the gradient slab),
  * be->pending (the backend's pending slab) or a HOST buffer (double buffering
  * through the host).  Mixed precision: the backend looks for an inf/NaN in it
@@ -995,6 +963,10 @@ struct run {
   int mixed;                       /* --precision mixed: the backend's dynamic loss scaling */
   struct dpt_loss_scaler scaler;   /* its host copy (resume, checkpoints, the final report) */
   struct dpt_loader *tls[64], *vl; /* training loaders (one per micro-batch), validation */
+  int dev_input;                   /* 1: the loaders' batches stay on the GPU in the backend's input
+                                      format, read in place by ops->forward_device */
+  struct dpt_input_format in_fmt;  /* dev_input: the backend's (ops->input_format) */
+  char input_desc[480];            /* the path the input takes, and why (rank 0 prints it) */
   int spe;                         /* steps per epoch */
   long total_steps;
   double total_epochs;
@@ -1158,22 +1130,44 @@ static int run_loaders(struct run *r, struct dpt_err *err)
   struct dpt_loader_opts lo = {.batch = o->batch, .rank = me, .size = R, .seed = o->seed, .train = 1,
                                .crop_pad = o->crop_pad, .flip = o->flip, .out_size = r->S, .prefetch = o->prefetch,
                                .workers = o->data_threads ? o->data_threads : r->train.files ? 4 : 1};
-  /* --data-device (issue 16): imagenet batches decoded by nvJPEG on the backend's GPU.  They come
-   * back to the host (device_out 0) until the backend takes device input: TODO, a forward from a
-   * device batch in its input layout (dpt_loader_next_device hands one over). */
-  if (r->train.files && strcmp(o->data_device, "cpu")) {
+  /* --data-device (issue 16): imagenet batches decoded by nvJPEG on the backend's GPU, written in
+   * the backend's own input format (the negotiation: dpt_loader_opts_for_format) and handed to
+   * ops->forward_device in place; a backend without device input gets them copied to the host */
+  struct dpt_backend *be = r->be;
+  char hw[400] = "", fd[96];
+  if (!r->train.files) {
+    snprintf(hw, sizeof hw, "%s is held in host memory (the GPU path decodes JPEG records)", r->train.name);
+  } else if (!strcmp(o->data_device, "cpu")) {
+    snprintf(hw, sizeof hw, "--data-device cpu (libturbojpeg)");
+  } else {
     char why[320] = "";
-    int cuda = !strcmp(r->be->ops->name, "cuda"), dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
+    int cuda = !strcmp(be->ops->name, "cuda"), dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
+    int devin = cuda && be->ops->input_format && be->ops->forward_device;
+    if (devin && (rc = be->ops->input_format(be, &r->in_fmt, err))) return rc;
+    if (devin) dev = r->in_fmt.device;
     int ok = cuda && dpt_data_gpu_available(dev, why, sizeof why);
     if (!ok && !strcmp(o->data_device, "gpu"))
       return dpt_err_set(err, cuda ? DPT_E_RUNTIME : DPT_E_INPUT, "--data-device gpu: %s",
                          cuda ? why : "the backend is cpu: it needs --backend cuda");
     if (!ok && cuda && me == 0) fprintf(stderr, "dpt-train: --data-device auto: decoding on the CPU: %s\n", why);
-    if (ok) {
+    if (ok && devin) { /* batches in the backend's input format, on its device */
+      if ((rc = dpt_loader_opts_for_format(&lo, &r->train, &r->in_fmt, err))) return rc;
+      r->dev_input = 1;
+    } else if (ok) {
       lo.device = DPT_DATA_GPU;
       lo.gpu = dev;
+      snprintf(hw, sizeof hw, "backend %s has no device input: the GPU-decoded batches are copied to the host",
+               be->ops->name);
+    } else {
+      snprintf(hw, sizeof hw, "%s%s", cuda ? "the GPU input path is unavailable: " : "",
+               cuda ? why : "backend cpu takes host batches (libturbojpeg decodes)");
     }
   }
+  if (r->dev_input)
+    snprintf(r->input_desc, sizeof r->input_desc, "GPU-decoded batches straight into the backend, no host copy: "
+             "%s on device %d", dpt_input_format_describe(&r->in_fmt, fd, sizeof fd), r->in_fmt.device);
+  else
+    snprintf(r->input_desc, sizeof r->input_desc, "host fp32 NCHW batches: %s", hw);
   for (int j = 0; j < o->accum; j++) {
     struct dpt_loader_opts lj = lo;
     lj.rank = me * o->accum + j;
@@ -1424,6 +1418,7 @@ static void run_describe(struct run *r)
            be->host_slabs ? "" : " (device slabs)", R > 1 ? "comm " : "single rank",
            R > 1 ? o->comm : "", o->dbuf ? ", double buffering" : "", r->sch.peak_lr, o->schedule,
            o->warmup_epochs, r->total_steps, r->total_epochs);
+    printf("dpt-train: input: %s\n", r->input_desc);
     if (R > 1 && r->n_buckets)
       printf("dpt-train: gradients all-reduced in %d bucket(s) of %g MiB during backward%s\n", r->n_buckets,
              o->bucket_mb, r->dev_comm ? " (each behind its CUDA event on the nccl stream)" : "");
@@ -1433,6 +1428,63 @@ static void run_describe(struct run *r)
   }
 }
 
+/* The next batch of loader L: host fp32 NCHW (dpt_loader_next), or with dev_input the
+ * backend's input format in device memory (dpt_loader_next_device: the loader's release
+ * event for it is recorded on the backend's stream at the next call, behind the backward
+ * that last reads it).  Returns the real images in it, or -1 with err set. */
+static int batch_next(struct run *r, struct dpt_loader *L, const void **x, const int **lab, double *wait_s,
+                      struct dpt_err *err)
+{
+  const float *xh = NULL;
+  void *xd = NULL;
+  int n = r->dev_input ? dpt_loader_next_device(L, &xd, lab, r->in_fmt.stream, wait_s)
+                       : dpt_loader_next(L, &xh, lab, wait_s);
+  if (n < 0) {
+    *err = *dpt_loader_err(L);
+    return -1;
+  }
+  *x = r->dev_input ? (const void *)xd : (const void *)xh;
+  return n;
+}
+
+/* Forward of a batch from batch_next (output left on the backend for loss()): from the
+ * device batch in place, or uploaded from the host. */
+static int batch_forward(struct run *r, const void *x, int training, struct dpt_err *err)
+{
+  return r->dev_input ? r->be->ops->forward_device(r->be, x, NULL, training, NULL, err)
+                      : dpt_backend_forward(r->be, x, training, NULL, err);
+}
+
+/* Validation: the loss and its counts on the backend, read once at the end (one host
+ * wait per pass); the training totals were read by the log line of the epoch's last
+ * step, which comes first. */
+static int validate(struct run *r, struct val_result *out, struct dpt_err *err)
+{
+  struct dpt_backend *be = r->be;
+  struct dpt_loader *vl = r->vl;
+  float acc[4] = {0, 0, 0, 0}; /* loss sum, top1, top5, images */
+  struct dpt_loss_totals t;
+  const void *x;
+  const int *lab;
+  int n, rc;
+  dpt_loader_start(vl, 0, 0);
+  for (int st = 0; st < dpt_loader_steps(vl); st++) {
+    if ((n = batch_next(r, vl, &x, &lab, NULL, err)) < 0) return err->code;
+    if ((rc = batch_forward(r, x, 0, err)) || (rc = be->ops->loss(be, lab, 0, 0, err))) return rc;
+    acc[3] += (float)n;
+  }
+  if ((rc = be->ops->loss_totals(be, &t, err))) return rc;
+  acc[0] = (float)t.loss_sum;
+  acc[1] = (float)t.top1;
+  acc[2] = (float)t.top5;
+  if ((rc = ranks_allreduce(&r->rk, acc, 4, 0, 0, err))) return rc;
+  out->n = (long)acc[3];
+  out->loss = acc[3] > 0 ? acc[0] / acc[3] : 0;
+  out->top1 = acc[3] > 0 ? acc[1] / acc[3] : 0;
+  out->top5 = acc[3] > 0 ? acc[2] / acc[3] : 0;
+  return 0;
+}
+
 /* Micro-batch j's forward, loss and backward: all on the backend, no host wait.  With
  * --accumulate K the micro-batches' gradients are summed on the host (backward
  * overwrites the gradient slab). */
@@ -1440,15 +1492,12 @@ static int micro_batch(struct run *r, int j, double *t_bwd_end, struct dpt_err *
 {
   struct opts *o = &r->o;
   struct dpt_backend *be = r->be;
-  const float *x;
+  const void *x;
   const int *lab;
   int rc;
-  if (dpt_loader_next(r->tls[j], &x, &lab, &r->tm.data) < 0) { /* a record failed to decode */
-    *err = *dpt_loader_err(r->tls[j]);
-    return err->code;
-  }
+  if (batch_next(r, r->tls[j], &x, &lab, &r->tm.data, err) < 0) return err->code; /* a record failed to decode */
   double t1 = now();
-  if ((rc = dpt_backend_forward(be, x, 1, NULL, err)) ||
+  if ((rc = batch_forward(r, x, 1, err)) ||
       (rc = be->ops->loss(be, lab, (float)o->smoothing, 1.0f / (o->batch * o->accum), err)))
     return rc;
   double t2 = now();
@@ -1641,7 +1690,7 @@ static int validate_epoch(struct run *r, int epoch, struct dpt_err *err)
   int rc;
   if ((rc = enter_phase("validation", r->gstep, err))) return rc;
   double tv = now();
-  if ((rc = validate(r->be, r->vl, &r->rk, vr, err))) return rc;
+  if ((rc = validate(r, vr, err))) return rc;
   r->tm.val += now() - tv;
   if (r->me == 0) {
     printf("epoch %d validation: top-1 %.2f%% top-5 %.2f%% loss %.4f (%ld images); train loss %.4f "
@@ -1765,8 +1814,9 @@ static int run_finish(struct run *r, int *status, struct dpt_err *err)
     struct dpt_loader_stats ls;
     dpt_loader_stats(r->tls[0], &ls);
     printf("dpt-train: training loader (%s): %ld images decoded (prefetched ones included): %ld by nvJPEG's "
-           "hardware decoder, %ld by its hybrid decoder, %ld by libturbojpeg (%ld of them refused by nvJPEG)\n",
-           dpt_loader_decoder(r->tls[0]), ls.images, ls.gpu_hw, ls.gpu_hybrid, ls.cpu, ls.gpu_refused);
+           "hardware decoder, %ld by its hybrid decoder, %ld by libturbojpeg (%ld of them refused by nvJPEG); "
+           "%ld GPU batch(es) copied back to the host\n", dpt_loader_decoder(r->tls[0]), ls.images, ls.gpu_hw,
+           ls.gpu_hybrid, ls.cpu, ls.gpu_refused, ls.host_copies);
   }
   if (r->train.files) { /* imagenet: records that failed to decode and were skipped (--skip-bad), all ranks */
     float sk[2] = {(float)(dpt_data_skipped(&r->train) - r->train.skipped),
@@ -1856,6 +1906,10 @@ static int run_close(struct run *r, int status, const struct dpt_err *err)
   free(r->ba.req);
 #endif
   free(r->buckets);
+  if (r->dev_input && r->be) { /* the backend reads the loaders' device batches in place: done first */
+    struct dpt_err se = {0};
+    r->be->ops->sync(r->be, &se);
+  }
   for (int j = 0; j < 64; j++) dpt_loader_destroy(r->tls[j]);
   dpt_loader_destroy(r->vl);
   if (r->be) {

@@ -35,6 +35,7 @@
 #include <cudnn.h>
 
 #include "dpt_cuda_kernels.h"
+#include "dpt_data.h" /* struct dpt_input_format */
 
 #define MAX_ALLOCS (DPT_CUDA_NREGIONS + 4) /* regions + workspace, search workspace, pending slab */
 #define NSTAGE 2 /* pinned host staging slots for the input batch and the labels */
@@ -83,6 +84,8 @@ struct cu_backend {
   void *ws;                         /* shared convolution workspace [ws_bytes] */
   size_t ws_bytes;
   float *in32, *out32, *dout32, *dx32; /* fp32 staging: input, logits, dlogits, dinput */
+  void *in_own;                     /* the input tensor's arena slot; t[0].buf is the caller's batch
+                                       instead after forward_device (read in place) */
   void *dy16;                       /* 16-bit: FC output gradient cast [N, K] (FC-cast region) */
   long host_syncs;                  /* host waits on the stream so far (dpt_backend_cuda_host_syncs) */
   long stage_waits;                 /* waits for a staging slot's upload of NSTAGE steps ago that blocked */
@@ -691,30 +694,14 @@ fail:
   return rc;
 }
 
-static int cu_forward(struct dpt_backend *be, const float *x, int training, float *out,
-                      struct dpt_err *err)
+/* The layers from the input tensor (t[0].buf) on, then the logits in fp32 on the device
+ * (out32) for the device loss, and on the host when asked (out: a host wait). */
+static int forward_layers(struct cu_backend *cb, int training, float *out, struct dpt_err *err)
 {
-  struct cu_backend *cb = CB(be);
+  struct dpt_backend *be = &cb->pub;
   const struct dpt_model *m = be->model;
-  const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
-  int rc = 0, o = out_tid(cb), k = cb->x_slot;
+  int rc = 0, o = out_tid(cb);
   const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
-  size_t xbytes = n_elems(ip) * sizeof(float);
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "forward");
-  /* the images: host copy into pinned slot k (x is the caller's again on return), DMA on the
-   * upload stream once the previous forward has cast in32, then the cast on the stream */
-  if ((rc = stage_wait(cb, cb->x_ev[k], &cb->x_used[k], "input staging", err))) goto fail;
-  memcpy(cb->stage_x[k], x, xbytes);
-  CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->in_free, 0), -1, "input");
-  CUDA_CK(cudaMemcpyAsync, (cb->in32, cb->stage_x[k], xbytes, cudaMemcpyHostToDevice, cb->up_stream), -1, "input");
-  CUDA_CK(cudaEventRecord, (cb->x_ev[k], cb->up_stream), -1, "input");
-  cb->x_used[k] = 1;
-  cb->x_slot = (k + 1) % NSTAGE;
-  CUDA_CK(cudaStreamWaitEvent, (cb->stream, cb->x_ev[k], 0), -1, "input");
-  /* NCHW fp32 images -> the NHWC input tensor (channels padded in 16 bits) */
-  KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
-                                    ip->c_stored, 1.0f, cb->stream), -1, "input");
-  CUDA_CK(cudaEventRecord, (cb->in_free, cb->stream), -1, "input");
   for (int i = 0; i < m->n_layers; i++) {
     struct dpt_layer *l = &be->layers[i];
     if ((rc = l->ops->forward(l, training, err))) goto fail;
@@ -733,6 +720,64 @@ static int cu_forward(struct dpt_backend *be, const float *x, int training, floa
                        "names it)", err);
   }
   return 0;
+fail:
+  return rc;
+}
+
+static int cu_forward(struct dpt_backend *be, const float *x, int training, float *out,
+                      struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
+  int rc = 0, k = cb->x_slot;
+  size_t xbytes = n_elems(ip) * sizeof(float);
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "forward");
+  cb->t[0].buf = cb->in_own; /* the input tensor is ours again (after a forward_device) */
+  /* the images: host copy into pinned slot k (x is the caller's again on return), DMA on the
+   * upload stream once the previous forward has cast in32, then the cast on the stream */
+  if ((rc = stage_wait(cb, cb->x_ev[k], &cb->x_used[k], "input staging", err))) goto fail;
+  memcpy(cb->stage_x[k], x, xbytes);
+  CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->in_free, 0), -1, "input");
+  CUDA_CK(cudaMemcpyAsync, (cb->in32, cb->stage_x[k], xbytes, cudaMemcpyHostToDevice, cb->up_stream), -1, "input");
+  CUDA_CK(cudaEventRecord, (cb->x_ev[k], cb->up_stream), -1, "input");
+  cb->x_used[k] = 1;
+  cb->x_slot = (k + 1) % NSTAGE;
+  CUDA_CK(cudaStreamWaitEvent, (cb->stream, cb->x_ev[k], 0), -1, "input");
+  /* NCHW fp32 images -> the NHWC input tensor (channels padded in 16 bits) */
+  KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
+                                    ip->c_stored, 1.0f, cb->stream), -1, "input");
+  CUDA_CK(cudaEventRecord, (cb->in_free, cb->stream), -1, "input");
+  return forward_layers(cb, training, out, err);
+fail:
+  return rc;
+}
+
+/* ops->input_format: the input tensor's plan (dpt_cuda_plan_input_format), this device and
+ * stream. */
+static int cu_input_format(struct dpt_backend *be, struct dpt_input_format *f, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  (void)err;
+  dpt_cuda_plan_input_format(&cb->plan, f);
+  f->device = cb->dev;
+  f->stream = (void *)cb->stream;
+  return 0;
+}
+
+/* ops->forward_device: x is already the input tensor (the loader wrote it in the plan's
+ * layout, type and stored channels), so the layers read it in place: no upload, no cast,
+ * no device-to-device copy.  The stream waits for ready (no host wait); x stays in use
+ * until the first convolution's backward (its weight gradient reads it). */
+static int cu_forward_device(struct dpt_backend *be, const void *x, void *ready, int training, float *out,
+                             struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0;
+  if (!x) return dpt_err_set(err, DPT_E_INPUT, "cuda backend: forward_device without a batch");
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "forward from device input");
+  if (ready) CUDA_CK(cudaStreamWaitEvent, (cb->stream, (cudaEvent_t)ready, 0), -1, "device input ready event");
+  cb->t[0].buf = (void *)x;
+  return forward_layers(cb, training, out, err);
 fail:
   return rc;
 }
@@ -1107,7 +1152,7 @@ static const struct dpt_backend_ops cuda_ops = {
     .overflow_check = dpt_backend_cuda_check_overflow, .scaler_get = cu_scaler_get, .scaler_set = cu_scaler_set,
     .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads,
     .loss = cu_loss, .loss_totals = cu_loss_totals, .host_waits = cu_host_waits, .host_alloc = cu_host_alloc,
-    .host_free = cu_host_free};
+    .host_free = cu_host_free, .input_format = cu_input_format, .forward_device = cu_forward_device};
 
 /* ---- creation --------------------------------------------------------------- */
 
@@ -1379,6 +1424,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     cb->t[i].buf = arena + tp->act_off;
     cb->t[i].diff = tp->diff_lo <= tp->diff_hi ? arena + tp->diff_off : NULL;
   }
+  cb->in_own = cb->t[0].buf;
   {
     size_t nin = n_elems(&cb->plan.t[0]), nout = n_elems(&cb->plan.t[o]);
     cb->in32 = cb->region[DPT_CUDA_R_STAGING];

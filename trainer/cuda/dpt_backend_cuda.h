@@ -29,6 +29,18 @@
  * DPT_CUDA_SYNC_DEBUG=1 every layer is synchronised so an asynchronous fault
  * names its layer.
  *
+ * Device input (ops->input_format / ops->forward_device, dpt_backend.h): the input
+ * tensor's format is the plan's (dpt_cuda_plan_input_format: NHWC in the compute
+ * type, the stem's channels padded to 8 in fp16 / bf16) on this device, and its
+ * stream.  The GPU loader writes batches in exactly that format
+ * (dpt_loader_opts_for_format), so forward_device makes no copy: the stream waits
+ * for the batch's ready event (if any) and the layers read the loader's buffer in
+ * place as tensor 0, up to the first convolution's weight gradient in backward; the
+ * loader's release event, recorded on this stream at its next dpt_loader_next_device,
+ * is the "consumed" point its refill waits for.  The buffer therefore changes from
+ * step to step (the loader's ring); forward() from the host puts tensor 0 back in the
+ * arena.
+ *
  * Layout: NHWC at every precision; convolutions run on KRSC weight copies in the
  * compute type (fp32, fp16 or bf16) cast from the fp32 master slab each forward.
  * bf16 (--precision bf16): bf16 activations and weights, no loss scaling.

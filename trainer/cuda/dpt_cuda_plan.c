@@ -1,6 +1,8 @@
 /* dpt_cuda_plan.c — host-side planning for the CUDA backend (see dpt_cuda_plan.h). */
 #include "dpt_cuda_plan.h"
 
+#include "dpt_data.h" /* struct dpt_input_format */
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +57,20 @@ void dpt_cuda_plan_free(struct dpt_cuda_plan *plan)
   free(plan->scratch_off);
   free(plan->discard_off);
   memset(plan, 0, sizeof *plan);
+}
+
+void dpt_cuda_plan_input_format(const struct dpt_cuda_plan *plan, struct dpt_input_format *f)
+{
+  const struct dpt_cuda_tensor_plan *x = &plan->t[0];
+  memset(f, 0, sizeof *f);
+  f->layout = x->nhwc ? DPT_DATA_NHWC : DPT_DATA_NCHW;
+  f->dtype = x->elem_bytes == 4 ? DPT_DATA_F32 : plan->precision == DPT_CUDA_BF16 ? DPT_DATA_BF16 : DPT_DATA_F16;
+  f->batch = x->n;
+  f->c = x->c;
+  f->c_stored = x->c_stored;
+  f->h = x->h;
+  f->w = x->w;
+  f->device = -1;
 }
 
 static int same_shape(const struct dpt_cuda_conv_plan *a, const struct dpt_cuda_conv_plan *b)

@@ -146,6 +146,13 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
                         int need_input_grad, struct dpt_cuda_plan *plan, struct dpt_err *err);
 void dpt_cuda_plan_free(struct dpt_cuda_plan *plan);
 
+/* The input the plan's network takes (tensor 0), as struct dpt_input_format (dpt_data.h):
+ * NHWC, fp32 (fp32 / tf32) / fp16 (mixed) / bf16, the stored (padded) channels, the batch
+ * and side; device -1 and stream NULL (the backend fills them).  A pure function: the
+ * backend's ops->input_format, and what the GPU loader is asked to deliver. */
+struct dpt_input_format;
+void dpt_cuda_plan_input_format(const struct dpt_cuda_plan *plan, struct dpt_input_format *f);
+
 /* The largest batch whose plan (total_bytes) plus reserve bytes (workspace, cuDNN /
  * cuBLAS handles) fits free_bytes, at most max_try; *need: the bytes batch
  * `want` needs (plan + reserve).  Returns that batch, 0 when not even batch 1
