@@ -23,7 +23,8 @@
  * same loop drives both kinds.
  *
  * One training step is the same list of calls on every backend, and none of
- * them waits for the device (llm.c's loop): forward(x, 1, out = NULL),
+ * them waits for the device (llm.c's loop): forward(x, 1, out = NULL) (or
+ * forward_device from a batch already on the device, in the backend's input_format),
  * loss(labels) (the loss, its gradient and the running totals stay on the
  * backend), backward(dout = NULL), [all-reduce], overflow_check (mixed
  * precision), sgd_step.  The host waits once per log interval, in

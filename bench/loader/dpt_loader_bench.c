@@ -11,9 +11,10 @@
  *       [--layout nchw|nhwc] [--dtype fp32|fp16|bf16] [--seed S] [--hw-share F] [--no-hw]
  *       the training loader of dpt-train (random-resized crop + flip + normalise,
  *       224 px) with N worker threads on the CPU path (libturbojpeg) or the GPU path
- *       (nvJPEG; batches stay on the device unless --host-copy, which is what
- *       dpt-train takes today; --hw-share: the hardware decoder's share of the baseline
- *       files, default 0.65; --no-hw: nvJPEG's CUDA decoders only); W batches of
+ *       (nvJPEG; batches stay on the device, as dpt-train's cuda backend reads them,
+ *       unless --host-copy: copied back as host fp32, what a backend without device
+ *       input gets; --hw-share: the hardware decoder's share of the baseline files,
+ *       default 0.65; --no-hw: nvJPEG's CUDA decoders only); W batches of
  *       warm-up (default: prefetch + threads + 2, which drains what was prefetched),
  *       then S timed batches.  Prints
  *       one JSON object: images/s, the CPU time of the process over the wall time

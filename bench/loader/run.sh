@@ -7,8 +7,9 @@
 #   dpt CPU path    dpt-loader-bench run --device cpu --threads T   for T in $THREADS (1..nproc)
 #   dpt GPU path    --device gpu (batches stay on the GPU) for T in $GPU_THREADS: NCHW fp32 and
 #                   NHWC fp16, the hardware decoder's default share (0.65), all to it (--hw-share 1),
-#                   none (--no-hw); and --host-copy (what dpt-train takes today) -- only when the
-#                   GPU path works here
+#                   none (--no-hw); and --host-copy (batches copied back as host fp32: what a
+#                   backend without device input gets; dpt-train's cuda backend reads them in
+#                   place) -- only when the GPU path works here
 #   torchvision     DataLoader + PIL with W workers (W in $THREADS), and decode_jpeg(device="cuda")
 #                   batched + GPU transforms (GPU only), with whichever python3 has torchvision
 #   trainer         dpt-train --backend cuda --precision mixed on synthetic 224-px data, img/s
