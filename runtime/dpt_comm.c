@@ -533,6 +533,34 @@ int dpt_comm_start_after(struct dpt_comm *c, float *buf, size_t n, unsigned flag
   return 0;
 }
 
+int dpt_comm_enqueue_after(struct dpt_comm *c, float *buf, size_t n, unsigned flags, void *ready,
+                           struct dpt_err *err)
+{
+  if (!c->ops->enqueue)
+    return dpt_err_set(err, DPT_E_UNSUPPORTED, "allreduce[%s]: this communicator reads host buffers: it cannot "
+                       "enqueue an all-reduce on the device (use nccl for device buffers)", c->ops->name);
+  if (n && !buf)
+    return dpt_err_set(err, DPT_E_INPUT, "allreduce[%s]: NULL buffer for %zu floats", c->ops->name, n);
+  if (flags & ~(unsigned)(DPT_COMM_AVG | DPT_COMM_FP16))
+    return dpt_err_set(err, DPT_E_INPUT, "allreduce[%s]: unknown flags 0x%x", c->ops->name, flags);
+  pthread_mutex_lock(&c->mu);
+  int queued = c->head != NULL;
+  pthread_mutex_unlock(&c->mu);
+  if (queued)
+    return dpt_err_set(err, DPT_E_INPUT, "allreduce[%s]: an enqueued all-reduce while dpt_comm_start requests are "
+                       "queued (wait for them first)", c->ops->name);
+  c->seq++;
+  return c->ops->enqueue(c, buf, n, flags, ready, err);
+}
+
+int dpt_comm_enqueue_join(struct dpt_comm *c, void **done, struct dpt_err *err)
+{
+  *done = NULL;
+  if (!c->ops->enqueue_join)
+    return dpt_err_set(err, DPT_E_UNSUPPORTED, "allreduce[%s]: no device stream to join", c->ops->name);
+  return c->ops->enqueue_join(c, done, err);
+}
+
 int dpt_comm_wait(struct dpt_comm *c, struct dpt_comm_req *req, struct dpt_err *err)
 {
   int rc;

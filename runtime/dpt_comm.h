@@ -137,6 +137,21 @@ int dpt_comm_start_after(struct dpt_comm *comm, float *buf, size_t n, unsigned f
 /* Waits, returns the collective's status, frees req. */
 int dpt_comm_wait(struct dpt_comm *comm, struct dpt_comm_req *req, struct dpt_err *err);
 
+/* Device communicators (nccl), for a step captured in a CUDA graph (issue 15): enqueue the
+ * in-place all-reduce of device buffer buf on the communicator's stream after `ready` (a
+ * cudaEvent_t; NULL: none) and return at once: no worker thread, no host wait, no watchdog
+ * (the caller's stream joins the result with dpt_comm_enqueue_join's event; a hang shows at its
+ * next host wait).  When ready was recorded on a stream being captured, the communicator's
+ * stream joins that capture and the all-reduce is captured (NCCL supports graph capture).  The
+ * fp16 staging of DPT_COMM_FP16 is allocated on the first call (an eager step), never during a
+ * capture.  DPT_E_UNSUPPORTED for host communicators; DPT_E_INPUT while requests of
+ * dpt_comm_start are queued (the two paths do not mix). */
+int dpt_comm_enqueue_after(struct dpt_comm *comm, float *buf, size_t n, unsigned flags, void *ready,
+                           struct dpt_err *err);
+/* An event (a cudaEvent_t owned by the communicator) recorded on its stream after everything
+ * enqueued so far: the caller's stream waits for it before reading the buffers. */
+int dpt_comm_enqueue_join(struct dpt_comm *comm, void **done, struct dpt_err *err);
+
 /* Test hook (opts.record_peers): the distinct (send_to, recv_from) pairs this
  * rank used, as world ranks of the communicator passed at creation, in first
  * use order.  Returns how many (up to cap are written). */

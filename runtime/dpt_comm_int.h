@@ -18,6 +18,11 @@ struct dpt_comm_ops {
    * cudaEvent_t) on the communicator's stream, without blocking the host.
    * NULL: the communicator reads host memory and refuses events. */
   int (*wait_ready)(struct dpt_comm *c, void *ready, struct dpt_err *err);
+  /* Device communicators: enqueue the all-reduce on the communicator's stream after `ready`
+   * and return without waiting (dpt_comm_enqueue_after); record an event after everything
+   * enqueued so far (dpt_comm_enqueue_join).  NULL: host communicators. */
+  int (*enqueue)(struct dpt_comm *c, float *buf, size_t n, unsigned flags, void *ready, struct dpt_err *err);
+  int (*enqueue_join)(struct dpt_comm *c, void **done, struct dpt_err *err);
   void (*fini)(struct dpt_comm *c);
 };
 

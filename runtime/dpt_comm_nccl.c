@@ -27,6 +27,7 @@ struct nccl_impl {
   int dev;
   void *half;       /* device [half_cap] fp16 staging */
   size_t half_cap;
+  cudaEvent_t joined; /* dpt_comm_enqueue_join's event */
 };
 
 static int nccl_err(struct dpt_comm *c, ncclResult_t r, const char *call, struct dpt_err *err)
@@ -61,6 +62,8 @@ static void nccl_fini(struct dpt_comm *c)
     ncclCommDestroy(m->comm);
   if (m->half)
     cudaFree(m->half);
+  if (m->joined)
+    cudaEventDestroy(m->joined);
   if (m->stream)
     cudaStreamDestroy(m->stream);
   free(m);
@@ -135,19 +138,23 @@ static int nccl_init(struct dpt_comm *c, const struct dpt_comm_opts *opts, struc
   return 0;
 }
 
-static int nccl_allreduce(struct dpt_comm *c, float *buf, size_t n, unsigned flags,
-                          struct dpt_err *err)
+/* Enqueue the all-reduce of buf on the communicator's stream (fp16 on the wire: converted on the
+ * stream around it, in the staging buffer, grown here unless the stream is being captured). */
+static int nccl_issue(struct dpt_comm *c, float *buf, size_t n, unsigned flags, struct dpt_err *err)
 {
   struct nccl_impl *m = c->impl;
   int fp16 = !!(flags & DPT_COMM_FP16);
   ncclRedOp_t op = (flags & DPT_COMM_AVG) ? ncclAvg : ncclSum;
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   ncclResult_t nr;
   cudaError_t ce;
-
-  if (!n)
-    return 0;
-  cudaSetDevice(m->dev);
   if (fp16 && m->half_cap < n) {
+    if ((ce = cudaStreamIsCapturing(m->stream, &cs)) != cudaSuccess)
+      return cuda_err(c, ce, "cudaStreamIsCapturing", err);
+    if (cs != cudaStreamCaptureStatusNone)
+      return dpt_err_set(err, DPT_E_RUNTIME, "allreduce[nccl]: the fp16 staging of %zu elements would be allocated "
+                         "inside a CUDA-graph capture on rank %d (run one eager step first, or --cuda-graph off)",
+                         n, c->rank);
     if (m->half)
       cudaFree(m->half);
     m->half = NULL;
@@ -167,6 +174,21 @@ static int nccl_allreduce(struct dpt_comm *c, float *buf, size_t n, unsigned fla
     return nccl_err(c, nr, "ncclAllReduce", err);
   if (fp16 && (ce = (cudaError_t)dpt_nccl_f16_to_f32(m->half, buf, n, m->stream)) != cudaSuccess)
     return cuda_err(c, ce, "fp16->fp32 kernel", err);
+  return 0;
+}
+
+static int nccl_allreduce(struct dpt_comm *c, float *buf, size_t n, unsigned flags,
+                          struct dpt_err *err)
+{
+  struct nccl_impl *m = c->impl;
+  cudaError_t ce;
+  int rc;
+
+  if (!n)
+    return 0;
+  cudaSetDevice(m->dev);
+  if ((rc = nccl_issue(c, buf, n, flags, err)))
+    return rc;
   for (;;) {
     ncclResult_t async = ncclSuccess;
     ce = cudaStreamQuery(m->stream);
@@ -200,10 +222,43 @@ static int nccl_wait_ready(struct dpt_comm *c, void *ready, struct dpt_err *err)
   return 0;
 }
 
+/* dpt_comm_enqueue_after: the stream waits for ready, then the all-reduce (fp16 on the wire:
+ * converted on the stream around it), nothing waited for on the host.  While the producer's
+ * stream is being captured the stream has joined that capture by the wait, and the
+ * conversions and ncclAllReduce are captured with it; the fp16 staging can only grow outside
+ * a capture. */
+static int nccl_enqueue(struct dpt_comm *c, float *buf, size_t n, unsigned flags, void *ready, struct dpt_err *err)
+{
+  struct nccl_impl *m = c->impl;
+  int rc;
+  if (!n)
+    return 0;
+  cudaSetDevice(m->dev);
+  if (ready && (rc = nccl_wait_ready(c, ready, err)))
+    return rc;
+  snprintf(c->what, sizeof c->what, "enqueued allreduce #%llu of %zu floats", (unsigned long long)c->seq, n);
+  return nccl_issue(c, buf, n, flags, err);
+}
+
+static int nccl_enqueue_join(struct dpt_comm *c, void **done, struct dpt_err *err)
+{
+  struct nccl_impl *m = c->impl;
+  cudaError_t ce;
+  cudaSetDevice(m->dev);
+  if (!m->joined && (ce = cudaEventCreateWithFlags(&m->joined, cudaEventDisableTiming)) != cudaSuccess)
+    return cuda_err(c, ce, "cudaEventCreate (join)", err);
+  if ((ce = cudaEventRecord(m->joined, m->stream)) != cudaSuccess)
+    return cuda_err(c, ce, "cudaEventRecord (join)", err);
+  *done = (void *)m->joined;
+  return 0;
+}
+
 const struct dpt_comm_ops dpt_comm_nccl_ops = {
   .name = "nccl",
   .init = nccl_init,
   .allreduce = nccl_allreduce,
   .wait_ready = nccl_wait_ready,
+  .enqueue = nccl_enqueue,
+  .enqueue_join = nccl_enqueue_join,
   .fini = nccl_fini,
 };

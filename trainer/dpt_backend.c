@@ -17,6 +17,8 @@ void dpt_backend_opts_default(struct dpt_backend_opts *o)
   o->bn_momentum = 0.1f;
   o->bn_eps = 1e-5f;
   o->precision = NULL;
+  o->fuse = NULL;
+  o->cuda_graph = NULL;
 }
 
 const char *dpt_backend_available(void)

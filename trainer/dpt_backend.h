@@ -48,6 +48,10 @@ struct dpt_backend_opts {
   float bn_eps;         /* PyTorch: 1e-5 */
   const char *precision; /* NULL: the backend's default; "fp32" (every backend), "tf32",
                             "mixed", "bf16" (cuda only; cpu refuses them with DPT_E_UNSUPPORTED) */
+  const char *fuse;      /* cuda: "on", "off", "auto" (NULL: $DPT_CUDA_FUSE, else off): the fused
+                            cuDNN-graph step (dpt-train --fuse; cpu ignores it) */
+  const char *cuda_graph; /* cuda: "on", "off", "auto" (NULL: $DPT_CUDA_GRAPH, else off): the
+                            steady-state step captured in CUDA graphs (dpt-train --cuda-graph) */
 };
 void dpt_backend_opts_default(struct dpt_backend_opts *o);
 
@@ -64,6 +68,7 @@ struct dpt_loss_totals {
 
 struct dpt_backend;
 struct dpt_input_format; /* dpt_data.h: a batch's layout, element type, channels, device */
+struct dpt_cap_step;     /* dpt_cuda_capture.h: a step as CUDA-graph capture sees it */
 
 struct dpt_backend_ops {
   const char *name;
@@ -156,6 +161,21 @@ struct dpt_backend_ops {
   int (*input_format)(struct dpt_backend *be, struct dpt_input_format *f, struct dpt_err *err);
   int (*forward_device)(struct dpt_backend *be, const void *x, void *ready, int training, float *out,
                         struct dpt_err *err);
+  /* Optional (NULL: every call runs as it comes; cpu): the step about to run, so a backend
+   * can capture it in CUDA graphs and replay it (cuda --cuda-graph; dpt_cuda_capture.h): s
+   * says what it is (training step, micro-batch, validation batch; its communicator, buckets,
+   * log step), lr its learning rate (written to the device before the step's graph runs; the
+   * sgd_step that follows gets the same).  The calls of the step must then follow
+   * dpt_cuda_capture_call_items; a step that cannot be captured runs as it comes. */
+  int (*step_begin)(struct dpt_backend *be, const struct dpt_cap_step *s, float lr, struct dpt_err *err);
+  /* Optional: the update waits for event (a cudaEvent_t a device communicator recorded after the
+   * gradient all-reduces it enqueued, dpt_comm_enqueue_join): on the backend's stream, no host
+   * wait; inside a captured step this joins the communicator's stream back. */
+  int (*join)(struct dpt_backend *be, void *event, struct dpt_err *err);
+  /* Optional: what the backend decided at start-up, one line per note (cuda: the fused step's
+   * engines from the cache vs timed, the patterns that fell back to legacy calls and why, CUDA
+   * graphs), for the trainer to print once; "" when nothing. */
+  const char *(*notes)(struct dpt_backend *be);
 };
 
 /* Gradient-bucket hook (dpt_backend_set_buckets): backward() calls it once per
@@ -188,6 +208,9 @@ struct dpt_backend {
   void *bucket_ctx;
   unsigned char *grad_written;     /* [model->n_tensors] during backward: the tensor's gradient
                                       has been delivered (dpt_backend_backward_walk) */
+  int graph;                       /* 1: the backend captures steps (cuda --cuda-graph on): a device
+                                      communicator's all-reduces must then be enqueued on the device
+                                      (dpt_comm_enqueue_after) and joined with ops->join */
 };
 
 /* name: "cpu", "cuda" or "auto".  Parameters and state are initialised with

@@ -33,9 +33,14 @@
 
 #include "dpt_backend.h"
 #include "dpt_ckpt.h"
+#include "dpt_cuda_capture.h" /* the steps announced to the backend (--cuda-graph) */
 #include "dpt_data.h"
 #include "dpt_model.h"
 #include "dpt_optim.h"
+#ifdef DPT_HAVE_CUPTI
+#include "dpt_cupti.h" /* --profile-steps: the per-step kernel breakdown */
+#endif
+#include "dpt_kprof.h"
 #ifdef DPT_TRAIN_HAVE_COMM
 #include <oneapi/dnnl/dnnl.h>
 
@@ -69,6 +74,10 @@ struct opts {
   const char *baseline; /* job report: --baseline REPORT (scaling efficiency) */
   int no_report;        /* job report: --no-report */
   double bucket_mb;     /* --bucket-mb: gradient bucket target in MiB (0: one all-reduce after backward) */
+  const char *fuse;     /* --fuse on|off|auto (NULL: the backend's default, $DPT_CUDA_FUSE, else off) */
+  const char *cuda_graph; /* --cuda-graph on|off|auto (NULL: $DPT_CUDA_GRAPH, else off) */
+  int profile_steps;    /* --profile-steps N: the kernel breakdown of N steps (rank 0, CUPTI) */
+  const char *profile_out; /* --profile-out PATH: its JSON (the records: PATH's .json -> .tsv) */
 };
 
 static void defaults(struct opts *o)
@@ -161,6 +170,20 @@ static void usage(FILE *f)
           "                        fp32 with TF32 off (the oracle), tf32 tensor-core math, mixed (fp16\n"
           "                        activations, fp32 master weights, dynamic loss scaling) or bf16\n"
           "                        (bf16 activations, fp32 master weights, no loss scaling)\n"
+          "  --fuse on|off|auto    cuda: the fused step: each convolution with its BN statistics and the\n"
+          "                        previous BN's scale/bias/ReLU in one cuDNN graph, the residual add and\n"
+          "                        the backward fused likewise; a pattern with no cuDNN engine on this GPU\n"
+          "                        stays on the legacy calls (said at start); auto = on at tf32, mixed and\n"
+          "                        bf16.  Default off ($DPT_CUDA_FUSE): it becomes auto once\n"
+          "                        trainer.gpu.fused_vs_unfused has passed on a GPU\n"
+          "  --cuda-graph on|off|auto  cuda: the steady-state step captured in CUDA graphs and replayed\n"
+          "                        (each kind of step runs eagerly once, then is captured; nccl's\n"
+          "                        all-reduces inside; double buffering runs uncaptured).  Default off\n"
+          "                        ($DPT_CUDA_GRAPH): it becomes auto once trainer.gpu.graph has passed\n"
+          "  --profile-steps N     record the N steps before the last with CUPTI (rank 0): the per-step\n"
+          "                        kernel breakdown (kernels, time per class, idle between kernels) as\n"
+          "                        JSON and its records as TSV, next to the report (default name with\n"
+          "                        .kernels.json / .kernels.tsv) or --profile-out PATH.json\n"
           "  --threads N           CPU threads per rank (default: OMP_NUM_THREADS / all cores)\n"
           "  --comm NAME           communicator for >1 rank: auto|mpi|ring|hierarchical|nccl\n"
           "                        (default $DPT_COMM or auto; auto = nccl when the backend keeps its\n"
@@ -231,7 +254,7 @@ static int parse(int argc, char **argv, struct opts *o)
     O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
     O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
     O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
-    O_NOREPORT, O_BASELINE, O_BUCKET
+    O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT
   };
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
@@ -252,6 +275,8 @@ static int parse(int argc, char **argv, struct opts *o)
       {"synthetic-images", 1, 0, O_NSYN}, {"no-val", 0, 0, O_NOVAL}, {"log-every", 1, 0, O_LOG},
       {"stop-after", 1, 0, O_STOP}, {"accumulate", 1, 0, O_ACC},
       {"no-report", 0, 0, O_NOREPORT}, {"baseline", 1, 0, O_BASELINE}, {"bucket-mb", 1, 0, O_BUCKET},
+      {"fuse", 1, 0, O_FUSE}, {"cuda-graph", 1, 0, O_GRAPH}, {"profile-steps", 1, 0, O_PROF},
+      {"profile-out", 1, 0, O_PROFOUT},
       {0, 0, 0, 0}};
   int c, rc = 0, have_epochs = 0, have_iters = 0;
   double d;
@@ -291,6 +316,10 @@ static int parse(int argc, char **argv, struct opts *o)
     case O_NOREPORT: o->no_report = 1; break;
     case O_BASELINE: o->baseline = optarg; break;
     case O_BUCKET: rc = num("--bucket-mb", optarg, 0, 1e6, &o->bucket_mb); break;
+    case O_FUSE: o->fuse = optarg; break;
+    case O_GRAPH: o->cuda_graph = optarg; break;
+    case O_PROF: rc = inum("--profile-steps", optarg, 1, 1000, &o->profile_steps); break;
+    case O_PROFOUT: o->profile_out = optarg; break;
     case O_SEED: rc = num("--seed", optarg, 0, 1e15, &d); o->seed = (uint64_t)d; break;
     case O_HELP: case 'h': usage(stdout); exit(0);
     case O_WIDTH: rc = num("--width", optarg, 0.01, 8, &o->width); break;
@@ -368,6 +397,18 @@ static int parse(int argc, char **argv, struct opts *o)
     return bad("--precision '%s' is unknown: fp32, tf32, mixed or bf16", o->precision);
   if (o->precision && strcmp(o->precision, "fp32") && !strcmp(o->backend, "cpu"))
     return bad("--precision %s needs --backend cuda: the cpu backend computes in fp32 only", o->precision);
+  for (int k = 0; k < 2; k++) { /* --fuse, --cuda-graph: the cuda backend's switches */
+    const char *v = k ? o->cuda_graph : o->fuse, *name = k ? "--cuda-graph" : "--fuse";
+    if (v && strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) return bad("%s '%s' is unknown: on, off or auto", name, v);
+    if (v && !strcmp(v, "on") && !strcmp(o->backend, "cpu")) return bad("%s on needs --backend cuda", name);
+  }
+  if (o->profile_out && !o->profile_steps) return bad("--profile-out needs --profile-steps N");
+#ifndef DPT_HAVE_CUPTI
+  if (o->profile_steps)
+    return bad("--profile-steps: this dpt-train was built without CUPTI (the CUDA toolkit's activity API): no "
+               "kernel recorder");
+#endif
+  if (o->profile_steps && !strcmp(o->backend, "cpu")) return bad("--profile-steps records GPU kernels: it needs --backend cuda");
 #ifdef DPT_TRAIN_HAVE_COMM
   {
     struct dpt_err e = {0};
@@ -566,6 +607,7 @@ struct bucket_ar {
   struct dpt_backend *be;
   unsigned flags;
   int started;                  /* buckets queued in this backward */
+  int enqueue;                  /* graph mode with nccl: enqueued on the device (dpt_comm_enqueue_after) */
 #ifdef DPT_TRAIN_HAVE_COMM
   struct dpt_comm_req **req;    /* [be->n_buckets] */
 #endif
@@ -576,6 +618,8 @@ static int bucket_start(void *ctx, int k, void *ready, struct dpt_err *err)
   struct bucket_ar *ba = ctx;
 #ifdef DPT_TRAIN_HAVE_COMM
   const struct dpt_bucket *b = &ba->be->buckets[k];
+  if (ba->enqueue) /* on the nccl stream behind the bucket's event: captured with the step */
+    return dpt_comm_enqueue_after(ba->rk->comm, ba->be->grads + b->off, b->len, ba->flags, ready, err);
   int rc = dpt_comm_start_after(ba->rk->comm, ba->be->grads + b->off, b->len, ba->flags, ready, &ba->req[k], err);
   if (!rc) ba->started = k + 1;
   return rc;
@@ -1000,6 +1044,13 @@ struct run {
 #ifdef DPT_TRAIN_HAVE_COMM
   struct dpt_report *rep;
 #endif
+  /* issue 15: steps announced to the backend (--cuda-graph), the kernel breakdown (--profile-steps) */
+  struct dpt_cap_run_cfg cap;      /* the run as the capture plans see it */
+  int graph_comm;                  /* the backend captures and nccl all-reduces device gradients: enqueued on
+                                      the device, joined by the backend (no host wait) */
+  long prof_first;                 /* first step recorded (gstep), -1: none */
+  void *prof;                      /* struct dpt_cupti * while recording */
+  char prof_path[4300];            /* where the breakdown goes */
 };
 
 /* Ranks, signals, fault injection, the job report and its error file. */
@@ -1092,6 +1143,8 @@ static int run_backend(struct run *r, struct dpt_err *err)
   bo.batch = o->batch;
   bo.threads = o->threads;
   bo.precision = o->precision;
+  bo.fuse = o->fuse;
+  bo.cuda_graph = o->cuda_graph;
   const char *bname = o->backend;
   if (!strcmp(bname, "auto")) { /* cuda only when a device works, on every rank */
     char why[320] = "";
@@ -1216,6 +1269,8 @@ static int run_schedule(struct run *r, struct dpt_err *err)
   return 0;
 }
 
+static void profile_paths(struct run *r);
+
 /* The optimizer, the host buffers, double buffering's pending slab, gradient buckets. */
 static int run_buffers(struct run *r, struct dpt_err *err)
 {
@@ -1247,15 +1302,18 @@ static int run_buffers(struct run *r, struct dpt_err *err)
     if (!r->mirrors) return dpt_err_set(err, DPT_E_NOMEM, "out of memory for the host copies of %zu parameters", np);
     r->hp = r->mirrors, r->hg = r->hp + np, r->hv = r->hg + np, r->hs = r->hv + np;
   }
-  /* gradient buckets all-reduced during backward (--bucket-mb) */
+  /* gradient buckets all-reduced during backward (--bucket-mb); a backend that captures steps in
+   * CUDA graphs all-reduces device gradients over nccl in buckets always (one for the whole
+   * gradient with --bucket-mb 0): they are enqueued on the device inside the graph */
+  r->graph_comm = be->graph && r->dev_comm && !o->dbuf && o->accum == 1;
   if (r->R > 1) {
-    r->no_buckets = o->bucket_mb <= 0 ? "--bucket-mb 0"
+    r->no_buckets = o->bucket_mb <= 0 && !r->graph_comm ? "--bucket-mb 0"
                     : o->dbuf ? "double buffering overlaps the whole all-reduce with the next step"
                     : o->accum > 1 ? "--accumulate sums the micro-batches on the host first"
                     : !be->host_slabs && !r->dev_comm ? "the device gradients reach this communicator through host memory"
                     : NULL;
     if (!r->no_buckets) {
-      size_t target = (size_t)(o->bucket_mb * 1048576.0);
+      size_t target = o->bucket_mb > 0 ? (size_t)(o->bucket_mb * 1048576.0) : np * sizeof(float);
       if ((rc = dpt_bucket_plan(&r->model, target < 4 ? 4 : target, &r->buckets, &r->n_buckets, err))) return rc;
 #ifdef DPT_TRAIN_HAVE_COMM
       r->ba.req = calloc((size_t)r->n_buckets, sizeof *r->ba.req);
@@ -1266,6 +1324,21 @@ static int run_buffers(struct run *r, struct dpt_err *err)
       if ((rc = dpt_backend_set_buckets(be, r->buckets, r->n_buckets, bucket_start, &r->ba, err))) return rc;
     }
   }
+  r->ba.enqueue = r->graph_comm;
+  /* --profile-steps: the N steps before the last one */
+  r->prof_first = -1;
+  if (o->profile_steps) {
+    if (strcmp(be->ops->name, "cuda"))
+      return dpt_err_set(err, DPT_E_INPUT, "--profile-steps records GPU kernels: backend %s has none (use --backend "
+                         "cuda)", be->ops->name);
+    if (r->total_steps < o->profile_steps + 2)
+      return dpt_err_set(err, DPT_E_INPUT, "--profile-steps %d needs at least %d steps (the first and the last are not "
+                         "recorded); this run has %ld", o->profile_steps, o->profile_steps + 2, r->total_steps);
+    r->prof_first = r->total_steps - o->profile_steps - 1;
+    profile_paths(r);
+  }
+  r->cap = (struct dpt_cap_run_cfg){r->R, r->dev_comm ? DPT_CAP_COMM_NCCL : DPT_CAP_COMM_HOST, r->n_buckets, r->mixed,
+                                    o->dbuf, o->batch};
   return 0;
 }
 
@@ -1402,6 +1475,9 @@ static void run_describe(struct run *r)
     dpt_report_set_config(rep, "fp16_allreduce", json_boolean(o->fp16));
     dpt_report_set_config(rep, "precision", json_string(be->precision));
     dpt_report_set_config(rep, "backend_device_slabs", json_boolean(!be->host_slabs));
+    dpt_report_set_config(rep, "cuda_fuse", json_string(o->fuse ? o->fuse : getenv("DPT_CUDA_FUSE") ? getenv("DPT_CUDA_FUSE")
+                                                                                                 : "default (off)"));
+    dpt_report_set_config(rep, "cuda_graph", json_boolean(be->graph));
     dpt_report_set_config(rep, "seed", json_integer((json_int_t)o->seed));
     dpt_report_set_allreduce(rep, (uint64_t)r->np * 4, -1);
     struct dpt_err pe = {0};
@@ -1419,9 +1495,18 @@ static void run_describe(struct run *r)
            R > 1 ? o->comm : "", o->dbuf ? ", double buffering" : "", r->sch.peak_lr, o->schedule,
            o->warmup_epochs, r->total_steps, r->total_epochs);
     printf("dpt-train: input: %s\n", r->input_desc);
+    const char *notes = be->ops->notes ? be->ops->notes(be) : "";
+    for (const char *p = notes; p && *p;) { /* what the backend decided at start-up */
+      const char *nl = strchr(p, '\n');
+      int len = nl ? (int)(nl - p) : (int)strlen(p);
+      printf("dpt-train: %.*s\n", len, p);
+      p += len + !!nl;
+    }
     if (R > 1 && r->n_buckets)
       printf("dpt-train: gradients all-reduced in %d bucket(s) of %g MiB during backward%s\n", r->n_buckets,
-             o->bucket_mb, r->dev_comm ? " (each behind its CUDA event on the nccl stream)" : "");
+             o->bucket_mb > 0 ? o->bucket_mb : (double)r->np * 4 / 1048576.0,
+             r->graph_comm ? " (enqueued on the nccl stream behind each bucket's event, inside the captured step)"
+             : r->dev_comm ? " (each behind its CUDA event on the nccl stream)" : "");
     else if (R > 1)
       printf("dpt-train: gradients all-reduced after backward (no buckets: %s)\n", r->no_buckets);
     fflush(stdout);
@@ -1455,6 +1540,8 @@ static int batch_forward(struct run *r, const void *x, int training, struct dpt_
                       : dpt_backend_forward(r->be, x, training, NULL, err);
 }
 
+static int announce(struct run *r, int what, struct dpt_err *err);
+
 /* Validation: the loss and its counts on the backend, read once at the end (one host
  * wait per pass); the training totals were read by the log line of the epoch's last
  * step, which comes first. */
@@ -1470,7 +1557,9 @@ static int validate(struct run *r, struct val_result *out, struct dpt_err *err)
   dpt_loader_start(vl, 0, 0);
   for (int st = 0; st < dpt_loader_steps(vl); st++) {
     if ((n = batch_next(r, vl, &x, &lab, NULL, err)) < 0) return err->code;
-    if ((rc = batch_forward(r, x, 0, err)) || (rc = be->ops->loss(be, lab, 0, 0, err))) return rc;
+    if ((rc = announce(r, DPT_CAP_VALIDATION, err)) || (rc = batch_forward(r, x, 0, err)) ||
+        (rc = be->ops->loss(be, lab, 0, 0, err)))
+      return rc;
     acc[3] += (float)n;
   }
   if ((rc = be->ops->loss_totals(be, &t, err))) return rc;
@@ -1559,7 +1648,12 @@ static int update(struct run *r, double t3, struct dpt_err *err)
   struct dpt_backend *be = r->be;
   int rc;
   if ((rc = preempt_agree(&r->rk, &r->psig, err))) return rc;
-  if (r->n_buckets) { /* queued bucket by bucket during backward */
+  if (r->n_buckets && r->graph_comm) { /* enqueued on the device: the update waits there for them */
+#ifdef DPT_TRAIN_HAVE_COMM
+    void *done;
+    if ((rc = dpt_comm_enqueue_join(r->rk.comm, &done, err)) || (rc = be->ops->join(be, done, err))) return rc;
+#endif
+  } else if (r->n_buckets) { /* queued bucket by bucket during backward */
     if ((rc = bucket_wait_all(&r->ba, err))) return rc;
   } else if (r->R > 1) { /* one all-reduce after backward: its gradients complete first */
     if ((rc = be->ops->sync(be, err))) return rc;
@@ -1579,6 +1673,20 @@ static int update(struct run *r, double t3, struct dpt_err *err)
   return 0;
 }
 
+/* Tell the backend what comes (a training step, a micro-batch, a validation batch) and the
+ * step's learning rate: a backend with --cuda-graph captures it once and replays it
+ * (dpt_cuda_capture.h); the others ignore it. */
+static int announce(struct run *r, int what, struct dpt_err *err)
+{
+  struct dpt_backend *be = r->be;
+  struct dpt_cap_step s;
+  if (!be->ops->step_begin || !be->graph) return 0;
+  int log_step = what != DPT_CAP_VALIDATION && ((r->gstep + 1) % r->o.log_every == 0 || r->gstep + 1 == r->total_steps ||
+                                                (r->gstep + 1) % r->spe == 0);
+  dpt_cuda_capture_step_of(&r->cap, what, log_step, &s);
+  return be->ops->step_begin(be, &s, (float)dpt_schedule_lr(&r->sch, (double)r->gstep / r->spe), err);
+}
+
 /* One training step, llm.c's list: per micro-batch the batch, forward, loss and
  * backward; then the gradient average and the update. */
 static int train_step(struct run *r, struct dpt_err *err)
@@ -1589,7 +1697,9 @@ static int train_step(struct run *r, struct dpt_err *err)
   int rc;
   enter_phase("train", r->gstep, err);
   for (int j = 0; j < o->accum; j++)
-    if ((rc = micro_batch(r, j, &t3, err))) return rc;
+    if ((rc = announce(r, o->accum > 1 ? DPT_CAP_MICRO_BATCH : DPT_CAP_TRAIN_STEP, err)) ||
+        (rc = micro_batch(r, j, &t3, err)))
+      return rc;
   if ((rc = enter_phase("allreduce", r->gstep, err))) return rc;
   if ((rc = o->dbuf ? update_double_buffered(r, t3, err) : update(r, t3, err))) return rc;
   r->gstep++;
@@ -1726,6 +1836,104 @@ static int validate_epoch(struct run *r, int epoch, struct dpt_err *err)
   return 0;
 }
 
+/* ---- --profile-steps: the kernel breakdown of N steps (rank 0, CUPTI: dpt_cupti.h, dpt_kprof.h) --
+ * The N steps before the run's last one (steady state: after the warm-up, the algorithm search and
+ * the graphs' capture), each an external correlation id: every kernel, copy and set their calls
+ * start, a graph's replay included.  Then the breakdown (kernels per step, time per class, busy /
+ * idle between kernels, medians) as JSON and the records as TSV. */
+static void profile_paths(struct run *r)
+{
+  struct opts *o = &r->o;
+  if (o->profile_out) {
+    snprintf(r->prof_path, sizeof r->prof_path, "%s", o->profile_out);
+    return;
+  }
+  r->prof_path[0] = '\0';
+#ifdef DPT_TRAIN_HAVE_COMM
+  if (r->rep) {
+    struct dpt_err pe = {0};
+    char rp[4096];
+    if (dpt_report_path(r->rep, o->report, rp, sizeof rp, &pe) > 0) {
+      size_t n = strlen(rp);
+      if (n > 5 && !strcmp(rp + n - 5, ".json")) rp[n - 5] = '\0';
+      snprintf(r->prof_path, sizeof r->prof_path, "%s.kernels.json", rp);
+    }
+  }
+#endif
+  if (!r->prof_path[0]) snprintf(r->prof_path, sizeof r->prof_path, "dpt-kernels-%d.json", (int)getpid());
+}
+
+static int profile_begin(struct run *r, struct dpt_err *err)
+{
+  if (r->prof_first < 0 || r->me || r->gstep < r->prof_first || r->gstep >= r->prof_first + r->o.profile_steps)
+    return 0;
+#ifdef DPT_HAVE_CUPTI
+  int rc;
+  if (!r->prof) {
+    struct dpt_cupti *rec;
+    if ((rc = r->be->ops->sync(r->be, err))) return rc; /* the steps before are not in the first one */
+    if ((rc = dpt_cupti_start(&rec, err))) return dpt_err_prefix(err, "--profile-steps");
+    r->prof = rec;
+  }
+  return dpt_cupti_step_begin(r->prof, (int)(r->gstep - r->prof_first), err);
+#else
+  (void)err;
+  return 0;
+#endif
+}
+
+static int profile_end(struct run *r, struct dpt_err *err)
+{
+#ifdef DPT_HAVE_CUPTI
+  if (!r->prof) return 0;
+  int rc, last = r->gstep == r->prof_first + r->o.profile_steps; /* train_step counted it */
+  if ((rc = dpt_cupti_step_end(r->prof, err))) return rc;
+  if (!last) return 0;
+  if ((rc = r->be->ops->sync(r->be, err))) return rc; /* every recorded kernel has run */
+  struct dpt_krec *recs = NULL;
+  size_t n = 0, dropped = 0;
+  struct dpt_kclasses kc;
+  struct dpt_kbreakdown b;
+  struct dpt_cupti *rec = r->prof;
+  r->prof = NULL;
+  if ((rc = dpt_cupti_stop(rec, &recs, &n, &dropped, err))) return rc;
+  int have_kc = !(rc = dpt_kclasses_builtin(&kc, err));
+  if (!rc && !(rc = dpt_kprof_breakdown(&kc, recs, n, &b, err))) {
+    char tsv[4400], label[160];
+    snprintf(tsv, sizeof tsv, "%s", r->prof_path);
+    size_t len = strlen(tsv);
+    if (len > 5 && !strcmp(tsv + len - 5, ".json")) tsv[len - 5] = '\0';
+    strncat(tsv, ".tsv", sizeof tsv - strlen(tsv) - 1);
+    snprintf(label, sizeof label, "dpt-train %s %s batch %d, %s", r->be->ops->name, r->be->precision, r->o.batch,
+             r->be->ops->notes && strstr(r->be->ops->notes(r->be), "fused step:") ? "fused" : "unfused");
+    if (r->be->graph) strncat(label, ", CUDA graphs", sizeof label - strlen(label) - 1);
+    FILE *fj = fopen(r->prof_path, "w"), *ft = fj ? fopen(tsv, "w") : NULL;
+    if (!fj || !ft)
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "--profile-steps: cannot write %s: %s", !fj ? r->prof_path : tsv,
+                       strerror(errno));
+    if (!rc) rc = dpt_kprof_write_json(&b, label, fj, err);
+    if (!rc && dpt_kprof_write_records(recs, n, ft))
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "--profile-steps: writing %s failed: %s", tsv, strerror(errno));
+    if (fj && fclose(fj) && !rc) rc = dpt_err_set(err, DPT_E_RUNTIME, "--profile-steps: closing %s: %s", r->prof_path, strerror(errno));
+    if (ft && fclose(ft) && !rc) rc = dpt_err_set(err, DPT_E_RUNTIME, "--profile-steps: closing %s: %s", tsv, strerror(errno));
+    const struct dpt_kstep *md = &b.median;
+    if (!rc)
+      printf("dpt-train: kernel breakdown of %d step(s) (median): %.0f kernels per step, %.2f ms on the GPU of which "
+             "%.1f%% idle between kernels%s; %s and %s\n", b.n_steps, md->kernels, md->span_ns / 1e6,
+             md->span_ns > 0 ? 100.0 * md->idle_ns / md->span_ns : 0.0,
+             dropped ? " (CUPTI dropped records: undercounted)" : "", r->prof_path, tsv);
+    dpt_kprof_free(&b);
+  }
+  if (have_kc) dpt_kclasses_free(&kc);
+  dpt_cupti_free(rec, recs, n);
+  fflush(stdout);
+  return rc;
+#else
+  (void)r, (void)err;
+  return 0;
+#endif
+}
+
 /* The step loop: epochs of steps; a log line every --log-every steps and at an
  * epoch's end; checkpoints; validation at an epoch's end; a stop after
  * --stop-after steps or an agreed preemption signal. */
@@ -1741,7 +1949,7 @@ static int train_loop(struct run *r, struct dpt_err *err)
     for (int j = 0; j < o->accum; j++) dpt_loader_start(r->tls[j], epoch, sie);
     for (; sie < r->spe && r->gstep < r->total_steps; sie++) {
       long waits0 = r->be->ops->host_waits(r->be);
-      if ((rc = train_step(r, err))) return rc;
+      if ((rc = profile_begin(r, err)) || (rc = train_step(r, err)) || (rc = profile_end(r, err))) return rc;
       int end_epoch = sie == r->spe - 1 || r->gstep == r->total_steps;
       if ((r->gstep % o->log_every == 0 || end_epoch) && (rc = log_progress(r, epoch, sie, err))) return rc;
       r->waits_train += r->be->ops->host_waits(r->be) - waits0;
@@ -1898,6 +2106,15 @@ static int run_close(struct run *r, int status, const struct dpt_err *err)
   }
 #else
   (void)err;
+#endif
+#ifdef DPT_HAVE_CUPTI
+  if (r->prof) { /* stopped in the middle of the recorded steps: the recorder is given back */
+    struct dpt_krec *recs = NULL;
+    size_t n = 0, dropped = 0;
+    struct dpt_err pe = {0};
+    if (!dpt_cupti_stop(r->prof, &recs, &n, &dropped, &pe)) dpt_cupti_free(r->prof, recs, n);
+    r->prof = NULL;
+  }
 #endif
   ranks_fini(&r->rk);
   json_decref(r->curve);

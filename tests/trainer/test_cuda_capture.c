@@ -19,7 +19,19 @@
  *  - re-capture keys: equal when only the log step differs, different for another batch
  *    (the last partial batch), validation, micro-batch, communicator, bucket count, precision,
  *    double buffering; the same inputs give the same plan;
- *  - bad steps refused. */
+ *  - bad steps refused.
+ * The cuda backend's capture decisions (dpt_cuda_capture_begin / _item, the calls' items of
+ * dpt_cuda_capture_call_items), for every run configuration dpt-train can produce (one rank;
+ * nccl with 1 or 7 buckets, which graph mode always has; a host communicator without buckets;
+ * mixed or not; double buffering or not; --accumulate 1 or 3) and every step it announces
+ * (training step, micro-batch, validation batch; log step or not), fed in dpt_train.c's call
+ * order: the first step of a key runs eagerly, the second is captured and the third replayed;
+ * in both, every item's action is the plan's (host points at the plan's host entries, device
+ * work recorded / skipped in the plan's segment), each segment begins at its first item and ends
+ * at its last, the trainer's own host points are passed over, and the step is complete after
+ * its last call; a step the backend cannot capture (double buffering) runs eagerly and says
+ * why; keys: validation and training keep their own graphs, the fifth key evicts the least
+ * recently used; a call out of the plan's order is refused and drops the capture. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,8 +258,207 @@ static void bad_steps(void)
   }
 }
 
+/* ---- the backend's capture decisions ------------------------------------------------------- */
+
+/* dpt_train.c's backend calls for what it announced (train_step -> micro_batch / update /
+ * apply_step, validate): forward, loss, backward; a training step then the join of a device
+ * communicator's all-reduces (nccl with buckets), the overflow check (mixed), the update. */
+static int trainer_calls(const struct dpt_cap_step *s, int *calls)
+{
+  int n = 0;
+  calls[n++] = DPT_CAPC_FORWARD;
+  calls[n++] = DPT_CAPC_LOSS;
+  if (!s->training) return n;
+  calls[n++] = DPT_CAPC_BACKWARD;
+  if (s->micro) return n;
+  if (s->comm == DPT_CAP_COMM_NCCL && s->n_buckets > 0) calls[n++] = DPT_CAPC_JOIN;
+  if (s->mixed) calls[n++] = DPT_CAPC_OVERFLOW;
+  calls[n++] = DPT_CAPC_UPDATE;
+  return n;
+}
+
+struct fed {
+  int kind, index, act, segment, first, last;
+};
+
+/* Feed one step; returns the mode; fed[] / *n_fed: what the backend was told. */
+static int run_step(struct dpt_cap_state *st, const struct dpt_cap_step *s, struct fed *fed, int *n_fed, int *slot,
+                    const char *what)
+{
+  struct dpt_err err;
+  int mode, evict, calls[8], nc = trainer_calls(s, calls);
+  *n_fed = 0;
+  int rc = dpt_cuda_capture_begin(st, s, &mode, slot, &evict, &err);
+  CHECK(rc == 0, "%s: begin: %s", what, rc ? err.msg : "");
+  for (int c = 0; c < nc && !rc; c++) {
+    struct dpt_cap_item it[64];
+    int ni = dpt_cuda_capture_call_items(s, calls[c], it, 64);
+    for (int i = 0; i < ni && !rc; i++) {
+      struct fed *f = &fed[(*n_fed)++];
+      f->kind = it[i].kind, f->index = it[i].index;
+      rc = dpt_cuda_capture_item(st, it[i].kind, it[i].index, &f->act, &f->segment, &f->first, &f->last, &err);
+      CHECK(rc == 0, "%s: item %s[%d]: %s", what, dpt_cap_kind_name(it[i].kind), it[i].index, rc ? err.msg : "");
+    }
+  }
+  CHECK(!st->in_step || dpt_cuda_capture_unsupported(s), "%s: the step is not over after its last call", what);
+  return mode;
+}
+
+/* The actions of a captured / replayed step against the plan. */
+static void against_plan(const struct dpt_cap_step *s, const struct fed *fed, int n_fed, int mode, const char *what)
+{
+  struct dpt_cap_plan p;
+  struct dpt_err err;
+  if (dpt_cuda_capture_plan(s, &p, &err)) {
+    CHECK(0, "%s: plan: %s", what, err.msg);
+    return;
+  }
+  int want_dev = mode == DPT_CAPM_CAPTURE ? DPT_CAPA_RECORD : DPT_CAPA_SKIP, k = 0;
+  for (int e = 0; e < p.n_entries; e++) {
+    const struct dpt_cap_entry *en = &p.entry[e];
+    for (int i = en->first; i < en->first + en->n; i++) {
+      int kind = p.item[i].kind;
+      int backend = kind < DPT_HOST_INPUT || kind == DPT_HOST_INPUT || kind == DPT_HOST_SCALARS;
+      if (!backend) continue; /* dpt-train's own host point */
+      if (k >= n_fed) {
+        CHECK(0, "%s: plan item %s[%d] never fed", what, dpt_cap_kind_name(kind), p.item[i].index);
+        continue;
+      }
+      const struct fed *f = &fed[k++];
+      CHECK(f->kind == kind && f->index == p.item[i].index, "%s: fed %s[%d] where the plan has %s[%d]", what,
+            dpt_cap_kind_name(f->kind), f->index, dpt_cap_kind_name(kind), p.item[i].index);
+      if (en->segment < 0) {
+        CHECK(f->act == DPT_CAPA_HOST && f->segment == -1, "%s: host point %s: action %d", what, dpt_cap_kind_name(kind),
+              f->act);
+      } else {
+        CHECK(f->act == want_dev && f->segment == en->segment && f->first == (i == en->first) &&
+                  f->last == (i == en->first + en->n - 1),
+              "%s: %s[%d] in G%d: action %d segment %d first %d last %d", what, dpt_cap_kind_name(kind),
+              p.item[i].index, en->segment, f->act, f->segment, f->first, f->last);
+      }
+    }
+  }
+  CHECK(k == n_fed, "%s: %d items fed, the plan has %d of the backend's", what, n_fed, k);
+  dpt_cuda_capture_free(&p);
+}
+
+static void decisions(void)
+{
+  static const int buckets_nccl[] = {1, 7};
+  int n_cfg = 0, n_steps = 0;
+  for (int ranks = 1; ranks <= 2; ranks++)
+    for (int comm = DPT_CAP_COMM_NCCL; comm <= (ranks > 1 ? DPT_CAP_COMM_HOST : DPT_CAP_COMM_NCCL); comm++)
+      for (int bi = 0; bi < (ranks > 1 && comm == DPT_CAP_COMM_NCCL ? 2 : 1); bi++)
+        for (int mixed = 0; mixed < 2; mixed++)
+          for (int db = 0; db < 2; db++)
+            for (int accum = 1; accum <= 3; accum += 2) {
+              /* what dpt-train's run_buffers gives: nccl in graph mode always buckets, a host
+               * communicator on device gradients none */
+              struct dpt_cap_run_cfg c = {ranks, comm, ranks > 1 && comm == DPT_CAP_COMM_NCCL ? buckets_nccl[bi] : 0,
+                                          mixed, db, 256};
+              n_cfg++;
+              for (int what = 0; what < 3; what++) {
+                if (what == DPT_CAP_TRAIN_STEP && accum > 1) continue; /* micro-batches then an update */
+                if (what == DPT_CAP_MICRO_BATCH && accum == 1) continue;
+                struct dpt_cap_state st;
+                struct fed fed[128];
+                int n_fed, slot, slot0 = -1;
+                char name[160];
+                snprintf(name, sizeof name, "ranks %d comm %d buckets %d mixed %d db %d accum %d %s", ranks, comm,
+                         c.n_buckets, mixed, db, accum,
+                         what == DPT_CAP_TRAIN_STEP ? "step" : what == DPT_CAP_MICRO_BATCH ? "micro" : "val");
+                dpt_cuda_capture_state_init(&st, 1);
+                for (int t = 0; t < 4; t++) {
+                  struct dpt_cap_step s;
+                  dpt_cuda_capture_step_of(&c, what, t == 3, &s); /* the 4th a log step: same key */
+                  int mode = run_step(&st, &s, fed, &n_fed, &slot, name);
+                  n_steps++;
+                  if (dpt_cuda_capture_unsupported(&s)) {
+                    CHECK(mode == DPT_CAPM_EAGER && what == DPT_CAP_TRAIN_STEP && db, "%s: uncaptured: %s", name,
+                          dpt_cuda_capture_unsupported(&s));
+                    continue;
+                  }
+                  int want = t == 0 ? DPT_CAPM_EAGER : t == 1 ? DPT_CAPM_CAPTURE : DPT_CAPM_REPLAY;
+                  CHECK(mode == want, "%s: step %d mode %d (want %d)", name, t, mode, want);
+                  if (t == 0) slot0 = slot;
+                  CHECK(slot == slot0, "%s: the key moved from slot %d to %d", name, slot0, slot);
+                  for (int i = 0; i < n_fed && mode == DPT_CAPM_EAGER; i++)
+                    CHECK(fed[i].act == DPT_CAPA_RUN || fed[i].act == DPT_CAPA_HOST, "%s: eager step item %d action %d",
+                          name, i, fed[i].act);
+                  if (mode != DPT_CAPM_EAGER) against_plan(&s, fed, n_fed, mode, name);
+                }
+                dpt_cuda_capture_state_free(&st);
+              }
+            }
+  printf("capture decisions: %d run configurations, %d steps fed in dpt-train's call order\n", n_cfg, n_steps);
+}
+
+static void decision_keys(void)
+{
+  struct dpt_cap_run_cfg c = {2, DPT_CAP_COMM_NCCL, 7, 1, 0, 256};
+  struct dpt_cap_state st;
+  struct fed fed[128];
+  int n, slot, ts = -1, vs = -1;
+  struct dpt_cap_step train, val;
+  dpt_cuda_capture_step_of(&c, DPT_CAP_TRAIN_STEP, 0, &train);
+  dpt_cuda_capture_step_of(&c, DPT_CAP_VALIDATION, 0, &val);
+  dpt_cuda_capture_state_init(&st, 1);
+  /* an epoch: training steps, then validation batches, then training again */
+  int modes[8];
+  struct dpt_cap_step seq[8] = {train, train, train, val, val, val, train, val};
+  for (int i = 0; i < 8; i++) {
+    modes[i] = run_step(&st, &seq[i], fed, &n, &slot, "epoch");
+    if (seq[i].training) {
+      CHECK(ts < 0 || slot == ts, "training changed slot");
+      ts = slot;
+    } else {
+      CHECK(vs < 0 || slot == vs, "validation changed slot");
+      vs = slot;
+    }
+  }
+  CHECK(ts != vs, "training and validation share a slot");
+  static const int want[8] = {DPT_CAPM_EAGER, DPT_CAPM_CAPTURE, DPT_CAPM_REPLAY, DPT_CAPM_EAGER, DPT_CAPM_CAPTURE,
+                              DPT_CAPM_REPLAY, DPT_CAPM_REPLAY, DPT_CAPM_REPLAY};
+  for (int i = 0; i < 8; i++) CHECK(modes[i] == want[i], "epoch step %d: mode %d (want %d)", i, modes[i], want[i]);
+  CHECK(st.captures == 2 && st.replays == 4, "captures %d replays %d", st.captures, st.replays);
+  /* five keys: the fifth evicts the least recently used (training, used before validation last) */
+  struct dpt_err err;
+  int mode, evict, evicted = -1;
+  for (int b = 1; b <= 3; b++) {
+    struct dpt_cap_run_cfg cb = c;
+    cb.batch = 256 + b; /* other batch shapes: new keys */
+    struct dpt_cap_step s;
+    dpt_cuda_capture_step_of(&cb, DPT_CAP_TRAIN_STEP, 0, &s);
+    dpt_cuda_capture_begin(&st, &s, &mode, &slot, &evict, &err);
+    if (evict >= 0) evicted = evict;
+    dpt_cuda_capture_abort(&st);
+  }
+  CHECK(evicted == ts, "the fifth key evicted slot %d, the least recently used is %d (training)", evicted, ts);
+  run_step(&st, &train, fed, &n, &slot, "after eviction");
+  CHECK(st.slot[slot].captured == 0 && st.slot[slot].seen == 1, "an evicted key is not eager again");
+  /* a call out of order: refused, the capture dropped */
+  run_step(&st, &train, fed, &n, &slot, "capture again"); /* captured */
+  dpt_cuda_capture_state_free(&st);
+  dpt_cuda_capture_state_init(&st, 1);
+  run_step(&st, &train, fed, &n, &slot, "warm-up");
+  dpt_cuda_capture_begin(&st, &train, &mode, &slot, &evict, &err);
+  CHECK(mode == DPT_CAPM_CAPTURE, "second step not captured");
+  int act, seg, first, last;
+  int rc = dpt_cuda_capture_item(&st, DPT_HOST_INPUT, -1, &act, &seg, &first, &last, &err);
+  if (!rc) rc = dpt_cuda_capture_item(&st, DPT_CAP_LOSS, -1, &act, &seg, &first, &last, &err); /* skips scalars, forward */
+  CHECK(rc == DPT_E_RUNTIME && strstr(err.msg, "loss") && strstr(err.msg, "--cuda-graph off"),
+        "an item out of order accepted: %s", rc ? err.msg : "");
+  if (rc) printf("refused: %s\n", err.msg);
+  CHECK(!st.in_step && !st.slot[slot].captured, "the dropped capture is kept");
+  dpt_cuda_capture_begin(&st, &train, &mode, &slot, &evict, &err);
+  CHECK(mode == DPT_CAPM_CAPTURE, "after a dropped capture: mode %d (want capture again)", mode);
+  dpt_cuda_capture_state_free(&st);
+}
+
 int main(void)
 {
+  decisions();
+  decision_keys();
   all_combinations();
   keys();
   bad_steps();

@@ -12,12 +12,22 @@
  *    convolutions (layer1.0.conv1 and its projection), so it is applied once and written.
  *  - width 1/16 in fp16: the 4-channel convolutions stay legacy, with their BNs.
  *  - the unfused plan (fuse = 0): one legacy op per layer and pass, and it replays too.
- *  - broken models refused naming the layer; broken plans refused by the replay. */
+ *  - broken models refused naming the layer; broken plans refused by the replay.
+ *  - the backend's integration (issue 15): each layer's ops of a pass are contiguous (the index
+ *    the backward walk runs them by); every gradient bucket of dpt_bucket_plan (4 bytes, 1 MiB,
+ *    25 MiB, one bucket) closes after every op that writes its gradients (the walk's hook
+ *    points), and a plan that writes a gradient after its bucket's hook is refused; the deny
+ *    list (an op without a cuDNN engine -> its layer on legacy calls) gives plans that replay,
+ *    for every kind of fused op, for random layer subsets, and repeated until nothing fuses;
+ *    the fused arena (dpt_cuda_plan_build_ex) at batch 256 no larger than the unfused one at
+ *    every precision, every written tensor placed, no two live buffers overlapping. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dpt_bucket.h"
 #include "dpt_cuda_fuse.h"
+#include "dpt_cuda_plan.h"
 #include "dpt_model.h"
 
 #include "dpt_check.h"
@@ -175,9 +185,10 @@ static void resnet50_half(void)
          f->act_kept, f->act_kept_bytes / 1073741824.0, c->act_kept, c->act_kept_bytes / 1073741824.0,
          f->diff_written, f->diff_written_bytes / 1073741824.0, c->diff_written, c->diff_written_bytes / 1073741824.0);
   /* unfused launches: the calls dpt_backend_cuda.c makes (derivation in dpt_cuda_fuse.c):
-   * forward conv 2 x 53, BN 53 + 33 ReLU, add 16, pools 2, FC 3 = 213; backward conv
-   * 3 x 52 + 2, BN 53 + 33, add 16 + 32, pools 2, FC 4 = 298 */
-  CHECK(c->launches_fwd == 213 && c->launches_bwd == 298, "unfused launches %d + %d", c->launches_fwd,
+   * forward conv 53 (no weight casts: the fused optimizer writes the copies), BN 53 + 33
+   * ReLU, add 16, pools 2, FC 2 = 159; backward conv 3 x 52 + 2, BN 53 + 33, add 16 + 32,
+   * pools 2, FC 4 = 298 */
+  CHECK(c->launches_fwd == 159 && c->launches_bwd == 298, "unfused launches %d + %d", c->launches_fwd,
         c->launches_bwd);
   CHECK(f->launches_fwd + f->launches_bwd < c->launches_fwd + c->launches_bwd, "fused launches not fewer");
   /* deterministic */
@@ -447,8 +458,244 @@ out:
   dpt_model_free(&m);
 }
 
+/* ---- the backend's integration ------------------------------------------------------------- */
+
+static void fuse_cfg_of(struct dpt_fuse_cfg *cfg, int mult, int in_c_stored, const unsigned char *legacy)
+{
+  dpt_cuda_fuse_cfg_default(cfg);
+  cfg->channel_multiple = mult;
+  cfg->input_c_stored = in_c_stored;
+  cfg->legacy = legacy;
+}
+
+/* Each layer's ops of a pass contiguous, forward layers increasing, backward decreasing. */
+static void layer_order(const struct dpt_model *m, const struct dpt_fuse_plan *p, const char *what)
+{
+  int nf = 0, nb = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    nf += p->fwd_n[l], nb += p->bwd_n[l];
+    for (int i = p->fwd_first[l]; p->fwd_n[l] && i < p->fwd_first[l] + p->fwd_n[l]; i++)
+      CHECK(i < p->n_fwd && p->ops[i].layer == l, "%s: forward op %d in layer %s's range", what, i, m->layers[l].name);
+    for (int i = p->bwd_first[l]; p->bwd_n[l] && i < p->bwd_first[l] + p->bwd_n[l]; i++)
+      CHECK(i >= p->n_fwd && p->ops[i].layer == l, "%s: backward op %d in layer %s's range", what, i, m->layers[l].name);
+  }
+  CHECK(nf == p->n_fwd && nb == p->n_ops - p->n_fwd, "%s: ranges cover %d + %d of %d + %d ops", what, nf, nb, p->n_fwd,
+        p->n_ops - p->n_fwd);
+  for (int i = 1; i < p->n_ops; i++)
+    if (i != p->n_fwd)
+      CHECK(i < p->n_fwd ? p->ops[i].layer >= p->ops[i - 1].layer : p->ops[i].layer <= p->ops[i - 1].layer,
+            "%s: op %d out of layer order", what, i);
+}
+
+static void buckets_after_writers(void)
+{
+  static const size_t targets[] = {4, (size_t)1 << 20, (size_t)25 << 20, (size_t)1 << 40};
+  struct {
+    int image, small, mult, in_c;
+    double width;
+    const char *what;
+  } nets[] = {{224, 0, 8, 8, 1.0, "resnet50 fp16"}, {224, 0, 4, 3, 1.0, "resnet50 fp32"},
+              {28, 1, 8, 8, 0.125, "width-1/8 small stem"}};
+  for (size_t n = 0; n < sizeof nets / sizeof *nets; n++) {
+    struct dpt_model m;
+    struct dpt_fuse_cfg cfg;
+    struct dpt_fuse_plan p;
+    resnet(&m, nets[n].image, nets[n].image == 224 ? 1000 : 10, nets[n].small, nets[n].width, 3);
+    fuse_cfg_of(&cfg, nets[n].mult, nets[n].in_c, NULL);
+    if (!build_ok(&m, &cfg, &p, nets[n].what)) {
+      dpt_model_free(&m);
+      continue;
+    }
+    layer_order(&m, &p, nets[n].what);
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+      struct dpt_bucket *b;
+      int nb;
+      struct dpt_err err;
+      if (dpt_bucket_plan(&m, targets[t], &b, &nb, &err)) {
+        CHECK(0, "%s: buckets of %zu bytes: %s", nets[n].what, targets[t], err.msg);
+        continue;
+      }
+      int rc = dpt_cuda_fuse_check_buckets(&m, &p, b, nb, &err);
+      CHECK(rc == 0, "%s, %d buckets of %zu bytes: %s", nets[n].what, nb, targets[t], rc ? err.msg : "");
+      if (t == 0 && nb > 2) { /* a plan whose dgamma of some BN runs after its bucket's hook is refused */
+        for (int i = p.n_fwd; i < p.n_ops; i++) {
+          const struct dpt_fop *op = &p.ops[i];
+          if (op->kind != DPT_FOP_DBN_WEIGHT) continue;
+          int bn = op->bn[0], k = 0;
+          while (k < nb && !(bn >= b[k].first_layer && bn <= b[k].last_layer)) k++;
+          if (k == nb || b[k].first_layer == 0) continue;
+          struct dpt_fop keep = p.ops[i];
+          p.ops[i].layer = b[k].first_layer - 1; /* named after a layer the walk reaches later */
+          rc = dpt_cuda_fuse_check_buckets(&m, &p, b, nb, &err);
+          CHECK(rc == DPT_E_INPUT && strstr(err.msg, m.layers[bn].name), "%s: a late dgamma of %s passes the bucket check",
+                nets[n].what, m.layers[bn].name);
+          if (rc) printf("refused (late gradient): %s\n", err.msg);
+          p.ops[i] = keep;
+          break;
+        }
+      }
+      if (t == 2) printf("%s: %d buckets of 25 MiB close after their gradients' writers\n", nets[n].what, nb);
+      free(b);
+    }
+    dpt_cuda_fuse_free(&p);
+    dpt_model_free(&m);
+  }
+}
+
+/* The layer a fused op's failure keeps on legacy calls: its ops are gone from the next plan. */
+static int still_fused(const struct dpt_model *m, const struct dpt_fuse_plan *p, int l)
+{
+  switch (m->layers[l].type) {
+  case DPT_LAYER_CONV: return p->conv_fused[l];
+  case DPT_LAYER_BN: return p->bn_mode[l] != DPT_FBN_LEGACY;
+  default:
+    for (int i = 0; i < p->n_ops; i++)
+      if (p->ops[i].layer == l && p->ops[i].kind != DPT_FOP_LEGACY_FWD && p->ops[i].kind != DPT_FOP_LEGACY_BWD) return 1;
+    return 0;
+  }
+}
+
+static void deny_list(void)
+{
+  struct dpt_model m;
+  struct dpt_fuse_cfg cfg;
+  struct dpt_fuse_plan p, q;
+  resnet(&m, 224, 1000, 0, 1.0, 3);
+  unsigned char *legacy = calloc((size_t)m.n_layers, 1);
+  fuse_cfg_of(&cfg, 8, 8, NULL);
+  if (!legacy || !build_ok(&m, &cfg, &p, "deny: base")) exit(1);
+  /* one op of each fused kind: its layer denied, the op's kind gone from that layer */
+  for (int kind = 0; kind < DPT_FOP_LEGACY_FWD; kind++) {
+    int i = 0;
+    while (i < p.n_ops && p.ops[i].kind != kind) i++;
+    if (i == p.n_ops) continue;
+    memset(legacy, 0, (size_t)m.n_layers);
+    int l = dpt_cuda_fuse_deny(&m, &p, i, legacy);
+    CHECK(l >= 0 && legacy[l], "deny %s: no layer", dpt_fop_name(kind));
+    if (l < 0) continue;
+    char what[96];
+    snprintf(what, sizeof what, "deny %s -> %s", dpt_fop_name(kind), m.layers[l].name);
+    cfg.legacy = legacy;
+    if (!build_ok(&m, &cfg, &q, what)) continue;
+    CHECK(!still_fused(&m, &q, l) && q.n_legacy_layers == 1, "%s: still fused (%d legacy layers)", what,
+          q.n_legacy_layers);
+    layer_order(&m, &q, what);
+    dpt_cuda_fuse_free(&q);
+  }
+  CHECK(dpt_cuda_fuse_deny(&m, &p, p.n_fwd - 1, legacy) < 0 || p.ops[p.n_fwd - 1].kind != DPT_FOP_LEGACY_FWD,
+        "a legacy op was denied");
+  /* random subsets of layers kept legacy: every plan replays */
+  unsigned seed = 7;
+  for (int r = 0; r < 40; r++) {
+    for (int l = 0; l < m.n_layers; l++) {
+      seed = seed * 1103515245u + 12345u;
+      legacy[l] = (seed >> 16) % 5 == 0;
+    }
+    cfg.legacy = legacy;
+    char what[64];
+    snprintf(what, sizeof what, "deny: random subset %d", r);
+    if (build_ok(&m, &cfg, &q, what)) {
+      layer_order(&m, &q, what);
+      dpt_cuda_fuse_free(&q);
+    }
+  }
+  /* what the backend does when no engine takes anything: deny the first fused op again and
+   * again; it ends with no fused op left, in at most one round per layer */
+  memset(legacy, 0, (size_t)m.n_layers);
+  int rounds = 0, left = 1;
+  while (left && rounds <= m.n_layers) {
+    cfg.legacy = legacy;
+    if (!build_ok(&m, &cfg, &q, "deny: all")) break;
+    left = 0;
+    for (int i = 0; i < q.n_ops && !left; i++)
+      if (q.ops[i].kind != DPT_FOP_LEGACY_FWD && q.ops[i].kind != DPT_FOP_LEGACY_BWD) {
+        left = 1;
+        CHECK(dpt_cuda_fuse_deny(&m, &q, i, legacy) >= 0, "deny: op %d (%s) not deniable", i, dpt_fop_name(q.ops[i].kind));
+      }
+    if (!left) CHECK(q.n_fwd == m.n_layers && q.n_ops == 2 * m.n_layers, "deny: all: %d + %d ops", q.n_fwd, q.n_ops);
+    dpt_cuda_fuse_free(&q);
+    rounds++;
+  }
+  CHECK(!left, "deny: still fusing after %d rounds", rounds);
+  printf("deny list: every fused op kind deniable, 40 random subsets replay, all fusions gone after %d rounds\n",
+         rounds);
+  dpt_cuda_fuse_free(&p);
+  free(legacy);
+  dpt_model_free(&m);
+}
+
+/* Buffers live at a common step never share bytes; every tensor a fused op writes or reads has a
+ * buffer; the fused plan places no activation the ops never write. */
+static void arena_sound(const struct dpt_model *m, const struct dpt_cuda_plan *pl, const char *what)
+{
+  int nt = pl->n_tensors, bad = 0;
+  for (int a = 0; a < 2 * nt; a++) {
+    const struct dpt_cuda_tensor_plan *ta = &pl->t[a % nt];
+    int alo = a < nt ? ta->act_lo : ta->diff_lo, ahi = a < nt ? ta->act_hi : ta->diff_hi;
+    size_t aoff = a < nt ? ta->act_off : ta->diff_off;
+    if (alo > ahi) continue;
+    for (int b = a + 1; b < 2 * nt; b++) {
+      const struct dpt_cuda_tensor_plan *tb = &pl->t[b % nt];
+      int blo = b < nt ? tb->act_lo : tb->diff_lo, bhi = b < nt ? tb->act_hi : tb->diff_hi;
+      size_t boff = b < nt ? tb->act_off : tb->diff_off;
+      if (blo > bhi || bhi < alo || ahi < blo) continue;
+      if (aoff < boff + tb->bytes && boff < aoff + ta->bytes) bad++;
+    }
+    CHECK(aoff + ta->bytes <= pl->arena_bytes, "%s: buffer %d beyond the arena", what, a);
+  }
+  CHECK(!bad, "%s: %d pairs of live buffers overlap", what, bad);
+  if (!pl->fuse) return;
+  const struct dpt_fuse_plan *fp = pl->fuse;
+  for (int t = 0; t < nt; t++) {
+    CHECK(!fp->act_written[t] || pl->t[t].act_lo <= pl->t[t].act_hi, "%s: tensor %d written without a buffer", what, t);
+    CHECK(fp->act_written[t] || pl->t[t].act_lo > pl->t[t].act_hi, "%s: tensor %d placed but never written", what, t);
+    CHECK(!fp->diff_written[t] || pl->t[t].diff_lo <= pl->t[t].diff_hi, "%s: gradient %d written without a buffer", what,
+          t);
+  }
+  (void)m;
+}
+
+static void fused_arena(void)
+{
+  struct dpt_model m;
+  resnet(&m, 224, 1000, 0, 1.0, 3);
+  for (int prec = DPT_CUDA_FP32; prec <= DPT_CUDA_BF16; prec++) {
+    struct dpt_cuda_plan u, f;
+    struct dpt_cuda_plan_opts po = {1, NULL};
+    struct dpt_err err;
+    const char *pn = dpt_cuda_precision_name(prec);
+    if (dpt_cuda_plan_build(&m, 256, prec, 0, &u, &err) ||
+        dpt_cuda_plan_build_ex(&m, 256, prec, 0, &po, &f, &err)) {
+      CHECK(0, "%s: plan: %s", pn, err.msg);
+      continue;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "resnet50 %s bs 256 unfused", pn);
+    arena_sound(&m, &u, what);
+    snprintf(what, sizeof what, "resnet50 %s bs 256 fused", pn);
+    arena_sound(&m, &f, what);
+    CHECK(f.arena_bytes <= u.arena_bytes, "%s: fused arena %zu > unfused %zu", pn, f.arena_bytes, u.arena_bytes);
+    CHECK(f.total_bytes <= u.total_bytes, "%s: fused plan %zu > unfused %zu", pn, f.total_bytes, u.total_bytes);
+    CHECK(f.fuse && !u.fuse && f.bn_fused_bytes > 0 && !u.bn_fused_bytes, "%s: fusion plan / BN vectors", pn);
+    printf("resnet50 %s, batch 256: liveness arena fused %.2f GiB vs unfused %.2f GiB; whole plan %.2f vs %.2f GiB\n",
+           pn, f.arena_bytes / 1073741824.0, u.arena_bytes / 1073741824.0, f.total_bytes / 1073741824.0,
+           u.total_bytes / 1073741824.0);
+    /* fit: the fused plan fits at least the batch the unfused one does */
+    size_t need_u, need_f;
+    int bu = dpt_cuda_plan_fit(&m, prec, 0, 512, u.total_bytes, 0, &need_u, &err);
+    int bf = dpt_cuda_plan_fit_ex(&m, prec, 0, &po, 512, u.total_bytes, 0, &need_f, &err);
+    CHECK(bu == 256 && bf >= bu, "%s: the largest batch in the unfused plan's bytes: unfused %d fused %d", pn, bu, bf);
+    dpt_cuda_plan_free(&u);
+    dpt_cuda_plan_free(&f);
+  }
+  dpt_model_free(&m);
+}
+
 int main(void)
 {
+  buckets_after_writers();
+  deny_list();
+  fused_arena();
   resnet50_half();
   resnet50_fp32();
   small_stem();

@@ -240,6 +240,18 @@ static void reference_step(void)
       skip = 0;
       dpt_optim_ref_step(&lay, lr, NULL, 0.9f, 5e-5f, nesterov, mask, w, v, g, copy, &skip);
       CHECK(memcmp(w, wb, n * 4), "%s: skip = 0 did not step", what);
+      /* the copy-only pass (parameters put in the slab by the host): the copies of w alone, the
+       * same as the transposed cast, and only the copy elements written (padding stays 0) */
+      for (size_t i = 0; i < n; i++) w[i] = 0.3f * frand(&seed);
+      void *copy2 = calloc(plan.weight_copy_bytes, 1);
+      if (!copy2) exit(1);
+      dpt_optim_ref_copies(&lay, w, copy2);
+      copies_ok(&m, &plan, &lay, w, copy2, what);
+      size_t written = 0;
+      for (size_t i = 0; i < plan.weight_copy_bytes; i++) written += ((unsigned char *)copy2)[i] != 0;
+      CHECK(written <= lay.copied * dpt_optim_elem_bytes(lay.dtype), "%s: copy-only wrote %zu bytes for %zu copies",
+            what, written, lay.copied);
+      free(copy2);
       free(before), free(wb), free(vb);
       free(copy);
       dpt_sgd_free(&sgd);

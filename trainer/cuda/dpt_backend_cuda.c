@@ -26,18 +26,29 @@
 #include "dpt_backend_cuda.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "dpt_cuda_capture.h"
+#include "dpt_cuda_fstep.h"
+#include "dpt_cuda_graph.h"
 #include "dpt_cuda_kernels.h"
+#include "dpt_cuda_optim.h"
+#include "dpt_cudnn_errata.h"
 #include "dpt_data.h" /* struct dpt_input_format */
+#include "dpt_engine_cache.h"
+#include "dpt_optim_layout.h"
 
-#define MAX_ALLOCS (DPT_CUDA_NREGIONS + 4) /* regions + workspace, search workspace, pending slab */
+/* regions + workspace, search workspace, pending slab, the fused step's tuning workspace, the
+ * cuBLAS workspace (graph capture), the fused optimizer's tables */
+#define MAX_ALLOCS (DPT_CUDA_NREGIONS + 8)
 #define NSTAGE 2 /* pinned host staging slots for the input batch and the labels */
 
 struct cu_tensor {
@@ -66,6 +77,10 @@ struct cu_layer {
                                        the shared weight-gradient buffer; FC (16-bit): [K, C] weights */
   void *scratch;                    /* BN+ReLU / add+ReLU backward: relu'(y) * dy [output's size] */
   void *discard;                    /* BN whose input has no gradient: its dx [input's size] */
+  const struct dpt_layer_ops *legacy; /* the layer's legacy calls (the fused step runs the plan's
+                                       legacy ops of this layer through them) */
+  float *bn_vec;                    /* fused step, BN: [7][C] sum, sum of squares, equivalent scale,
+                                       bias, backward coefficients cy, cx, cb (dpt_cuda_fstep.h) */
 };
 
 struct cu_backend {
@@ -120,6 +135,34 @@ struct cu_backend {
   int n_allocs;
   size_t bytes, peak;
   int dtype;                        /* DPT_DT_F32 / F16 / BF16: activations and weight copies */
+  /* the fused optimizer (issue 15): one launch per step writes the fp32 update and the weight
+   * copies in the compute type (no per-layer cast kernels) */
+  struct dpt_optim_layout olay;
+  struct dpt_cuda_optim_tables otab;
+  float *lr_dev;                    /* device float: the step's learning rate (graph steps) */
+  /* the fused step (--fuse) */
+  int fused;
+  struct dpt_cuda_fstep fx;
+  unsigned char *legacy;            /* [n_layers] layers kept on legacy calls (a pattern without engine) */
+  struct dpt_engine_cache ecache;
+  struct dpt_cudnn_errata errata;
+  int ecache_open, errata_loaded;
+  char notes[4096];                 /* ops->notes */
+  /* CUDA-graph capture of announced steps (--cuda-graph) */
+  struct dpt_cap_state cap;
+  struct dpt_cuda_graphs graphs;
+  int gstep;                        /* the current call belongs to a captured / replayed / eager graph-mode step */
+  int gmode, gslot;                 /* its dpt_cap_mode and key slot */
+  struct dpt_cap_step step;         /* what ops->step_begin announced */
+  float step_lr;
+  int launch_seg;                   /* segment to end (capture) and launch at the end of this call, -1 */
+  cudaEvent_t lab_free;             /* after the loss kernel: the device labels may be overwritten */
+  cudaEvent_t pre_wait[4];          /* upload events the stream waits for before the step's work */
+  int n_pre_wait;
+  void *blas_ws;                    /* cuBLAS workspace (captured GEMMs allocate nothing) */
+  int said_uncaptured;              /* the reason a step ran uncaptured was said */
+  struct dpt_cap_item *bw_items;    /* [bw_cap] the graph step's backward items, bw_done of bw_n reported */
+  int bw_cap, bw_n, bw_done;
 };
 
 #define CB(be) ((struct cu_backend *)(be))
@@ -242,6 +285,9 @@ static void dfree(struct cu_backend *cb, void *p)
 static int stream_sync(struct cu_backend *cb, int li, const char *what, struct dpt_err *err)
 {
   int rc = 0;
+  if (cb->graphs.capturing)
+    return dpt_err_set(err, DPT_E_RUNTIME, "cuda backend: a host wait (%s) inside a CUDA-graph segment being "
+                       "captured: the step's calls do not follow its capture plan; run with --cuda-graph off", what);
   cb->host_syncs++;
   CUDA_CK(cudaStreamSynchronize, (cb->stream), li, what);
   return 0;
@@ -288,9 +334,8 @@ static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
   const struct cu_algo *a = &cb->algo[cp->shape_id];
   int rc = 0, li = L->idx;
-  const void *w = L->w16; /* KRSC copy in the compute type, cast from the fp32 master weights */
-  KERN_CK(dpt_cuda_nchw32_to_nhwc, (l->params, L->w16, cb->dtype, cp->k, cp->c_logical, (size_t)cp->r * cp->s,
-                                    cp->c, 1.0f, cb->stream), li, "");
+  const void *w = L->w16; /* KRSC copy in the compute type: written by the fused optimizer */
+  (void)cp;
   DNN_CK(cudnnConvolutionForward, (cb->dnn, &one, cb->t[d->in[0]].desc, cb->t[d->in[0]].buf,
                                    L->fdesc, w, L->cdesc, (cudnnConvolutionFwdAlgo_t)a->fwd, cb->ws,
                                    a->ws_fwd, &zero, cb->t[d->out].desc, cb->t[d->out].buf), li, "");
@@ -479,11 +524,7 @@ static int fc_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
   int rc = 0, li = L->idx, N = cb->pub.opts.batch, K = d->c_out, D = (int)(d->w_len / (size_t)K);
   cudaDataType_t xt = fc_type(cb);
-  const void *w = l->params;
-  if (L->w16) {
-    KERN_CK(dpt_cuda_f32_to, (l->params, L->w16, cb->dtype, 1.0f, d->w_len, cb->stream), li, "");
-    w = L->w16;
-  }
+  const void *w = L->w16 ? L->w16 : (const void *)l->params; /* 16 bits: the fused optimizer's copy */
   BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, N, D, &one, w, xt, D, x->buf, xt, D,
                          &zero, y->buf, CUDA_R_32F, K, fc_compute(cb), CUBLAS_GEMM_DEFAULT), li, "");
   DNN_CK(cudnnAddTensor, (cb->dnn, &one, L->pdesc, l->params + d->w_len, &one, y->desc, y->buf), li, "");
@@ -584,11 +625,56 @@ static const struct dpt_layer_ops pool_ops = {pool_forward, pool_backward, layer
 static const struct dpt_layer_ops fc_ops = {fc_forward, fc_backward, layer_destroy};
 static const struct dpt_layer_ops add_ops = {add_forward, add_backward, layer_destroy};
 
+/* ---- the fused step (--fuse): layer i runs the fusion plan's ops named after it --------- *
+ * Forward: the plan's forward ops of the layer in order, a legacy op through the layer's own
+ * calls.  Backward (dpt_backend_backward_walk's step of layer i): its backward ops; the
+ * gradients they write are marked delivered, and so are the layer's inputs (a BN applied in
+ * its consumer has no gradient tensor of its own: its consumer's ops wrote its input's). */
+
+static int fused_forward(struct dpt_layer *l, int training, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_fuse_plan *fp = cb->plan.fuse;
+  int rc = 0, li = L->idx;
+  for (int i = fp->fwd_first[li]; fp->fwd_n[li] && i < fp->fwd_first[li] + fp->fwd_n[li]; i++) {
+    if (fp->ops[i].kind == DPT_FOP_LEGACY_FWD) rc = L->legacy->forward(l, training, err);
+    else rc = dpt_cuda_fstep_run(&cb->fx, i, training, err);
+    if (rc) return rc;
+  }
+  return layer_sync(cb, li, err);
+}
+
+static int fused_backward(struct dpt_layer *l, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  const struct dpt_fuse_plan *fp = cb->plan.fuse;
+  const struct dpt_layer_desc *d = l->desc;
+  int rc = 0, li = L->idx;
+  for (int i = fp->bwd_first[li]; fp->bwd_n[li] && i < fp->bwd_first[li] + fp->bwd_n[li]; i++) {
+    const struct dpt_fop *op = &fp->ops[i];
+    if (op->kind == DPT_FOP_LEGACY_BWD) {
+      if ((rc = L->legacy->backward(l, err))) return rc;
+      continue;
+    }
+    if ((rc = dpt_cuda_fstep_run(&cb->fx, i, 1, err))) return rc;
+    for (int k = 0; k < op->n_out; k++)
+      if (op->out[k].kind == DPT_FREF_DIFF) cb->pub.grad_written[op->out[k].id] = 1;
+  }
+  for (int k = 0; k < (d->type == DPT_LAYER_ADD ? 2 : 1); k++) cb->pub.grad_written[d->in[k]] = 1;
+  return layer_sync(cb, li, err);
+}
+
+static const struct dpt_layer_ops fused_ops = {fused_forward, fused_backward, layer_destroy};
+
 /* ---- algorithm choice, once per distinct convolution shape ------------------ */
 
-static int choose_algos(struct cu_backend *cb, int shape, size_t limit, struct dpt_err *err)
+/* Algorithms of convolution shape `shape`, searched on conv rep (a convolution of that shape
+ * that runs on the legacy calls: its tensors exist). */
+static int choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err)
 {
-  const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[cb->plan.shape_rep[shape]];
+  const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[rep];
   int li = cp->layer, rc = 0, n = 0, pick;
   const struct dpt_layer_desc *d = &cb->pub.model->layers[li];
   struct cu_layer *L = &cb->l[li];
@@ -694,6 +780,151 @@ fail:
   return rc;
 }
 
+/* ---- CUDA-graph steps (--cuda-graph; the decisions are dpt_cuda_capture's) ---------------- *
+ * A step announced with ops->step_begin goes through its capture plan item by item
+ * (graph_item): eager the first time its key is seen (every call does its work), captured the
+ * second (the segment's work is recorded from its first item to its last, then instantiated and
+ * launched), replayed after that (the calls do their host points only and launch the graphs).
+ * The host points stay outside the graphs: the uploads of the batch and the labels go on the
+ * upload stream and the compute stream waits for them right before it launches a segment (an
+ * eager step: before the work); the learning rate is written to lr_dev before the first
+ * segment; the events the uploads wait for (in_free, lab_free) are recorded inside the graph as
+ * external events. */
+
+static int pre_wait_flush(struct cu_backend *cb, struct dpt_err *err)
+{
+  int rc = 0;
+  for (int i = 0; i < cb->n_pre_wait; i++)
+    CUDA_CK(cudaStreamWaitEvent, (cb->stream, cb->pre_wait[i], 0), -1, "upload of the step's batch");
+  cb->n_pre_wait = 0;
+  return 0;
+fail:
+  return rc;
+}
+
+static void pre_wait_add(struct cu_backend *cb, cudaEvent_t ev)
+{
+  if (cb->n_pre_wait < (int)(sizeof cb->pre_wait / sizeof *cb->pre_wait)) cb->pre_wait[cb->n_pre_wait++] = ev;
+}
+
+/* Item (kind, index) of the announced step is next: *act, what to do with its work.  A
+ * captured segment begins before its first item; its last item leaves it to graph_call_end. */
+static int graph_item(struct cu_backend *cb, int kind, int index, int *act, struct dpt_err *err)
+{
+  int seg, first, last, rc;
+  *act = DPT_CAPA_RUN;
+  if (!cb->gstep) return 0;
+  if ((rc = dpt_cuda_capture_item(&cb->cap, kind, index, act, &seg, &first, &last, err))) return rc;
+  if (*act == DPT_CAPA_RECORD && first && (rc = dpt_cuda_graphs_begin(&cb->graphs, cb->stream, cb->gslot, seg, err)))
+    return rc;
+  if ((*act == DPT_CAPA_RECORD || *act == DPT_CAPA_SKIP) && last) cb->launch_seg = seg;
+  if (*act == DPT_CAPA_RUN && kind < DPT_HOST_INPUT) return pre_wait_flush(cb, err); /* eager: wait now */
+  return 0;
+}
+
+/* The end of a backend call in a graph step (rc: its status so far): a segment whose last item
+ * it did ends (capture: instantiated) and is launched after the uploads; when the backend's
+ * part of the step is done, graph mode ends.  An error drops the step and its capture. */
+static int graph_call_end(struct cu_backend *cb, int rc, struct dpt_err *err)
+{
+  int seg = cb->launch_seg;
+  cb->launch_seg = -1;
+  if (!rc && seg >= 0) {
+    if (cb->gmode == DPT_CAPM_CAPTURE) rc = dpt_cuda_graphs_end(&cb->graphs, cb->stream, err);
+    if (!rc) rc = pre_wait_flush(cb, err);
+    if (!rc) rc = dpt_cuda_graphs_launch(&cb->graphs, cb->stream, cb->gslot, seg, err);
+  }
+  if (rc) {
+    dpt_cuda_graphs_abort(&cb->graphs, cb->stream);
+    dpt_cuda_capture_abort(&cb->cap);
+    if (cb->gslot >= 0 && cb->gmode == DPT_CAPM_CAPTURE) { /* not kept: eager, then captured again */
+      cb->cap.slot[cb->gslot].captured = 0;
+      cb->cap.slot[cb->gslot].seen = 0;
+      dpt_cuda_graphs_drop(&cb->graphs, cb->gslot);
+    }
+    cb->gstep = 0;
+    cb->n_pre_wait = 0;
+    return rc;
+  }
+  if (!cb->cap.in_step) cb->gstep = 0;
+  return 0;
+}
+
+/* The host part of a forward from host images: the batch into pinned slot k (x is the caller's
+ * again on return), its DMA into in32 on the upload stream once the previous forward has cast
+ * in32; *done: the event the compute stream waits for before the cast. */
+static int stage_input(struct cu_backend *cb, const float *x, cudaEvent_t *done, struct dpt_err *err)
+{
+  const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
+  int rc = 0, k = cb->x_slot;
+  size_t xbytes = n_elems(ip) * sizeof(float);
+  if ((rc = stage_wait(cb, cb->x_ev[k], &cb->x_used[k], "input staging", err))) goto fail;
+  memcpy(cb->stage_x[k], x, xbytes);
+  CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->in_free, 0), -1, "input");
+  CUDA_CK(cudaMemcpyAsync, (cb->in32, cb->stage_x[k], xbytes, cudaMemcpyHostToDevice, cb->up_stream), -1, "input");
+  CUDA_CK(cudaEventRecord, (cb->x_ev[k], cb->up_stream), -1, "input");
+  cb->x_used[k] = 1;
+  cb->x_slot = (k + 1) % NSTAGE;
+  *done = cb->x_ev[k];
+  return 0;
+fail:
+  return rc;
+}
+
+/* NCHW fp32 images (in32) -> the NHWC input tensor (channels padded in 16 bits); in_free after
+ * it (external: recorded by a captured graph's node, waited for by the next upload). */
+static int cast_input(struct cu_backend *cb, int external, struct dpt_err *err)
+{
+  const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
+  int rc = 0;
+  KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
+                                    ip->c_stored, 1.0f, cb->stream), -1, "input");
+  CUDA_CK(cudaEventRecordWithFlags, (cb->in_free, cb->stream, external ? cudaEventRecordExternal : cudaEventRecordDefault),
+          -1, "input");
+  return 0;
+fail:
+  return rc;
+}
+
+static int forward_layers(struct cu_backend *cb, int training, float *out, struct dpt_err *err);
+
+/* forward / forward_device in a graph step: the batch (host images: staged and uploaded; a
+ * device batch: copied into the arena's input tensor, the one address the graph reads), the
+ * learning rate, then the forward's work. */
+static int graph_forward(struct cu_backend *cb, const float *x, const void *xd, void *ready, int training, float *out,
+                         struct dpt_err *err)
+{
+  int rc = 0, act;
+  cudaEvent_t up;
+  if (out) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: a step announced for CUDA-graph capture cannot hand its logits "
+                     "to the host (forward with out)");
+    goto fail;
+  }
+  if ((rc = graph_item(cb, DPT_HOST_INPUT, -1, &act, err))) goto fail;
+  if (xd) {
+    cb->t[0].buf = cb->in_own;
+    if (ready) CUDA_CK(cudaStreamWaitEvent, (cb->stream, (cudaEvent_t)ready, 0), -1, "device input ready event");
+    CUDA_CK(cudaMemcpyAsync, (cb->in_own, xd, cb->plan.t[0].bytes, cudaMemcpyDeviceToDevice, cb->stream), -1,
+            "device input");
+  } else {
+    cb->t[0].buf = cb->in_own;
+    if ((rc = stage_input(cb, x, &up, err))) goto fail;
+    pre_wait_add(cb, up);
+  }
+  if (training) {
+    if ((rc = graph_item(cb, DPT_HOST_SCALARS, -1, &act, err))) goto fail;
+    KERN_CK(dpt_cuda_set_f32, (cb->lr_dev, cb->step_lr, cb->stream), -1, "learning rate");
+  }
+  if ((rc = graph_item(cb, DPT_CAP_FORWARD, -1, &act, err))) goto fail;
+  if (act != DPT_CAPA_SKIP) {
+    if (!xd && (rc = cast_input(cb, act == DPT_CAPA_RECORD, err))) goto fail;
+    rc = forward_layers(cb, training, NULL, err);
+  }
+fail:
+  return graph_call_end(cb, rc, err);
+}
+
 /* The layers from the input tensor (t[0].buf) on, then the logits in fp32 on the device
  * (out32) for the device loss, and on the host when asked (out: a host wait). */
 static int forward_layers(struct cu_backend *cb, int training, float *out, struct dpt_err *err)
@@ -728,25 +959,15 @@ static int cu_forward(struct dpt_backend *be, const float *x, int training, floa
                       struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
-  const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
-  int rc = 0, k = cb->x_slot;
-  size_t xbytes = n_elems(ip) * sizeof(float);
+  int rc = 0;
+  cudaEvent_t up;
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "forward");
+  if (cb->gstep) return graph_forward(cb, x, NULL, NULL, training, out, err);
   cb->t[0].buf = cb->in_own; /* the input tensor is ours again (after a forward_device) */
-  /* the images: host copy into pinned slot k (x is the caller's again on return), DMA on the
-   * upload stream once the previous forward has cast in32, then the cast on the stream */
-  if ((rc = stage_wait(cb, cb->x_ev[k], &cb->x_used[k], "input staging", err))) goto fail;
-  memcpy(cb->stage_x[k], x, xbytes);
-  CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->in_free, 0), -1, "input");
-  CUDA_CK(cudaMemcpyAsync, (cb->in32, cb->stage_x[k], xbytes, cudaMemcpyHostToDevice, cb->up_stream), -1, "input");
-  CUDA_CK(cudaEventRecord, (cb->x_ev[k], cb->up_stream), -1, "input");
-  cb->x_used[k] = 1;
-  cb->x_slot = (k + 1) % NSTAGE;
-  CUDA_CK(cudaStreamWaitEvent, (cb->stream, cb->x_ev[k], 0), -1, "input");
-  /* NCHW fp32 images -> the NHWC input tensor (channels padded in 16 bits) */
-  KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
-                                    ip->c_stored, 1.0f, cb->stream), -1, "input");
-  CUDA_CK(cudaEventRecord, (cb->in_free, cb->stream), -1, "input");
+  /* the images: staged, uploaded on the upload stream, then cast on the stream */
+  if ((rc = stage_input(cb, x, &up, err))) goto fail;
+  CUDA_CK(cudaStreamWaitEvent, (cb->stream, up, 0), -1, "input");
+  if ((rc = cast_input(cb, 0, err))) goto fail;
   return forward_layers(cb, training, out, err);
 fail:
   return rc;
@@ -775,6 +996,7 @@ static int cu_forward_device(struct dpt_backend *be, const void *x, void *ready,
   int rc = 0;
   if (!x) return dpt_err_set(err, DPT_E_INPUT, "cuda backend: forward_device without a batch");
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "forward from device input");
+  if (cb->gstep) return graph_forward(cb, NULL, x, ready, training, out, err); /* copied: one address */
   if (ready) CUDA_CK(cudaStreamWaitEvent, (cb->stream, (cudaEvent_t)ready, 0), -1, "device input ready event");
   cb->t[0].buf = (void *)x;
   return forward_layers(cb, training, out, err);
@@ -800,10 +1022,13 @@ fail:
 
 /* The backward walk's cuda part at a gradient bucket: unscale the bucket's range (mixed),
  * then an event right behind its gradients (the communicator's stream waits for it). */
+static int graph_items_until(struct cu_backend *cb, int kind, int index, struct dpt_err *err);
+
 static int cu_bucket_done(struct dpt_backend *be, int k, void **ready, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
   int rc = 0;
+  if ((rc = graph_items_until(cb, DPT_CAP_EVENT, k, err))) return rc; /* a graph step: its items so far */
   if ((rc = unscale_down_to(cb, be->buckets[k].off, err))) return rc;
   CUDA_CK(cudaEventRecord, (cb->bucket_ev[k], cb->stream), be->buckets[k].first_layer, "gradient bucket event");
   *ready = (void *)cb->bucket_ev[k];
@@ -812,9 +1037,57 @@ fail:
   return rc;
 }
 
+/* Report the step's backward items up to and including (kind, index); kind < 0: all the rest. */
+static int graph_items_until(struct cu_backend *cb, int kind, int index, struct dpt_err *err)
+{
+  int rc = 0, act;
+  while (cb->gstep && cb->bw_done < cb->bw_n) {
+    const struct dpt_cap_item *it = &cb->bw_items[cb->bw_done++];
+    if ((rc = graph_item(cb, it->kind, it->index, &act, err))) return rc;
+    if (it->kind == kind && it->index == index) break;
+  }
+  return 0;
+}
+
+static int backward_walk(struct cu_backend *cb, const float *dout, float *dx, struct dpt_err *err);
+
+/* backward in a graph step: the walk (eager, capture) or its items alone (replay). */
+static int graph_backward(struct cu_backend *cb, const float *dout, float *dx, struct dpt_err *err)
+{
+  int rc = 0;
+  if (dout || dx) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: a step announced for CUDA-graph capture takes its output "
+                     "gradient from loss() and gives no input gradient");
+    goto done;
+  }
+  int n = dpt_cuda_capture_call_items(&cb->step, DPT_CAPC_BACKWARD, NULL, 0);
+  if (n > cb->bw_cap) {
+    struct dpt_cap_item *it = realloc(cb->bw_items, (size_t)n * sizeof *it);
+    if (!it) {
+      rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory for %d backward items", n);
+      goto done;
+    }
+    cb->bw_items = it;
+    cb->bw_cap = n;
+  }
+  cb->bw_n = dpt_cuda_capture_call_items(&cb->step, DPT_CAPC_BACKWARD, cb->bw_items, cb->bw_cap);
+  cb->bw_done = 0;
+  if (cb->gmode != DPT_CAPM_REPLAY) rc = backward_walk(cb, NULL, NULL, err);
+  if (!rc) rc = graph_items_until(cb, -1, 0, err);
+done:
+  return graph_call_end(cb, rc, err);
+}
+
 static int cu_backward(struct dpt_backend *be, const float *dout, float *dx, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
+  if (cb->gstep) return graph_backward(cb, dout, dx, err);
+  return backward_walk(cb, dout, dx, err);
+}
+
+static int backward_walk(struct cu_backend *cb, const float *dout, float *dx, struct dpt_err *err)
+{
+  struct dpt_backend *be = &cb->pub;
   int rc = 0, o = out_tid(cb);
   const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o], *ip = &cb->plan.t[0];
   if (dx && !be->opts.need_input_grad)
@@ -847,6 +1120,31 @@ fail:
   return rc;
 }
 
+/* ---- the fused optimizer (dpt_cuda_optim.h): one launch per step --------------------------- */
+
+/* The update from gradient g (with the learning rate lr, or lr_dev's on the device), the weight
+ * copies written in the same pass; copy_only: the copies of the parameters as they are (after
+ * the host put them in the slab: the first forward reads them).  skip: the overflow flag. */
+static int optim_launch(struct cu_backend *cb, const float *g, float lr, const float *lr_dev, float momentum,
+                        float wd, int nesterov, const unsigned char *mask, const int *skip, int copy_only,
+                        struct dpt_err *err)
+{
+  int rc = 0;
+  struct dpt_cuda_optim_args a = {.w = cb->pub.params, .v = cb->velocity, .g = g, .mask = mask,
+                                  .copy = cb->region[DPT_CUDA_R_WEIGHTS], .lr = lr, .lr_dev = lr_dev,
+                                  .momentum = momentum, .weight_decay = wd, .nesterov = nesterov, .skip = skip,
+                                  .copy_only = copy_only};
+  KERN_CK(dpt_cuda_optim_step, (&cb->otab, &a, cb->stream), -1, copy_only ? "weight copies" : "fused optimizer");
+  return 0;
+fail:
+  return rc;
+}
+
+static int refresh_copies(struct cu_backend *cb, struct dpt_err *err)
+{
+  return optim_launch(cb, NULL, 0.0f, NULL, 0.0f, 0.0f, 0, NULL, NULL, 1, err);
+}
+
 static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host, int to_backend,
                         struct dpt_err *err)
 {
@@ -864,6 +1162,8 @@ static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host
   CUDA_CK(cudaMemcpyAsync, (to_backend ? (void *)s : (void *)host, to_backend ? (void *)host : (void *)s,
                             n, to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
           -1, what);
+  /* new parameters: their copies in the compute type too (the fused optimizer's copy pass) */
+  if (which == DPT_SLAB_PARAMS && to_backend && (rc = refresh_copies(cb, err))) return rc;
   return stream_sync(cb, -1, what, err);
 fail:
   return rc;
@@ -894,7 +1194,16 @@ static void cu_destroy(struct dpt_backend *be)
     if (cb->lab_ev[k]) cudaEventDestroy(cb->lab_ev[k]);
   }
   if (cb->in_free) cudaEventDestroy(cb->in_free);
+  if (cb->lab_free) cudaEventDestroy(cb->lab_free);
   if (cb->pinned) cudaFreeHost(cb->pinned);
+  dpt_cuda_graphs_abort(&cb->graphs, cb->stream);
+  dpt_cuda_graphs_drop(&cb->graphs, -1);
+  dpt_cuda_capture_state_free(&cb->cap);
+  dpt_cuda_fstep_destroy(&cb->fx);
+  if (cb->ecache_open) dpt_engine_cache_close(&cb->ecache);
+  if (cb->errata_loaded) dpt_cudnn_errata_free(&cb->errata);
+  dpt_cuda_optim_tables_free(&cb->otab);
+  dpt_optim_layout_free(&cb->olay);
   while (cb->n_allocs) dfree(cb, cb->allocs[0]);
   if (cb->blas) cublasDestroy(cb->blas);
   if (cb->dnn) cudnnDestroy(cb->dnn);
@@ -905,6 +1214,8 @@ static void cu_destroy(struct dpt_backend *be)
   free(cb->l);
   free(cb->algo);
   free(cb->bucket_ev);
+  free(cb->bw_items);
+  free(cb->legacy);
   free(be->layers);
   free(cb);
 }
@@ -933,6 +1244,8 @@ fail:
   return rc;
 }
 
+static int graph_sgd_step(struct cu_backend *cb, const float *grads, struct dpt_err *err);
+
 static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
@@ -941,6 +1254,7 @@ static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, str
   if (!cb->sgd_ready)
     return dpt_err_set(err, DPT_E_INPUT, "cuda backend: sgd_step before sgd_init");
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD");
+  if (cb->gstep) return graph_sgd_step(cb, grads, err);
   const float *g = be->grads;
   if (grads && grads == be->pending) /* the double-buffered averaged gradient, already on the device */
     g = be->pending;
@@ -951,15 +1265,32 @@ static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, str
     if ((rc = stream_sync(cb, -1, "SGD gradient upload", err))) return rc;
   }
   /* mixed precision: the step is skipped on the device when the overflow flag that
-   * dpt_backend_cuda_check_overflow set after the all-reduce says so (no host wait) */
-  KERN_CK(dpt_cuda_sgd_unless, (be->params, cb->velocity, g, cb->sgd_ready == 2 ? cb->mask : NULL, lr,
-                                cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov, n,
-                                cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL,
-                                cb->stream), -1, "SGD");
+   * dpt_backend_cuda_check_overflow set after the all-reduce says so (no host wait); the fused
+   * optimizer writes the weight copies the next forward reads in the same pass */
+  rc = optim_launch(cb, g, lr, NULL, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov, cb->sgd_ready == 2 ? cb->mask : NULL,
+                    cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
   cb->overflow_armed = 0;
-  return 0;
+  return rc;
 fail:
   return rc;
+}
+
+/* sgd_step in a graph step: the update reads the learning rate the step wrote to lr_dev. */
+static int graph_sgd_step(struct cu_backend *cb, const float *grads, struct dpt_err *err)
+{
+  int rc = 0, act;
+  if (grads) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: a captured step updates from its own gradient slab");
+    goto done;
+  }
+  if ((rc = graph_item(cb, DPT_CAP_UPDATE, -1, &act, err))) goto done;
+  if (act != DPT_CAPA_SKIP)
+    rc = optim_launch(cb, cb->pub.grads, 0.0f, cb->lr_dev, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov,
+                      cb->sgd_ready == 2 ? cb->mask : NULL,
+                      cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
+  cb->overflow_armed = 0;
+done:
+  return graph_call_end(cb, rc, err);
 }
 
 static int cu_sync(struct dpt_backend *be, struct dpt_err *err)
@@ -1050,6 +1381,79 @@ fail:
   return rc;
 }
 
+/* loss in a graph step: the labels of staging slot k go up on the upload stream (a host point:
+ * after the previous loss kernel read the device copy, lab_free), then the loss kernels
+ * (smoothing and grad_scale are kernel arguments: the same every step of a run). */
+static int graph_loss(struct cu_backend *cb, int k, float smoothing, float grad_scale, struct dpt_err *err)
+{
+  int rc = 0, act, N = cb->pub.opts.batch, o = out_tid(cb);
+  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
+  CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->lab_free, 0), -1, "labels");
+  CUDA_CK(cudaMemcpyAsync, (cb->labels, cb->stage_lab[k], (size_t)N * sizeof(int), cudaMemcpyHostToDevice,
+                            cb->up_stream), -1, "labels");
+  CUDA_CK(cudaEventRecord, (cb->lab_ev[k], cb->up_stream), -1, "labels");
+  cb->lab_used[k] = 1;
+  cb->lab_slot = (k + 1) % NSTAGE;
+  pre_wait_add(cb, cb->lab_ev[k]);
+  if ((rc = graph_item(cb, DPT_CAP_LOSS, -1, &act, err))) goto fail;
+  if (act != DPT_CAPA_SKIP) {
+    KERN_CK(dpt_cuda_softmax_xent, (cb->out32, cb->labels, N, op->c * op->h * op->w, smoothing, grad_scale,
+                                    cb->dout32, cb->loss_rows, cb->rank, cb->stream), -1, "loss");
+    CUDA_CK(cudaEventRecordWithFlags, (cb->lab_free, cb->stream, act == DPT_CAPA_RECORD ? cudaEventRecordExternal
+                                                                                        : cudaEventRecordDefault),
+            -1, "loss");
+    KERN_CK(dpt_cuda_loss_accumulate, (cb->loss_rows, cb->rank, N, cb->tot, cb->stream), -1, "loss totals");
+  }
+fail:
+  return graph_call_end(cb, rc, err);
+}
+
+/* ops->join: the update waits for a device communicator's all-reduces (no host wait). */
+static int cu_join(struct dpt_backend *be, void *event, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int rc = 0, act;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "join");
+  if ((rc = graph_item(cb, DPT_CAP_JOIN, -1, &act, err))) goto fail;
+  if (act != DPT_CAPA_SKIP && event)
+    CUDA_CK(cudaStreamWaitEvent, (cb->stream, (cudaEvent_t)event, 0), -1, "the communicator's all-reduces");
+fail:
+  return cb->gstep ? graph_call_end(cb, rc, err) : rc;
+}
+
+/* ops->step_begin: what the next calls are (dpt_cuda_capture.h) when --cuda-graph is on. */
+static int cu_step_begin(struct dpt_backend *be, const struct dpt_cap_step *s, float lr, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  int mode, slot, evict, rc;
+  if (!be->graph) return 0;
+  if (cb->graphs.capturing) dpt_cuda_graphs_abort(&cb->graphs, cb->stream); /* an unfinished step */
+  cb->gstep = 0;
+  cb->launch_seg = -1;
+  cb->n_pre_wait = 0;
+  if ((rc = dpt_cuda_capture_begin(&cb->cap, s, &mode, &slot, &evict, err))) return rc;
+  if (evict >= 0) dpt_cuda_graphs_drop(&cb->graphs, evict);
+  if (!cb->cap.in_step) { /* a step the backend cannot capture: as it comes, said once */
+    if (!cb->said_uncaptured) {
+      fprintf(stderr, "dpt-train: cuda backend: --cuda-graph: steps run uncaptured: %s\n",
+              dpt_cuda_capture_unsupported(s));
+      cb->said_uncaptured = 1;
+    }
+    return 0;
+  }
+  cb->gstep = 1;
+  cb->gmode = mode;
+  cb->gslot = slot;
+  cb->step = *s;
+  cb->step_lr = lr;
+  return 0;
+}
+
+static const char *cu_notes(struct dpt_backend *be)
+{
+  return CB(be)->notes;
+}
+
 static int cu_loss(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
                    struct dpt_err *err)
 {
@@ -1058,6 +1462,7 @@ static int cu_loss(struct dpt_backend *be, const int *labels, float smoothing, f
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss");
   if ((rc = stage_wait(cb, cb->lab_ev[k], &cb->lab_used[k], "label staging", err))) return rc;
   memcpy(cb->stage_lab[k], labels, (size_t)N * sizeof(int));
+  if (cb->gstep) return graph_loss(cb, k, smoothing, grad_scale, err);
   if ((rc = loss_enqueue(cb, cb->stage_lab[k], smoothing, grad_scale, err))) return rc;
   CUDA_CK(cudaEventRecord, (cb->lab_ev[k], cb->stream), -1, "loss");
   cb->lab_used[k] = 1;
@@ -1152,7 +1557,8 @@ static const struct dpt_backend_ops cuda_ops = {
     .overflow_check = dpt_backend_cuda_check_overflow, .scaler_get = cu_scaler_get, .scaler_set = cu_scaler_set,
     .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads,
     .loss = cu_loss, .loss_totals = cu_loss_totals, .host_waits = cu_host_waits, .host_alloc = cu_host_alloc,
-    .host_free = cu_host_free, .input_format = cu_input_format, .forward_device = cu_forward_device};
+    .host_free = cu_host_free, .input_format = cu_input_format, .forward_device = cu_forward_device,
+    .step_begin = cu_step_begin, .join = cu_join, .notes = cu_notes};
 
 /* ---- creation --------------------------------------------------------------- */
 
@@ -1166,6 +1572,31 @@ void dpt_cuda_opts_default(struct dpt_cuda_opts *o)
   o->algo_search = 1;
   o->deterministic = 0;
   o->loss_scale = 65536.0f;
+  int f = dpt_cuda_switch_parse(getenv("DPT_CUDA_FUSE")), g = dpt_cuda_switch_parse(getenv("DPT_CUDA_GRAPH"));
+  o->fuse = f >= 0 ? f : DPT_CUDA_OFF;   /* off until trainer.gpu.fused_vs_unfused passes on a GPU */
+  o->graph = g >= 0 ? g : DPT_CUDA_OFF;  /* off until trainer.gpu.graph passes on a GPU */
+  o->engine_cache_dir = NULL;
+}
+
+int dpt_cuda_switch_parse(const char *s)
+{
+  if (!s) return -1;
+  if (!strcmp(s, "off")) return DPT_CUDA_OFF;
+  if (!strcmp(s, "on")) return DPT_CUDA_ON;
+  if (!strcmp(s, "auto")) return DPT_CUDA_AUTO;
+  return -1;
+}
+
+/* An option (wins) or its environment variable: the switch, or DPT_E_INPUT naming the value. */
+static int switch_of(const char *opt, const char *option, const char *env, int *v, struct dpt_err *err)
+{
+  const char *e = getenv(env), *s = option ? option : e;
+  if (!s) return 0;
+  int x = dpt_cuda_switch_parse(s);
+  if (x < 0)
+    return dpt_err_set(err, DPT_E_INPUT, "%s '%s': expected on, off or auto", option ? opt : env, s);
+  *v = x;
+  return 0;
 }
 
 int dpt_cuda_device_usable(char *why, size_t why_len)
@@ -1226,6 +1657,13 @@ int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_back
     *out = NULL;
     return dpt_err_set(err, DPT_E_INPUT, "DPT_CUDA_PRECISION='%s': expected fp32, tf32, mixed or bf16",
                        getenv("DPT_CUDA_PRECISION"));
+  }
+  /* dpt-train --fuse / --cuda-graph: win over DPT_CUDA_FUSE / DPT_CUDA_GRAPH */
+  int rc;
+  if ((rc = switch_of("--fuse", opts ? opts->fuse : NULL, "DPT_CUDA_FUSE", &co.fuse, err)) ||
+      (rc = switch_of("--cuda-graph", opts ? opts->cuda_graph : NULL, "DPT_CUDA_GRAPH", &co.graph, err))) {
+    *out = NULL;
+    return rc;
   }
   return dpt_backend_cuda_create_ex(model, opts, &co, out, err);
 }
@@ -1332,6 +1770,162 @@ fail:
   return rc;
 }
 
+/* Activations and their gradients: the liveness arena, at the plan's offsets (a tensor the
+ * plan does not place, one the fused step never writes, has no buffer). */
+static void set_tensor_ptrs(struct cu_backend *cb)
+{
+  char *arena = cb->region[DPT_CUDA_R_ARENA];
+  for (int i = 0; i < cb->plan.n_tensors; i++) {
+    const struct dpt_cuda_tensor_plan *tp = &cb->plan.t[i];
+    cb->t[i].buf = tp->act_lo <= tp->act_hi ? arena + tp->act_off : NULL;
+    cb->t[i].diff = tp->diff_lo <= tp->diff_hi ? arena + tp->diff_off : NULL;
+  }
+  cb->in_own = cb->t[0].buf;
+}
+
+/* The fused step's operands (dpt_cuda_fstep_io). */
+static void *fx_resolve(void *ctx, const struct dpt_fx_ref *r)
+{
+  struct cu_backend *cb = ctx;
+  switch (r->kind) {
+  case DPT_FXR_ACT: return cb->t[r->id].buf;
+  case DPT_FXR_DIFF: return cb->t[r->id].diff;
+  case DPT_FXR_W: return (char *)cb->region[DPT_CUDA_R_WEIGHTS] + cb->plan.wcopy_off[r->id];
+  case DPT_FXR_WGRAD: return (char *)cb->region[DPT_CUDA_R_WEIGHTS] + cb->plan.wgrad_off;
+  case DPT_FXR_PARAM: return cb->pub.params + r->off;
+  case DPT_FXR_GRAD: return cb->pub.grads + r->off;
+  case DPT_FXR_STATE: return cb->pub.state + r->off;
+  case DPT_FXR_BNVEC: {
+    const struct cu_layer *L = &cb->l[r->id];
+    size_t c = (size_t)cb->pub.model->layers[r->id].c_out;
+    return r->off == DPT_FX_MEAN ? L->save_mean : r->off == DPT_FX_ISTD ? L->save_istd
+                                                                        : L->bn_vec + (r->off - DPT_FX_SUM) * c;
+  }
+  default: return NULL;
+  }
+}
+
+static int note(struct cu_backend *cb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int note(struct cu_backend *cb, const char *fmt, ...)
+{
+  size_t n = strlen(cb->notes);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n + 1 < sizeof cb->notes) vsnprintf(cb->notes + n, sizeof cb->notes - n, fmt, ap);
+  va_end(ap);
+  n = strlen(cb->notes);
+  if (n + 1 < sizeof cb->notes && n && cb->notes[n - 1] != '\n') strcat(cb->notes, "\n");
+  return 0;
+}
+
+/* The fused step (--fuse): the engine cache and the errata, then every fused op's cuDNN graph
+ * built on the arena (its engine from the cache, else timed: dpt_cudnn_graph).  An op with no
+ * engine here keeps its layer on the legacy calls (dpt_cuda_fuse_deny) and the plan is made
+ * again, its arena reallocated when it grew; the notes say which fell back and why. */
+static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
+{
+  const struct dpt_model *m = cb->pub.model;
+  int rc = 0, nfell = 0;
+  void *tws = NULL;
+  struct dpt_engine_ident id;
+  struct cudaDeviceProp prop;
+  char fell[1200] = "";
+  memset(&id, 0, sizeof id);
+  CUDA_CK(cudaGetDeviceProperties, (&prop, cb->dev), -1, "fused step");
+  snprintf(id.gpu, sizeof id.gpu, "%.127s", prop.name);
+  id.cc_major = prop.major;
+  id.cc_minor = prop.minor;
+  CUDA_CK(cudaDriverGetVersion, (&id.driver), -1, "fused step");
+  id.cudnn = (long)cudnnGetVersion();
+  if ((rc = dpt_engine_cache_open(&cb->ecache, &id, cb->copts.engine_cache_dir, err))) return rc;
+  cb->ecache_open = 1;
+  if (cb->ecache.warning[0]) note(cb, "%s", cb->ecache.warning);
+  {
+    char dir[1024] = "", epath[1100];
+    snprintf(dir, sizeof dir, "%s", cb->ecache.path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else dir[0] = '\0';
+    dpt_cudnn_errata_find(epath, sizeof epath, dir[0] ? dir : NULL, DPT_CUDNN_ERRATA_DEFAULT);
+    if (epath[0] && access(epath, R_OK) == 0) {
+      if ((rc = dpt_cudnn_errata_load(&cb->errata, epath, err))) return rc;
+      cb->errata_loaded = 1;
+    }
+  }
+  size_t fr = 0, tot = 0;
+  CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "fused step tuning workspace");
+  size_t limit = dpt_cuda_workspace_limit(fr, 0, cb->copts.workspace_cap);
+  if (limit && (rc = dalloc(cb, &tws, limit, "fused step tuning workspace", err))) return rc;
+  struct dpt_cg_ctx ctx = {.dnn = cb->dnn, .device = cb->dev, .cudnn_version = id.cudnn, .cache = &cb->ecache,
+                           .errata = cb->errata_loaded ? &cb->errata : NULL, .workspace = tws,
+                           .workspace_limit = limit, .max_candidates = 0};
+  struct dpt_cuda_fstep_io io = {fx_resolve, cb};
+  for (;;) {
+    int failed = -1;
+    struct dpt_err e = {0};
+    rc = dpt_cuda_fstep_build(&cb->fx, m, &cb->plan, &ctx, cb->stream, &io, cb->pub.opts.bn_eps,
+                              cb->pub.opts.bn_momentum, &failed, &e);
+    if (rc != DPT_E_UNSUPPORTED || failed < 0) {
+      if (rc) *err = e;
+      break;
+    }
+    const struct dpt_fop *op = &cb->plan.fuse->ops[failed];
+    int l = dpt_cuda_fuse_deny(m, cb->plan.fuse, failed, cb->legacy);
+    if (l < 0) {
+      *err = e;
+      break;
+    }
+    size_t n = strlen(fell);
+    if (nfell < 4 && n + 1 < sizeof fell)
+      snprintf(fell + n, sizeof fell - n, "%s'%s' (%s: %.160s)", nfell ? "; " : "", m->layers[l].name,
+               dpt_fop_name(op->kind), e.msg);
+    nfell++;
+    /* the plan again without that fusion; the arena may grow */
+    size_t had = cb->plan.region[DPT_CUDA_R_ARENA];
+    struct dpt_cuda_plan_opts po = {1, cb->legacy};
+    dpt_cuda_plan_free(&cb->plan);
+    if ((rc = dpt_cuda_plan_build_ex(m, cb->pub.opts.batch, cb->copts.precision, cb->pub.opts.need_input_grad, &po,
+                                     &cb->plan, err)))
+      break;
+    if (cb->plan.region[DPT_CUDA_R_ARENA] > had) {
+      dfree(cb, cb->region[DPT_CUDA_R_ARENA]);
+      if ((rc = dalloc(cb, &cb->region[DPT_CUDA_R_ARENA], cb->plan.region[DPT_CUDA_R_ARENA],
+                       dpt_cuda_region_name(DPT_CUDA_R_ARENA), err)))
+        break;
+    } else {
+      cb->plan.region[DPT_CUDA_R_ARENA] = had; /* the allocation stays */
+    }
+    set_tensor_ptrs(cb);
+  }
+  if (tws) dfree(cb, tws);
+  if (rc) return rc;
+  struct dpt_err se = {0};
+  if (cb->fx.timed && dpt_engine_cache_store(&cb->ecache, &se))
+    note(cb, "fused step: warning: the engine choices were not stored: %s", se.msg);
+  const struct dpt_fuse_counts *c = &cb->plan.fuse->counts;
+  note(cb, "fused step: %d of %d ops through cuDNN graphs, engines: %d from the cache %s, %d timed%s%s; %d legacy "
+       "layer ops (pooling, FC, loss%s)", cb->fx.n, c->ops_fwd + c->ops_bwd, cb->fx.from_cache,
+       cb->ecache.path[0] ? cb->ecache.path : "(off)", cb->fx.timed, cb->fx.timed && cb->ecache.path[0] ? " and stored" : "",
+       cb->errata_loaded ? "" : " (no errata file)", c->legacy_fwd + c->legacy_bwd,
+       c->legacy_fwd > 3 ? ", convolutions whose channels are not a multiple of the tensor-core one" : "");
+  if (nfell)
+    note(cb, "fused step: %d layer(s) back on the legacy calls, no cuDNN engine for their pattern here: %s%s", nfell,
+         fell, nfell > 4 ? "; ..." : "");
+  return 0;
+fail:
+  if (tws) dfree(cb, tws);
+  return rc;
+}
+
+/* A convolution of shape s that runs on the legacy calls (its tensors exist), -1 if none. */
+static int legacy_rep(const struct cu_backend *cb, int s)
+{
+  if (!cb->fused) return cb->plan.shape_rep[s];
+  for (int c = 0; c < cb->plan.n_conv; c++)
+    if (cb->plan.conv[c].shape_id == s && !cb->plan.fuse->conv_fused[cb->plan.conv[c].layer]) return c;
+  return -1;
+}
+
 int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backend_opts *opts,
                                const struct dpt_cuda_opts *copts, struct dpt_backend **out,
                                struct dpt_err *err)
@@ -1360,7 +1954,23 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   cb->sync_debug = getenv("DPT_CUDA_SYNC_DEBUG") && atoi(getenv("DPT_CUDA_SYNC_DEBUG")) > 0;
   cb->dev = copts->device;
   if (cb->dev < 0) cb->dev = getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0;
-  if ((rc = dpt_cuda_plan_build(m, opts->batch, copts->precision, opts->need_input_grad, &cb->plan, err)))
+  /* issue 15: the fused step, CUDA-graph capture */
+  cb->fused = copts->fuse == DPT_CUDA_ON || (copts->fuse == DPT_CUDA_AUTO && copts->precision != DPT_CUDA_FP32);
+  be->graph = copts->graph == DPT_CUDA_ON || (copts->graph == DPT_CUDA_AUTO && !cb->sync_debug);
+  cb->launch_seg = -1;
+  cb->gslot = -1;
+  dpt_cuda_capture_state_init(&cb->cap, 1);
+  if (copts->graph == DPT_CUDA_ON && cb->sync_debug) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: --cuda-graph on with DPT_CUDA_SYNC_DEBUG=1: a captured step "
+                     "cannot wait after each layer; use one of them");
+    goto fail;
+  }
+  if (cb->fused && !(cb->legacy = calloc((size_t)m->n_layers, 1))) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory");
+    goto fail;
+  }
+  struct dpt_cuda_plan_opts po = {cb->fused, cb->legacy};
+  if ((rc = dpt_cuda_plan_build_ex(m, opts->batch, copts->precision, opts->need_input_grad, &po, &cb->plan, err)))
     goto fail;
   cudaGetDeviceCount(&ndev);
   if (cb->dev < 0 || cb->dev >= ndev) {
@@ -1372,6 +1982,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   CUDA_CK(cudaStreamCreateWithFlags, (&cb->stream, cudaStreamNonBlocking), -1, "stream");
   CUDA_CK(cudaStreamCreateWithFlags, (&cb->up_stream, cudaStreamNonBlocking), -1, "upload stream");
   CUDA_CK(cudaEventCreateWithFlags, (&cb->in_free, cudaEventDisableTiming), -1, "input event");
+  CUDA_CK(cudaEventCreateWithFlags, (&cb->lab_free, cudaEventDisableTiming), -1, "label event");
   for (int k = 0; k < NSTAGE; k++) {
     CUDA_CK(cudaEventCreateWithFlags, (&cb->x_ev[k], cudaEventDisableTiming), -1, "input staging event");
     CUDA_CK(cudaEventCreateWithFlags, (&cb->lab_ev[k], cudaEventDisableTiming), -1, "label staging event");
@@ -1387,7 +1998,8 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     size_t fr = 0, tot = 0, need = 0, reserve = dpt_cuda_memory_reserve(copts->workspace_cap);
     CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "memory check");
     if (cb->plan.total_bytes + reserve > fr) {
-      int fit = dpt_cuda_plan_fit(m, copts->precision, opts->need_input_grad, opts->batch, fr, reserve, &need, err);
+      int fit = dpt_cuda_plan_fit_ex(m, copts->precision, opts->need_input_grad, &po, opts->batch, fr, reserve, &need,
+                                     err);
       rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: batch %d needs %zu bytes on device %d (%zu planned: "
                        "activations, gradients and slabs; + %zu reserved for the convolution workspace, cuDNN "
                        "and cuBLAS) but %zu of %zu are free; the largest batch that fits is %d: use "
@@ -1416,15 +2028,12 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     goto fail;
   }
   /* activations and their gradients: the liveness arena, at the plan's offsets */
-  char *arena = cb->region[DPT_CUDA_R_ARENA];
   for (int i = 0; i < cb->plan.n_tensors; i++) {
     const struct dpt_cuda_tensor_plan *tp = &cb->plan.t[i];
     DNN_CK(cudnnCreateTensorDescriptor, (&cb->t[i].desc), -1, "tensor");
     if ((rc = set_tensor_desc(cb, cb->t[i].desc, tp, -1, err))) goto fail;
-    cb->t[i].buf = arena + tp->act_off;
-    cb->t[i].diff = tp->diff_lo <= tp->diff_hi ? arena + tp->diff_off : NULL;
   }
-  cb->in_own = cb->t[0].buf;
+  set_tensor_ptrs(cb);
   {
     size_t nin = n_elems(&cb->plan.t[0]), nout = n_elems(&cb->plan.t[o]);
     cb->in32 = cb->region[DPT_CUDA_R_STAGING];
@@ -1434,24 +2043,30 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   }
   {
     float *bn = cb->region[DPT_CUDA_R_BN];
+    float *fz = (float *)((char *)cb->region[DPT_CUDA_R_BN] + cb->plan.bn_saved_bytes); /* fused: [7][C] each */
     for (int i = 0; i < m->n_layers; i++)
       if (m->layers[i].type == DPT_LAYER_BN) {
         cb->l[i].save_mean = bn;
         cb->l[i].save_istd = bn + m->layers[i].c_out;
         bn += 2 * m->layers[i].c_out;
+        if (cb->plan.bn_fused_bytes) {
+          cb->l[i].bn_vec = fz;
+          fz += (size_t)(DPT_FX_NVEC - DPT_FX_SUM) * m->layers[i].c_out;
+        }
       }
   }
   { /* the loss region: labels, ranks, row losses [N] each; at a 16-byte boundary the overflow
      * flag, 16 bytes on the totals [4] (doubles), 32 on the scaler (dpt_cuda_plan's loss_bytes) */
     char *lr = cb->region[DPT_CUDA_R_LOSS];
     size_t tail = ((size_t)N * 12 + 15) / 16 * 16;
-    _Static_assert(48 + sizeof(struct dpt_loss_scaler) <= 256, "the loss region's tail holds the scaler");
+    _Static_assert(48 + sizeof(struct dpt_loss_scaler) <= 128, "the loss region's tail holds the scaler");
     cb->labels = (int *)lr;
     cb->rank = cb->labels + N;
     cb->loss_rows = (float *)(cb->rank + N);
     cb->flag = (int *)(lr + tail);
     cb->tot = (double *)(lr + tail + 16);
     cb->scaler = (struct dpt_loss_scaler *)(lr + tail + 48);
+    cb->lr_dev = (float *)(lr + tail + 128); /* the learning rate a captured step reads */
   }
   { /* pinned host memory: NSTAGE staging slots (images, labels), the readback area */
     size_t xb = (n_elems(&cb->plan.t[0]) * sizeof(float) + 63) / 64 * 64, lb = ((size_t)N * sizeof(int) + 63) / 64 * 64;
@@ -1470,11 +2085,38 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     CUDA_CK(cudaMemcpyAsync, (cb->scaler, cb->scaler_host, sizeof *cb->scaler, cudaMemcpyHostToDevice, cb->stream), -1,
             "loss scaler");
   }
+  /* the fused step's graphs, built on the (still zero) arena and slabs before the parameters arrive */
+  if (cb->fused && (rc = fused_setup(cb, err))) goto fail;
+  /* the fused optimizer's tables: the segments of the slab and their weight copies */
+  {
+    int *cst = calloc((size_t)m->n_layers, sizeof *cst);
+    if (!cst) {
+      rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory");
+      goto fail;
+    }
+    for (int i = 0; i < m->n_layers; i++)
+      if (m->layers[i].type == DPT_LAYER_CONV) cst[i] = cb->plan.t[m->layers[i].in[0]].c_stored;
+    rc = dpt_optim_layout_build(m, cb->plan.wcopy_off, cst, cb->dtype, 0, &cb->olay, err);
+    free(cst);
+    if (rc) goto fail;
+    int e = dpt_cuda_optim_upload(&cb->olay, &cb->otab, cb->stream);
+    if (e) {
+      rc = call_fail(cb, -1, "fused optimizer tables", "dpt_cuda_optim_upload", cudaGetErrorString((cudaError_t)e), err);
+      goto fail;
+    }
+    cb->bytes += ((size_t)cb->olay.n_seg * sizeof(struct dpt_optim_seg) + 255) / 256 * 256 +
+                 (size_t)cb->olay.n_chunk * sizeof(struct dpt_optim_chunk);
+    if (cb->bytes > cb->peak) cb->peak = cb->bytes;
+  }
   for (int i = 0; i < m->n_layers; i++) {
     if ((rc = layer_create(cb, i, err))) {
       dpt_err_prefix(err, "creating layer %d '%s' (%s) at batch %d", i, m->layers[i].name,
                      dpt_layer_type_name(m->layers[i].type), N);
       goto fail;
+    }
+    if (cb->fused) { /* the plan's ops of the layer; its legacy calls for the plan's legacy ops */
+      cb->l[i].legacy = be->layers[i].ops;
+      be->layers[i].ops = &fused_ops;
     }
   }
   /* initial parameters: the same bytes as every other backend */
@@ -1494,14 +2136,8 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     free(hs);
     if (rc) goto fail;
   }
-  /* algorithms: once per distinct shape, under the workspace limit; the weight copies are
-   * filled first (the measured search runs the convolutions on them) */
-  for (int i = 0; i < m->n_layers; i++)
-    if (m->layers[i].type == DPT_LAYER_CONV) {
-      const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[cb->l[i].conv];
-      KERN_CK(dpt_cuda_nchw32_to_nhwc, (be->layers[i].params, cb->l[i].w16, cb->dtype, cp->k, cp->c_logical,
-                                        (size_t)cp->r * cp->s, cp->c, 1.0f, cb->stream), i, "");
-    }
+  /* algorithms: once per distinct shape of the convolutions on legacy calls, under the workspace
+   * limit (the weight copies the measured search runs on came with the parameters) */
   {
     size_t fr = 0, tot = 0;
     CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "workspace sizing");
@@ -1509,8 +2145,10 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     if (copts->algo_search && limit) {
       if ((rc = dalloc(cb, &cb->ws, limit, "algorithm search workspace", err))) goto fail;
     }
-    for (int s = 0; s < cb->plan.n_shapes; s++)
-      if ((rc = choose_algos(cb, s, limit, err))) goto fail;
+    for (int s = 0; s < cb->plan.n_shapes; s++) {
+      int rep = legacy_rep(cb, s);
+      if (rep >= 0 && (rc = choose_algos(cb, s, rep, limit, err))) goto fail;
+    }
     if (cb->ws) dfree(cb, cb->ws);
     cb->ws = NULL;
     for (int s = 0; s < cb->plan.n_shapes; s++) {
@@ -1519,7 +2157,17 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
       if (a->ws_data > cb->ws_bytes) cb->ws_bytes = a->ws_data;
       if (a->ws_filter > cb->ws_bytes) cb->ws_bytes = a->ws_filter;
     }
+    if (cb->fx.workspace > cb->ws_bytes) cb->ws_bytes = cb->fx.workspace; /* the fused ops' plans share it */
     if (cb->ws_bytes && (rc = dalloc(cb, &cb->ws, cb->ws_bytes, "convolution workspace", err))) goto fail;
+    cb->fx.ctx.workspace = cb->ws;
+    cb->fx.ctx.workspace_limit = cb->ws_bytes;
+  }
+  if (be->graph) { /* captured GEMMs: cuBLAS works in a workspace of ours, allocated now */
+    size_t bw = (size_t)32 << 20;
+    if ((rc = dalloc(cb, &cb->blas_ws, bw, "cuBLAS workspace", err))) goto fail;
+    BLAS_CK(cublasSetWorkspace, (cb->blas, cb->blas_ws, bw), -1, "cuBLAS workspace");
+    note(cb, "CUDA graphs: on: each step key (training, validation, micro-batch; dpt_cuda_capture) runs eagerly "
+         "once, is captured the next time and replayed after that");
   }
   /* the algorithm search ran on the arena: every buffer is rewritten by its first writer in
    * a step, but the pooled memory starts clean for compute-sanitizer's initcheck */
@@ -1602,8 +2250,9 @@ int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum, 
     CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1, "SGD");
     cb->mask_ready = 1;
   }
-  KERN_CK(dpt_cuda_sgd, (be->params, cb->velocity, be->grads, mask ? cb->mask : NULL, lr, momentum,
-                         weight_decay, nesterov, n, cb->stream), -1, "SGD");
+  if ((rc = optim_launch(cb, be->grads, lr, NULL, momentum, weight_decay, nesterov, mask ? cb->mask : NULL, NULL, 0,
+                         err)))
+    return rc;
   return stream_sync(cb, -1, "SGD", err);
 fail:
   return rc;
@@ -1644,16 +2293,19 @@ int dpt_backend_cuda_check_overflow(struct dpt_backend *be, const float *buf, st
 {
   struct cu_backend *cb = CB(be);
   int rc = 0;
+  int act;
   if ((rc = need_mixed(cb, "the overflow check", err))) return rc;
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "gradient check");
-  CUDA_CK(cudaMemsetAsync, (cb->flag, 0, sizeof(int), cb->stream), -1, "gradient check");
-  KERN_CK(dpt_cuda_nonfinite, (buf ? buf : be->grads, be->model->n_params, cb->flag, cb->stream), -1,
-          "gradient check");
-  KERN_CK(dpt_cuda_scaler_update, (cb->scaler, cb->flag, cb->stream), -1, "loss scaler");
+  if ((rc = graph_item(cb, DPT_CAP_OVERFLOW, -1, &act, err))) goto fail;
+  if (act != DPT_CAPA_SKIP) {
+    CUDA_CK(cudaMemsetAsync, (cb->flag, 0, sizeof(int), cb->stream), -1, "gradient check");
+    KERN_CK(dpt_cuda_nonfinite, (buf ? buf : be->grads, be->model->n_params, cb->flag, cb->stream), -1,
+            "gradient check");
+    KERN_CK(dpt_cuda_scaler_update, (cb->scaler, cb->flag, cb->stream), -1, "loss scaler");
+  }
   cb->overflow_armed = 1;
-  return 0;
 fail:
-  return rc;
+  return cb->gstep ? graph_call_end(cb, rc, err) : rc;
 }
 
 long dpt_backend_cuda_host_syncs(const struct dpt_backend *be)
@@ -1671,4 +2323,18 @@ size_t dpt_cuda_memory_reserve(size_t workspace_cap)
   /* the convolution workspace (at most the cap; 512 MiB if uncapped) and 256 MiB for the
    * cuDNN / cuBLAS handles and the context's own allocations */
   return (workspace_cap ? workspace_cap : (size_t)512 << 20) + ((size_t)256 << 20);
+}
+
+void dpt_backend_cuda_fusion_info(const struct dpt_backend *be, struct dpt_cuda_fusion_info *info)
+{
+  const struct cu_backend *cb = CB(be);
+  memset(info, 0, sizeof *info);
+  info->fused = cb->fused;
+  info->graph_ops = cb->fx.n;
+  info->from_cache = cb->fx.from_cache;
+  info->timed = cb->fx.timed;
+  info->legacy_layers = cb->plan.fuse ? cb->plan.fuse->n_legacy_layers : 0;
+  info->graph = be->graph;
+  info->graphs_captured = cb->graphs.captured;
+  info->graphs_launched = cb->graphs.launched;
 }

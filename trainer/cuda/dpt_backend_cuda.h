@@ -61,8 +61,25 @@
 #include "dpt_backend.h"
 #include "dpt_cuda_plan.h"
 
+/* --fuse / --cuda-graph: off, on, auto. */
+enum dpt_cuda_switch { DPT_CUDA_OFF = 0, DPT_CUDA_ON = 1, DPT_CUDA_AUTO = 2 };
+/* "off", "on", "auto" -> the switch; -1 when unknown. */
+int dpt_cuda_switch_parse(const char *s);
+
 struct dpt_cuda_opts {
   enum dpt_cuda_precision precision; /* default fp32 (DPT_CUDA_PRECISION=fp32|tf32|mixed|bf16) */
+  int fuse;              /* enum dpt_cuda_switch (default off; DPT_CUDA_FUSE): the fused step (issue 15):
+                            the fusion plan's ops through cuDNN graphs (dpt_cuda_fstep.h), each pattern
+                            without an engine here back on the legacy calls (said in the notes); auto:
+                            on at tf32 / mixed / bf16, off at fp32 (the FMA-only oracle); off: the
+                            unfused step, one legacy call sequence per layer (the oracle of the tests).
+                            Off by default until trainer.gpu.fused_vs_unfused has passed on a GPU. */
+  int graph;             /* enum dpt_cuda_switch (default off; DPT_CUDA_GRAPH): steps announced with
+                            ops->step_begin captured in CUDA graphs once per key (dpt_cuda_capture.h)
+                            after one eager run, then replayed; auto: where the step can be captured
+                            (else as it comes, said once); on: also, but DPT_CUDA_SYNC_DEBUG refuses.
+                            Off by default until trainer.gpu.graph has passed on a GPU. */
+  const char *engine_cache_dir; /* NULL: the engine cache's default location (dpt_engine_cache.h) */
   int device;            /* -1: DPT_CUDA_DEVICE or 0 */
   size_t workspace_cap;  /* bytes, cap on the shared conv workspace (default 512 MiB; 0 = none) */
   int algo_search;       /* 1: cudnnFind*AlgorithmEx (measured, default); 0: Get*_v7 heuristics */
@@ -86,6 +103,16 @@ int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_back
 int dpt_backend_cuda_create_ex(const struct dpt_model *model, const struct dpt_backend_opts *opts,
                                const struct dpt_cuda_opts *copts, struct dpt_backend **out,
                                struct dpt_err *err);
+
+/* The fused step's counts (0 when it is off): fused ops run through cuDNN graphs, their engines
+ * taken from the engine cache / chosen by timing at creation, layers kept on legacy calls
+ * because a pattern had no engine.  Graph capture: graphs instantiated and launched so far. */
+struct dpt_cuda_fusion_info {
+  int fused, graph_ops, from_cache, timed, legacy_layers;
+  int graph;
+  long graphs_captured, graphs_launched;
+};
+void dpt_backend_cuda_fusion_info(const struct dpt_backend *be, struct dpt_cuda_fusion_info *info);
 
 /* The plan the backend runs (shapes, layouts, memory). */
 const struct dpt_cuda_plan *dpt_backend_cuda_plan(const struct dpt_backend *be);

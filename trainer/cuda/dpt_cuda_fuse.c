@@ -38,6 +38,10 @@ void dpt_cuda_fuse_free(struct dpt_fuse_plan *plan)
   free(plan->act_written);
   free(plan->act_kept);
   free(plan->diff_written);
+  free(plan->fwd_first);
+  free(plan->fwd_n);
+  free(plan->bwd_first);
+  free(plan->bwd_n);
   memset(plan, 0, sizeof *plan);
 }
 
@@ -210,25 +214,27 @@ static void decide(const struct graph *g, struct dpt_fuse_plan *plan)
   const struct dpt_model *m = g->m;
   const struct dpt_fuse_cfg *cfg = &plan->cfg;
   int cm = cfg->channel_multiple > 0 ? cfg->channel_multiple : 1;
+  const unsigned char *keep = cfg->legacy; /* layers kept on the legacy calls (no engine here) */
   for (int li = 0; li < m->n_layers; li++) {
     const struct dpt_layer_desc *l = &m->layers[li];
     if (l->type != DPT_LAYER_CONV || !cfg->fuse) continue;
     int y = l->out;
     plan->conv_fused[li] = stored_c(cfg, m, l->in[0]) % cm == 0 && l->c_out % cm == 0 && g->n_cons[y] == 1 &&
-                           m->layers[g->cons[y]].type == DPT_LAYER_BN;
+                           m->layers[g->cons[y]].type == DPT_LAYER_BN && !(keep && (keep[li] || keep[g->cons[y]]));
   }
   for (int li = 0; li < m->n_layers; li++) {
     const struct dpt_layer_desc *l = &m->layers[li];
     if (l->type != DPT_LAYER_BN) continue;
     int p = m->tensors[l->in[0]].producer;
-    if (!cfg->fuse || p < 0 || m->layers[p].type != DPT_LAYER_CONV || !plan->conv_fused[p]) {
+    if (!cfg->fuse || p < 0 || m->layers[p].type != DPT_LAYER_CONV || !plan->conv_fused[p] || (keep && keep[li])) {
       plan->bn_mode[li] = DPT_FBN_LEGACY;
       continue;
     }
     int z = l->out, c = g->n_cons[z] == 1 ? g->cons[z] : -1;
     if (c >= 0 && m->layers[c].type == DPT_LAYER_CONV && plan->conv_fused[c] && m->layers[c].in[0] == z)
       plan->bn_mode[li] = DPT_FBN_PROLOGUE;
-    else if (c >= 0 && m->layers[c].type == DPT_LAYER_ADD && m->layers[c].in[0] != m->layers[c].in[1])
+    else if (c >= 0 && m->layers[c].type == DPT_LAYER_ADD && m->layers[c].in[0] != m->layers[c].in[1] &&
+             !(keep && keep[c]))
       plan->bn_mode[li] = DPT_FBN_ADD;
     else
       plan->bn_mode[li] = DPT_FBN_APPLY;
@@ -592,19 +598,19 @@ static size_t tensor_bytes(const struct dpt_fuse_plan *p, const struct dpt_model
          (size_t)m->tensors[t].h * (size_t)m->tensors[t].w * (size_t)eb;
 }
 
-/* Calls dpt_backend_cuda.c makes for one legacy layer op: the unfused step casts the conv / FC
- * weights in each forward; with the fused plan the fused optimizer writes those copies. */
+/* Calls dpt_backend_cuda.c makes for one legacy layer op (no weight casts: the fused optimizer
+ * writes the conv / FC weight copies in the compute type, fused plan or not). */
 static int legacy_launches(const struct dpt_fuse_plan *p, const struct dpt_model *m, const struct dpt_fop *op)
 {
   const struct dpt_layer_desc *l = &m->layers[op->layer];
-  int half = p->cfg.elem_bytes == 2, cast = !p->cfg.fuse, n = 0;
+  int half = p->cfg.elem_bytes == 2, n = 0;
   int dx = 0;
   for (int k = 0; k < op->n_out; k++) dx += op->out[k].kind == DPT_FREF_DIFF;
   if (!op->backward) {
     switch (l->type) {
-    case DPT_LAYER_CONV: return 1 + cast;              /* (weight cast) + convolution */
+    case DPT_LAYER_CONV: return 1;                     /* convolution */
     case DPT_LAYER_BN: return 1 + !!l->relu;           /* BN training + ReLU */
-    case DPT_LAYER_FC: return 2 + (cast && half);      /* (cast) + GEMM + bias */
+    case DPT_LAYER_FC: return 2;                       /* GEMM + bias */
     default: return 1;                                 /* ReLU, pooling, add (+ReLU) */
     }
   }
@@ -652,6 +658,86 @@ static void count(struct dpt_fuse_plan *p, const struct dpt_model *m)
   }
 }
 
+/* Each layer's ops of each pass are contiguous, the forward layers in increasing order and the
+ * backward ones in decreasing order (what emit_forward / emit_backward produce): the index the
+ * backend runs them by. */
+static int layer_ranges(struct dpt_fuse_plan *p, const struct dpt_model *m, struct dpt_err *err)
+{
+  int nl = m->n_layers;
+  p->fwd_first = malloc((size_t)nl * sizeof(int));
+  p->fwd_n = calloc((size_t)nl, sizeof(int));
+  p->bwd_first = malloc((size_t)nl * sizeof(int));
+  p->bwd_n = calloc((size_t)nl, sizeof(int));
+  if (!p->fwd_first || !p->fwd_n || !p->bwd_first || !p->bwd_n)
+    return dpt_err_set(err, DPT_E_NOMEM, "fusion plan: out of memory for %d layers", nl);
+  for (int l = 0; l < nl; l++) p->fwd_first[l] = p->bwd_first[l] = -1;
+  int prev = -1;
+  for (int i = 0; i < p->n_ops; i++) {
+    const struct dpt_fop *op = &p->ops[i];
+    int bwd = i >= p->n_fwd, l = op->layer;
+    int *first = bwd ? p->bwd_first : p->fwd_first, *n = bwd ? p->bwd_n : p->fwd_n;
+    if (i == p->n_fwd) prev = -1;
+    int in_order = l >= 0 && l < nl && (prev < 0 || l == prev || (bwd ? l < prev : l > prev));
+    if (!in_order || (first[l] >= 0 && first[l] + n[l] != i))
+      return dpt_err_set(err, DPT_E_INPUT, "fusion plan: op %d (%s, layer %d) is out of layer order in the %s pass",
+                         i, dpt_fop_name(op->kind), l, bwd ? "backward" : "forward");
+    if (first[l] < 0) first[l] = i;
+    n[l]++;
+    prev = l;
+  }
+  return 0;
+}
+
+int dpt_cuda_fuse_deny(const struct dpt_model *m, const struct dpt_fuse_plan *p, int i, unsigned char *legacy)
+{
+  if (i < 0 || i >= p->n_ops) return -1;
+  const struct dpt_fop *op = &p->ops[i];
+  int l = -1;
+  switch (op->kind) {
+  case DPT_FOP_CONV_STATS:
+  case DPT_FOP_SBR_CONV_STATS:
+  case DPT_FOP_DGRAD:
+  case DPT_FOP_WGRAD:
+  case DPT_FOP_SBR_WGRAD:
+  case DPT_FOP_DGRAD_DRELU_DBN: l = op->conv; break;
+  case DPT_FOP_BN_FINALIZE:
+  case DPT_FOP_SBR_APPLY: l = op->bn[0]; break;
+  case DPT_FOP_SBAR:
+  case DPT_FOP_DSBAR:
+  case DPT_FOP_GRAD_ACC: l = op->layer; break;
+  case DPT_FOP_DBN_WEIGHT:
+  case DPT_FOP_DBN_APPLY: /* an add's (its BNs fused into it) or a BN's own (apply mode) */
+    l = op->layer >= 0 && op->layer < m->n_layers && m->layers[op->layer].type == DPT_LAYER_ADD ? op->layer : op->bn[0];
+    break;
+  default: return -1;
+  }
+  if (l < 0 || l >= m->n_layers) return -1;
+  legacy[l] = 1;
+  return l;
+}
+
+int dpt_cuda_fuse_check_buckets(const struct dpt_model *m, const struct dpt_fuse_plan *p, const struct dpt_bucket *b,
+                                int n, struct dpt_err *err)
+{
+  for (int i = p->n_fwd; i < p->n_ops; i++) {
+    const struct dpt_fop *op = &p->ops[i];
+    for (int k = 0; k < op->n_out; k++) {
+      const struct dpt_fref *r = &op->out[k];
+      if (r->kind != DPT_FREF_DW && r->kind != DPT_FREF_BN_DPARAM) continue;
+      for (int q = 0; q < n; q++) {
+        if (r->id < b[q].first_layer || r->id > b[q].last_layer) continue;
+        if (op->layer < b[q].first_layer)
+          return dpt_err_set(err, DPT_E_INPUT, "fusion plan: backward op %d (%s, named after '%s') writes the "
+                             "gradient of '%s' in bucket %d (layers %d..%d) after that bucket's hook (at the step "
+                             "of layer %d '%s')", i, dpt_fop_name(op->kind), m->layers[op->layer].name,
+                             m->layers[r->id].name, q, b[q].first_layer, b[q].last_layer, b[q].first_layer,
+                             m->layers[b[q].first_layer].name);
+      }
+    }
+  }
+  return 0;
+}
+
 int dpt_cuda_fuse_build(const struct dpt_model *m, const struct dpt_fuse_cfg *cfg, struct dpt_fuse_plan *plan,
                         struct dpt_err *err)
 {
@@ -682,6 +768,9 @@ int dpt_cuda_fuse_build(const struct dpt_model *m, const struct dpt_fuse_cfg *cf
     goto fail;
   }
   count(plan, m);
+  if ((rc = layer_ranges(plan, m, err))) goto fail;
+  for (int li = 0; cfg->legacy && li < m->n_layers; li++) plan->n_legacy_layers += !!cfg->legacy[li];
+  plan->cfg.legacy = NULL; /* the caller's array: read during the build only */
   graph_free(&g);
   return 0;
 fail:

@@ -52,6 +52,7 @@
 
 #include <stddef.h>
 
+#include "dpt_bucket.h"
 #include "dpt_err.h"
 #include "dpt_model.h"
 
@@ -132,6 +133,9 @@ struct dpt_fuse_cfg {
   int need_input_grad;   /* the network input gets a gradient */
   int batch;             /* for the byte counts */
   int elem_bytes;        /* activation element size (2: fp16/bf16, 4: fp32/tf32); FC outputs count 4 */
+  const unsigned char *legacy; /* [n_layers] or NULL, read by dpt_cuda_fuse_build only: 1 keeps that
+                                  convolution, BN or residual add on the legacy calls (a fused op of it
+                                  has no cuDNN engine here: dpt_cuda_fuse_deny says which) */
 };
 /* fuse 1, channel multiple 8, batch 256, 2-byte activations. */
 void dpt_cuda_fuse_cfg_default(struct dpt_fuse_cfg *cfg);
@@ -160,6 +164,12 @@ struct dpt_fuse_plan {
   int *act_written;          /* [n_tensors] 1: the forward pass writes the activation */
   int *act_kept;             /* [n_tensors] 1: ... and the backward pass reads it */
   int *diff_written;         /* [n_tensors] 1: the backward pass writes its gradient */
+  int *fwd_first, *fwd_n;    /* [n_layers] the layer's forward ops: ops[fwd_first, +fwd_n) */
+  int *bwd_first, *bwd_n;    /* [n_layers] its backward ops (named after it, op->layer): contiguous, and
+                                the backward layers come in decreasing order, so running layer i's
+                                ops at step i of the backward walk (dpt_backend_backward_walk) is
+                                the plan's order */
+  int n_legacy_layers;       /* layers cfg.legacy kept on the legacy calls */
   struct dpt_fuse_counts counts;
 };
 
@@ -177,6 +187,21 @@ void dpt_cuda_fuse_free(struct dpt_fuse_plan *plan);
  * some op (or the network output), every kept activation read by the backward pass.
  * DPT_E_INPUT naming the op and operand on the first violation. */
 int dpt_cuda_fuse_check(const struct dpt_model *m, const struct dpt_fuse_plan *plan, struct dpt_err *err);
+
+/* A fused op that cannot run here (no cuDNN engine for its pattern and shape): the layer to
+ * keep on the legacy calls so that the next dpt_cuda_fuse_build (cfg.legacy) no longer emits
+ * it: the convolution of a convolution op, the BN of BN finalize / scale-bias-relu apply /
+ * a BN's dBN weight and apply, the residual add of an add op or of its dBN ops.  Sets
+ * legacy[layer] = 1 and returns the layer; -1 when op is a legacy op or out of range. */
+int dpt_cuda_fuse_deny(const struct dpt_model *m, const struct dpt_fuse_plan *p, int op, unsigned char *legacy);
+
+/* The backward walk (dpt_backend.c) runs layer i's backward ops at its step i and calls the hook
+ * of the gradient bucket whose first_layer is i right after them.  Checks that this is late
+ * enough: every op that writes a parameter gradient (DW, BN dgamma/dbeta) of a layer in bucket
+ * k runs at or before the step of k's first layer, i.e. op->layer >= first_layer.  DPT_E_INPUT
+ * naming the op, the layer and the bucket otherwise. */
+int dpt_cuda_fuse_check_buckets(const struct dpt_model *m, const struct dpt_fuse_plan *p, const struct dpt_bucket *b,
+                                int n, struct dpt_err *err);
 
 /* One line per op, "fwd  12 sbr_conv_stats layer1.0.conv2 [bn layer1.0.bn1 relu] ...", for logs. */
 void dpt_cuda_fuse_print(const struct dpt_model *m, const struct dpt_fuse_plan *plan, void *file /* FILE * */);

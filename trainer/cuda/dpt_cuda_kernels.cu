@@ -10,7 +10,9 @@
 //   loss totals    adds a batch's loss sum, top-1, top-5 and valid rows to device totals
 //   softmax xent   one block per image, PyTorch semantics (label smoothing,
 //                  ignored labels outside [0, k)), loss and label rank per row
-//   sgd            torch.optim.SGD momentum / weight decay (mask) / nesterov
+//   BN eval        the fused step's eval-mode BN scale/bias from the running statistics
+//   scalar         one float written on the stream (the learning rate of a captured step)
+// (momentum SGD is the fused optimizer's, dpt_cuda_optim.cu: one launch with the weight copies)
 //
 // All are grid-stride loops launched on the caller's stream; each returns
 // cudaGetLastError() so the host reports the launch with its layer and shape.
@@ -231,19 +233,37 @@ __global__ static void k_scaler_update(struct dpt_loss_scaler *s, const int *fla
   if (blockIdx.x == 0 && threadIdx.x == 0) dpt_loss_scaler_update(s, *flag != 0);
 }
 
-__global__ static void k_sgd(float *w, float *v, const float *g, const unsigned char *mask,
-                             float lr, float mom, float wd, int nesterov, size_t n, const int *skip)
+/* eval-mode BN as a per-channel scale and bias: s = gamma / sqrt(var + eps), b = beta - mean * s
+ * (cudnnBatchNormalizationForwardInference's arithmetic, in float with the eps in double) */
+__global__ static void k_bn_eq_infer(const float *gamma, const float *beta, const float *rmean, const float *rvar,
+                                     double eps, int c, float *scale, float *bias)
 {
-  if (skip && *skip) return;
-  GRID_LOOP(i, n) {
-    float gi = g[i] + ((!mask || mask[i]) ? wd * w[i] : 0.0f);
-    float vi = mom * v[i] + gi;
-    v[i] = vi;
-    w[i] -= lr * (nesterov ? gi + mom * vi : vi);
+  GRID_LOOP(i, (size_t)c) {
+    float s = gamma[i] / sqrtf((float)((double)rvar[i] + eps));
+    scale[i] = s;
+    bias[i] = beta[i] - rmean[i] * s;
   }
 }
 
+__global__ static void k_set_f32(float *p, float v)
+{
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p = v;
+}
+
 extern "C" {
+
+int dpt_cuda_bn_eq_infer(const float *gamma, const float *beta, const float *rmean, const float *rvar, double eps,
+                         int c, float *scale, float *bias, cudaStream_t s)
+{
+  if (c > 0) k_bn_eq_infer<<<blocks_for((size_t)c), 256, 0, s>>>(gamma, beta, rmean, rvar, eps, c, scale, bias);
+  return (int)cudaGetLastError();
+}
+
+int dpt_cuda_set_f32(float *p, float v, cudaStream_t s)
+{
+  k_set_f32<<<1, 32, 0, s>>>(p, v);
+  return (int)cudaGetLastError();
+}
 
 int dpt_cuda_nchw32_to_nhwc16(const float *x, void *y, int n, int c, size_t hw, int c_stored,
                               float scale, cudaStream_t s)
@@ -283,21 +303,6 @@ int dpt_cuda_softmax_xent(const float *logits, const int *labels, int n, int k, 
                           float grad_scale, float *dlogits, float *loss, int *rank, cudaStream_t s)
 {
   if (n > 0) k_xent<<<n, 256, 0, s>>>(logits, labels, k, smoothing, grad_scale, dlogits, loss, rank);
-  return (int)cudaGetLastError();
-}
-
-int dpt_cuda_sgd(float *w, float *v, const float *g, const unsigned char *mask, float lr,
-                 float momentum, float weight_decay, int nesterov, size_t n, cudaStream_t s)
-{
-  k_sgd<<<blocks_for(n), 256, 0, s>>>(w, v, g, mask, lr, momentum, weight_decay, nesterov, n, NULL);
-  return (int)cudaGetLastError();
-}
-
-int dpt_cuda_sgd_unless(float *w, float *v, const float *g, const unsigned char *mask, float lr,
-                        float momentum, float weight_decay, int nesterov, size_t n, const int *skip,
-                        cudaStream_t s)
-{
-  k_sgd<<<blocks_for(n), 256, 0, s>>>(w, v, g, mask, lr, momentum, weight_decay, nesterov, n, skip);
   return (int)cudaGetLastError();
 }
 

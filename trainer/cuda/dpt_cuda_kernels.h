@@ -68,16 +68,12 @@ int dpt_cuda_nonfinite(const float *x, size_t n, int *flag, cudaStream_t s);
  * rank [n] = logits above the label's (-1 ignored): top-1 is rank 0, top-5 rank < 5. */
 int dpt_cuda_softmax_xent(const float *logits, const int *labels, int n, int k, float smoothing,
                           float grad_scale, float *dlogits, float *loss, int *rank, cudaStream_t s);
-/* torch.optim.SGD: g = grad + wd * w (mask[i] or no mask), v = m v + g,
- * w -= lr * (nesterov ? g + m v : v).  w, v, g [n], mask [n] or NULL. */
-int dpt_cuda_sgd(float *w, float *v, const float *g, const unsigned char *mask, float lr,
-                 float momentum, float weight_decay, int nesterov, size_t n, cudaStream_t s);
-/* The same step, skipped on the device when *skip != 0 (mixed precision: a
- * gradient overflow found by dpt_cuda_nonfinite after the all-reduce), with no
- * host round trip; skip NULL = never. */
-int dpt_cuda_sgd_unless(float *w, float *v, const float *g, const unsigned char *mask, float lr,
-                        float momentum, float weight_decay, int nesterov, size_t n, const int *skip,
-                        cudaStream_t s);
+/* The fused step's eval-mode BN (validation): scale = gamma / sqrt(rvar + eps), bias = beta -
+ * rmean * scale, fp32 [c] each, what its convolution prologues and adds apply. */
+int dpt_cuda_bn_eq_infer(const float *gamma, const float *beta, const float *rmean, const float *rvar, double eps,
+                         int c, float *scale, float *bias, cudaStream_t s);
+/* *p = v on the stream (a learning rate a captured graph reads from device memory). */
+int dpt_cuda_set_f32(float *p, float v, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -31,13 +31,17 @@ template <int DT>
 __global__ static void dpt_k_optim_step(const struct dpt_optim_seg *segs, const struct dpt_optim_chunk *chunks,
                                         struct dpt_cuda_optim_args a)
 {
-  if (a.skip && *a.skip) return;
+  if (!a.copy_only && a.skip && *a.skip) return;
   const float lr = a.lr_dev ? *a.lr_dev : a.lr;
   const struct dpt_optim_chunk ch = chunks[blockIdx.x];
   const struct dpt_optim_seg sg = segs[ch.seg];
   for (unsigned int j = threadIdx.x; j < ch.len; j += blockDim.x) {
     const unsigned long long i = ch.start + j;
     const float wi = a.w[i];
+    if (a.copy_only) {
+      if (sg.kind != DPT_OSEG_NONE && a.copy) store_copy<DT>(a.copy, dpt_optim_dst(&sg, i), wi);
+      continue;
+    }
     const float dec = (!a.mask || a.mask[i]) ? __fmul_rn(a.weight_decay, wi) : 0.0f;
     const float gi = __fadd_rn(a.g[i], dec);
     const float vi = __fadd_rn(__fmul_rn(a.momentum, a.v[i]), gi);

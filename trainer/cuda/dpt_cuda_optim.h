@@ -38,6 +38,8 @@ struct dpt_cuda_optim_args {
   float momentum, weight_decay;
   int nesterov;
   const int *skip;             /* device int: non-zero = overflow, leave everything (NULL: never) */
+  int copy_only;               /* 1: only write the copies of w as it is (w, v untouched): after the
+                                  host put the parameters in the slab (start, resume, broadcast) */
 };
 /* One launch: n_chunk blocks of 256 threads.  Returns cudaGetLastError(). */
 int dpt_cuda_optim_step(const struct dpt_cuda_optim_tables *t, const struct dpt_cuda_optim_args *a, cudaStream_t s);

@@ -1,6 +1,7 @@
 /* dpt_cuda_plan.c — host-side planning for the CUDA backend (see dpt_cuda_plan.h). */
 #include "dpt_cuda_plan.h"
 
+#include "dpt_cuda_fuse.h"
 #include "dpt_data.h" /* struct dpt_input_format */
 
 #include <stdlib.h>
@@ -56,6 +57,8 @@ void dpt_cuda_plan_free(struct dpt_cuda_plan *plan)
   free(plan->wcopy_off);
   free(plan->scratch_off);
   free(plan->discard_off);
+  if (plan->fuse) dpt_cuda_fuse_free(plan->fuse);
+  free(plan->fuse);
   memset(plan, 0, sizeof *plan);
 }
 
@@ -182,10 +185,70 @@ static void lifetimes(const struct dpt_model *m, struct dpt_cuda_plan *plan, int
   if (!need_input_grad) plan->t[0].diff_lo = 2 * L + 1, plan->t[0].diff_hi = 0; /* none */
 }
 
+/* The same axis for the fused step: the tensors the fusion plan's ops write and read.  A
+ * forward op named after layer i runs at step i, a backward op named after layer i at step
+ * 2L-1-i (dpt_backend_backward_walk runs it there); an activation lives from its writer to its
+ * last reader (the logits: the loss, step L), a gradient from its first writer (the logits':
+ * the loss) to its last reader or writer (the input's: the end, 2L).  Tensors no op writes
+ * (act_lo > act_hi, diff_lo > diff_hi) get no arena space. */
+static void fused_lifetimes(const struct dpt_model *m, const struct dpt_fuse_plan *fp, struct dpt_cuda_plan *plan,
+                            int need_input_grad)
+{
+  int L = m->n_layers, o = m->layers[L - 1].out;
+  for (int t = 0; t < m->n_tensors; t++) {
+    struct dpt_cuda_tensor_plan *tp = &plan->t[t];
+    tp->act_lo = 2 * L + 1, tp->act_hi = -1;
+    tp->diff_lo = 2 * L + 1, tp->diff_hi = -1;
+    tp->keep = 0;
+  }
+  plan->t[0].act_lo = 0;
+  plan->t[0].act_hi = 0;
+  for (int i = 0; i < fp->n_ops; i++) {
+    const struct dpt_fop *op = &fp->ops[i];
+    int step = op->backward ? 2 * L - 1 - op->layer : op->layer;
+    for (int k = 0; k < op->n_in + op->n_out; k++) {
+      const struct dpt_fref *r = k < op->n_in ? &op->in[k] : &op->out[k - op->n_in];
+      int write = k >= op->n_in;
+      if (r->kind != DPT_FREF_ACT && r->kind != DPT_FREF_DIFF) continue;
+      struct dpt_cuda_tensor_plan *tp = &plan->t[r->id];
+      int *lo = r->kind == DPT_FREF_ACT ? &tp->act_lo : &tp->diff_lo, *hi = r->kind == DPT_FREF_ACT ? &tp->act_hi
+                                                                                                   : &tp->diff_hi;
+      if (write && step < *lo) *lo = step;
+      if (step > *hi) *hi = step;
+      if (r->kind == DPT_FREF_ACT && op->backward && !write) tp->keep = 1;
+    }
+  }
+  struct dpt_cuda_tensor_plan *lt = &plan->t[o];
+  if (lt->act_hi < L) lt->act_hi = L; /* the loss reads the logits */
+  if (lt->diff_lo > L) lt->diff_lo = L; /* and writes their gradient */
+  if (lt->diff_hi < L) lt->diff_hi = L;
+  if (need_input_grad) {
+    if (plan->t[0].diff_lo > 2 * L) plan->t[0].diff_lo = 2 * L;
+    plan->t[0].diff_hi = 2 * L;
+  }
+}
+
+/* Layer i's backward is one legacy op of the fusion plan. */
+static int fp_legacy_bwd(const struct dpt_fuse_plan *fp, int i)
+{
+  return fp->bwd_n[i] == 1 && fp->ops[fp->bwd_first[i]].kind == DPT_FOP_LEGACY_BWD;
+}
+
+int dpt_cuda_fuse_channel_multiple(enum dpt_cuda_precision p)
+{
+  return dpt_cuda_precision_half(p) ? DPT_CUDA_CHANNEL_MULTIPLE : 4;
+}
+
 #define ARENA_ALIGN 256
 
 int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec,
                         int need_input_grad, struct dpt_cuda_plan *plan, struct dpt_err *err)
+{
+  return dpt_cuda_plan_build_ex(m, batch, prec, need_input_grad, NULL, plan, err);
+}
+
+int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec, int need_input_grad,
+                           const struct dpt_cuda_plan_opts *po, struct dpt_cuda_plan *plan, struct dpt_err *err)
 {
   int rc = 0;
   size_t *sz = NULL, *off = NULL;
@@ -305,7 +368,31 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
 
   /* the liveness arena: activations, gradients and each layer's backward scratch (live
    * during that layer's backward step only), placed together */
-  lifetimes(m, plan, need_input_grad);
+  if (po && po->fuse) {
+    struct dpt_fuse_cfg fc;
+    dpt_cuda_fuse_cfg_default(&fc);
+    fc.channel_multiple = dpt_cuda_fuse_channel_multiple(prec);
+    fc.input_c_stored = plan->t[0].c_stored;
+    fc.need_input_grad = need_input_grad;
+    fc.batch = batch;
+    fc.elem_bytes = eb;
+    fc.legacy = po->legacy;
+    if (!(plan->fuse = calloc(1, sizeof *plan->fuse))) {
+      rc = dpt_err_set(err, DPT_E_NOMEM, "cuda plan: out of memory for the fusion plan");
+      goto fail;
+    }
+    if ((rc = dpt_cuda_fuse_build(m, &fc, plan->fuse, err))) {
+      free(plan->fuse);
+      plan->fuse = NULL;
+      dpt_err_prefix(err, "cuda plan (fused step)");
+      goto fail;
+    }
+    fused_lifetimes(m, plan->fuse, plan, need_input_grad);
+    for (int i = 0; i < m->n_layers; i++)
+      if (m->layers[i].type == DPT_LAYER_BN) plan->bn_fused_bytes += 7 * (size_t)m->layers[i].c_out * sizeof(float);
+  } else {
+    lifetimes(m, plan, need_input_grad);
+  }
   int nt = m->n_tensors, L = m->n_layers;
   for (int i = 0; i < nt; i++) {
     const struct dpt_cuda_tensor_plan *t = &plan->t[i];
@@ -315,8 +402,10 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
   }
   for (int i = 0; i < L; i++) {
     const struct dpt_layer_desc *l = &m->layers[i];
-    int relu = (l->type == DPT_LAYER_BN || l->type == DPT_LAYER_ADD) && l->relu;
-    int discard = l->type == DPT_LAYER_BN && plan->t[l->in[0]].diff_lo > plan->t[l->in[0]].diff_hi;
+    /* the fused step: only a layer whose backward stays on the legacy calls has them */
+    int legacy_bwd = !plan->fuse || fp_legacy_bwd(plan->fuse, i);
+    int relu = (l->type == DPT_LAYER_BN || l->type == DPT_LAYER_ADD) && l->relu && legacy_bwd;
+    int discard = l->type == DPT_LAYER_BN && plan->t[l->in[0]].diff_lo > plan->t[l->in[0]].diff_hi && legacy_bwd;
     size_t *b = sz + 2 * nt + 2 * i;
     int *a = lo + 2 * nt + 2 * i, *z = hi + 2 * nt + 2 * i;
     b[0] = plan->t[l->out].bytes, a[0] = relu ? 2 * L - 1 - i : 1, z[0] = relu ? 2 * L - 1 - i : 0;
@@ -356,7 +445,7 @@ int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_prec
     if (m->layers[i].type == DPT_LAYER_FC && half) plan->fc_cast_bytes += align_up(plan->t[m->layers[i].out].bytes / 2, ARENA_ALIGN);
   r[DPT_CUDA_R_SCRATCH] = plan->fc_cast_bytes ? plan->fc_cast_bytes : ARENA_ALIGN;
   r[DPT_CUDA_R_WEIGHTS] = plan->weight_copy_bytes;
-  r[DPT_CUDA_R_BN] = plan->bn_saved_bytes ? plan->bn_saved_bytes : 4;
+  r[DPT_CUDA_R_BN] = plan->bn_saved_bytes + plan->bn_fused_bytes ? plan->bn_saved_bytes + plan->bn_fused_bytes : 4;
   r[DPT_CUDA_R_STAGING] = plan->io_bytes;
   r[DPT_CUDA_R_LOSS] = plan->loss_bytes;
   for (int i = 0; i < DPT_CUDA_NREGIONS; i++) plan->total_bytes += r[i];
@@ -371,16 +460,23 @@ fail:
 int dpt_cuda_plan_fit(const struct dpt_model *m, enum dpt_cuda_precision prec, int need_input_grad,
                       int want, size_t free_bytes, size_t reserve, size_t *need, struct dpt_err *err)
 {
+  return dpt_cuda_plan_fit_ex(m, prec, need_input_grad, NULL, want, free_bytes, reserve, need, err);
+}
+
+int dpt_cuda_plan_fit_ex(const struct dpt_model *m, enum dpt_cuda_precision prec, int need_input_grad,
+                         const struct dpt_cuda_plan_opts *po, int want, size_t free_bytes, size_t reserve,
+                         size_t *need, struct dpt_err *err)
+{
   struct dpt_cuda_plan p;
   int rc;
-  if ((rc = dpt_cuda_plan_build(m, want, prec, need_input_grad, &p, err))) return rc;
+  if ((rc = dpt_cuda_plan_build_ex(m, want, prec, need_input_grad, po, &p, err))) return rc;
   *need = p.total_bytes + reserve;
   dpt_cuda_plan_free(&p);
   if (*need <= free_bytes) return want;
   int lo = 0, hi = want; /* lo fits (0: nothing), hi does not */
   while (hi - lo > 1) {
     int mid = lo + (hi - lo) / 2;
-    if ((rc = dpt_cuda_plan_build(m, mid, prec, need_input_grad, &p, err))) return rc;
+    if ((rc = dpt_cuda_plan_build_ex(m, mid, prec, need_input_grad, po, &p, err))) return rc;
     size_t b = p.total_bytes + reserve;
     dpt_cuda_plan_free(&p);
     if (b <= free_bytes) lo = mid;

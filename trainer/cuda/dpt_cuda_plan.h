@@ -133,6 +133,11 @@ struct dpt_cuda_plan {
   size_t *wcopy_off;       /* [n_layers] offset of each conv / FC weight copy, or (size_t)-1 */
   size_t half_weight_bytes; /* (compatibility) 16-bit part of weight_copy_bytes */
   size_t bn_saved_bytes;   /* saved mean / inverse std of every BN */
+  size_t bn_fused_bytes;   /* fused step: per BN its sum / sum of squares, equivalent scale / bias and
+                              backward coefficients cy, cx, cb, fp32 [7][C] (BN region, after the saved
+                              statistics: [bn_saved_bytes + the BNs' [7][C] in layer order]), else 0 */
+  struct dpt_fuse_plan *fuse; /* the fused step's op plan (dpt_cuda_fuse.h) that the liveness above
+                              follows (dpt_cuda_plan_build_ex, opts fuse), else NULL; owned */
   size_t io_bytes;         /* fp32 staging for input, output, output gradient, input gradient */
   size_t loss_bytes;       /* labels, ranks, per-row losses, overflow flag, loss totals, loss scaler (device) */
   size_t region[DPT_CUDA_NREGIONS]; /* bytes of each allocation */
@@ -145,6 +150,23 @@ struct dpt_cuda_plan {
 int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec,
                         int need_input_grad, struct dpt_cuda_plan *plan, struct dpt_err *err);
 void dpt_cuda_plan_free(struct dpt_cuda_plan *plan);
+
+/* The fused step (issue 15): the same plan, its tensors and their lifetimes those of the fusion
+ * plan's ops (dpt_cuda_fuse_build with the precision's channel multiple, 8 for fp16 / bf16 and
+ * 4 for fp32 / tf32, and the stored input channels): forward op of layer i at step i, backward op
+ * named after layer i at step 2L-1-i, so the tensors the fused ops never write (BN outputs applied
+ * in their consumer, ...) take no arena space and the scratch / discard buffers are only those of
+ * the layers left on legacy calls.  legacy: dpt_fuse_cfg's layers kept on legacy calls (NULL:
+ * none).  fuse = 0: dpt_cuda_plan_build. */
+struct dpt_cuda_plan_opts {
+  int fuse;
+  const unsigned char *legacy; /* [n_layers] or NULL */
+};
+struct dpt_fuse_plan;
+int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec, int need_input_grad,
+                           const struct dpt_cuda_plan_opts *po, struct dpt_cuda_plan *plan, struct dpt_err *err);
+/* Channel multiple the fused convolutions need at precision p (8: fp16 / bf16, 4: fp32 / tf32). */
+int dpt_cuda_fuse_channel_multiple(enum dpt_cuda_precision p);
 
 /* The input the plan's network takes (tensor 0), as struct dpt_input_format (dpt_data.h):
  * NHWC, fp32 (fp32 / tf32) / fp16 (mixed) / bf16, the stored (padded) channels, the batch
@@ -159,6 +181,10 @@ void dpt_cuda_plan_input_format(const struct dpt_cuda_plan *plan, struct dpt_inp
  * fits, or a negative DPT_E_* (err set) when the model cannot be planned. */
 int dpt_cuda_plan_fit(const struct dpt_model *m, enum dpt_cuda_precision prec, int need_input_grad,
                       int want, size_t free_bytes, size_t reserve, size_t *need, struct dpt_err *err);
+/* The same for the plan po describes (the fused step's arena). */
+int dpt_cuda_plan_fit_ex(const struct dpt_model *m, enum dpt_cuda_precision prec, int need_input_grad,
+                         const struct dpt_cuda_plan_opts *po, int want, size_t free_bytes, size_t reserve,
+                         size_t *need, struct dpt_err *err);
 
 /* One algorithm candidate as cuDNN reports it (cudnnFind*AlgorithmEx or the
  * Get*_v7 heuristics: perf results in order of preference). */

@@ -889,10 +889,18 @@ int dpt_cg_execute(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *con
   }
   if (op->workspace > ctx->workspace_limit || (op->workspace && !ctx->workspace))
     return cg_fail(ctx, &op->d, err, DPT_E_INPUT, "dpt_cg_execute", "the workspace is smaller than the plan needs");
-  if ((s = variant_pack(op, ptrs, ctx->workspace, &vp)))
-    return cg_fail(ctx, &op->d, err, status_code(s), "building the variant pack", cudnnGetErrorString(s));
-  s = cudnnBackendExecute(ctx->dnn, (cudnnBackendDescriptor_t)op->plan, vp);
-  destroy(vp);
+  int same = op->vp && op->vp_ws == ctx->workspace;
+  for (int i = 0; same && i < op->n_uids; i++) same = op->vp_ptr[op->slot[i]] == ptrs[op->slot[i]];
+  if (!same) { /* a new variant pack, kept for the next execution with the same pointers */
+    destroy((cudnnBackendDescriptor_t)op->vp);
+    op->vp = NULL;
+    if ((s = variant_pack(op, ptrs, ctx->workspace, &vp)))
+      return cg_fail(ctx, &op->d, err, status_code(s), "building the variant pack", cudnnGetErrorString(s));
+    op->vp = vp;
+    op->vp_ws = ctx->workspace;
+    for (int i = 0; i < op->n_uids; i++) op->vp_ptr[op->slot[i]] = ptrs[op->slot[i]];
+  }
+  s = cudnnBackendExecute(ctx->dnn, (cudnnBackendDescriptor_t)op->plan, (cudnnBackendDescriptor_t)op->vp);
   if (s) return cg_fail(ctx, &op->d, err, DPT_E_RUNTIME, "cudnnBackendExecute", cudnnGetErrorString(s));
   return 0;
 }
@@ -900,6 +908,8 @@ int dpt_cg_execute(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *con
 void dpt_cg_destroy(struct dpt_cg_op *op)
 {
   if (!op) return;
+  destroy((cudnnBackendDescriptor_t)op->vp);
+  op->vp = NULL;
   destroy((cudnnBackendDescriptor_t)op->plan);
   op->plan = NULL;
   /* the graph and what it refers to: in reverse order of creation */

@@ -109,6 +109,9 @@ struct dpt_cg_op {
   struct dpt_engine_choice choice;
   int from_cache;                /* 1: the engine came from the cache */
   int n_timed;                   /* candidates timed (0 from the cache) */
+  void *vp;                      /* the last execution's variant pack, reused while the pointers and the
+                                    workspace stay the same (no descriptor work per step) */
+  void *vp_ptr[DPT_CG_NSLOTS], *vp_ws;
 };
 
 /* The engine-cache key of a description (no device needed). */

@@ -158,6 +158,16 @@ unsigned short dpt_optim_bf16(float f)
   return (unsigned short)r;
 }
 
+/* copy element of slab element i of segment sg = w in the copy type */
+static void put_copy(const struct dpt_optim_layout *lay, const struct dpt_optim_seg *sg, unsigned long long i, float w,
+                     void *copy)
+{
+  unsigned long long d = dpt_optim_dst(sg, i);
+  if (lay->dtype == DPT_OPT_F32) ((float *)copy)[d] = w;
+  else if (lay->dtype == DPT_OPT_F16) ((dpt_half *)copy)[d] = dpt_fp16_from_float(w);
+  else ((unsigned short *)copy)[d] = dpt_optim_bf16(w);
+}
+
 void dpt_optim_ref_step(const struct dpt_optim_layout *lay, float lr, const float *lr_dev, float momentum,
                         float weight_decay, int nesterov, const unsigned char *mask, float *w, float *v, const float *g,
                         void *copy, const int *skip)
@@ -171,11 +181,16 @@ void dpt_optim_ref_step(const struct dpt_optim_layout *lay, float lr, const floa
       float vi = momentum * v[i] + gi;
       v[i] = vi;
       w[i] -= lr * (nesterov ? gi + momentum * vi : vi);
-      if (sg->kind == DPT_OSEG_NONE || !copy) continue;
-      unsigned long long d = dpt_optim_dst(sg, i);
-      if (lay->dtype == DPT_OPT_F32) ((float *)copy)[d] = w[i];
-      else if (lay->dtype == DPT_OPT_F16) ((dpt_half *)copy)[d] = dpt_fp16_from_float(w[i]);
-      else ((unsigned short *)copy)[d] = dpt_optim_bf16(w[i]);
+      if (sg->kind != DPT_OSEG_NONE && copy) put_copy(lay, sg, i, w[i], copy);
     }
+  }
+}
+
+void dpt_optim_ref_copies(const struct dpt_optim_layout *lay, const float *w, void *copy)
+{
+  for (int s = 0; s < lay->n_seg; s++) {
+    const struct dpt_optim_seg *sg = &lay->seg[s];
+    if (sg->kind == DPT_OSEG_NONE) continue;
+    for (unsigned long long i = sg->src; i < sg->src + sg->len; i++) put_copy(lay, sg, i, w[i], copy);
   }
 }

@@ -93,6 +93,9 @@ void dpt_optim_ref_step(const struct dpt_optim_layout *lay, float lr, const floa
                         float weight_decay, int nesterov, const unsigned char *mask /* [n_params] or NULL */,
                         float *w, float *v, const float *g, void *copy, const int *skip);
 
+/* The copies of w alone (the kernel's copy_only launch: the parameters the host put in the slab). */
+void dpt_optim_ref_copies(const struct dpt_optim_layout *lay, const float *w, void *copy);
+
 /* float -> bf16 bits, round to nearest even (NaN -> 0x7fff, as CUDA's __float2bfloat16_rn). */
 unsigned short dpt_optim_bf16(float f);
 

@@ -45,7 +45,7 @@ int main(void)
   CU(cudaMallocHost((void **)&host, n * 4));
   memset(host, 0, n * 4);
   CU((cudaError_t)dpt_cuda_optim_upload(&lay, &t, s1));
-  struct dpt_cuda_optim_args a = {w, v, g, NULL, NULL, 0.1f, NULL, 0.9f, 0.0f, 0, NULL};
+  struct dpt_cuda_optim_args a = {w, v, g, NULL, NULL, 0.1f, NULL, 0.9f, 0.0f, 0, NULL, 0};
   struct dpt_cupti *rec;
   struct dpt_err err;
   int rc = dpt_cupti_start(&rec, &err);

@@ -5,7 +5,10 @@
  * without BN/bias, chunks of 4096 and of an odd 1000; the master weights, the momentum and
  * the whole weight-copy region (padding channels stay zero, the weight-gradient buffer
  * untouched).  The overflow flag set on the device skips everything; the learning rate read
- * from device memory (a captured graph's way) gives the host's result for that rate.
+ * from device memory (a captured graph's way) gives the host's result for that rate.  The
+ * copy-only launch (what the cuda backend runs after the host puts parameters in the slab:
+ * start-up, resume, broadcast) writes the copies of new weights equal to dpt_optim_ref_copies
+ * and leaves the weights and the momentum alone.
  * SKIPPED (77) without a usable CUDA device. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +75,7 @@ static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_prec
   CU(cudaMemset(dcopy, 0, cb));
   CU(cudaMemset(dskip, 0, 4));
   CU((cudaError_t)dpt_cuda_optim_upload(&lay, &tab, s));
-  struct dpt_cuda_optim_args a = {dw, dv, dg, dmask, dcopy, 0.1f, NULL, 0.9f, 5e-5f, nesterov, dskip};
+  struct dpt_cuda_optim_args a = {dw, dv, dg, dmask, dcopy, 0.1f, NULL, 0.9f, 5e-5f, nesterov, dskip, 0};
   for (int step = 0; step < 3; step++) {
     for (size_t i = 0; i < n; i++) g[i] = 0.01f * frand(&seed);
     CU(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
@@ -106,7 +109,22 @@ static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_prec
   CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
   CHECK(!memcmp(hw, w, n * 4) && !memcmp(hcopy, copy, cb), "%s: the skipped step changed weights or copies", what);
-  printf("%s: %d chunks, bit-identical to the host reference; skip honoured\n", what, lay.n_chunk);
+  /* copy only: new weights from the host, their copies written, nothing else touched */
+  for (size_t i = 0; i < n; i++) w[i] = 0.2f * frand(&seed);
+  CU(cudaMemcpy(dw, w, n * 4, cudaMemcpyHostToDevice));
+  CU(cudaMemset(dskip, 0, 4));
+  a.copy_only = 1;
+  CU((cudaError_t)dpt_cuda_optim_step(&tab, &a, s));
+  a.copy_only = 0;
+  dpt_optim_ref_copies(&lay, w, copy);
+  CU(cudaStreamSynchronize(s));
+  CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hv, dv, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
+  CHECK(!memcmp(hw, w, n * 4) && !memcmp(hv, v, n * 4) && !memcmp(hcopy, copy, cb),
+        "%s: the copy-only launch differs from dpt_optim_ref_copies (or touched weights / momentum)", what);
+  printf("%s: %d chunks, bit-identical to the host reference; skip honoured; copy-only = reference\n", what,
+         lay.n_chunk);
   dpt_cuda_optim_tables_free(&tab);
   cudaFree(dw), cudaFree(dv), cudaFree(dg), cudaFree(dmask), cudaFree(dcopy), cudaFree(dlr), cudaFree(dskip);
   cudaStreamDestroy(s);

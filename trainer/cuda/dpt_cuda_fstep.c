@@ -1,0 +1,347 @@
+/* dpt_cuda_fstep.c — the fused step's executor (see dpt_cuda_fstep.h). */
+#include "dpt_cuda_fstep.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpt_cuda_kernels.h"
+
+static struct dpt_fx_ref ref_of(int kind, int id, size_t off) { return (struct dpt_fx_ref){kind, id, off}; }
+
+/* The plan's operands of op: the first gradient it reads, the first / last activation it reads,
+ * the gradient it writes (see dpt_cuda_fuse.c's emit_* for the order). */
+static int first_in(const struct dpt_fop *op, int kind)
+{
+  for (int k = 0; k < op->n_in; k++)
+    if (op->in[k].kind == kind) return op->in[k].id;
+  return -1;
+}
+
+static int last_in(const struct dpt_fop *op, int kind)
+{
+  int id = -1;
+  for (int k = 0; k < op->n_in; k++)
+    if (op->in[k].kind == kind) id = op->in[k].id;
+  return id;
+}
+
+static int out_of(const struct dpt_fop *op, int kind)
+{
+  for (int k = 0; k < op->n_out; k++)
+    if (op->out[k].kind == kind) return op->out[k].id;
+  return -1;
+}
+
+/* BN layer bn's vector v, its parameters / gradients / running statistics (gamma or beta,
+ * dgamma or dbeta, mean or var: which = 0 or 1). */
+static struct dpt_fx_ref bnv(int bn, int v) { return ref_of(DPT_FXR_BNVEC, bn, (size_t)v); }
+
+static struct dpt_fx_ref bnp(const struct dpt_model *m, int kind, int bn, int which)
+{
+  const struct dpt_layer_desc *l = &m->layers[bn];
+  size_t off = (kind == DPT_FXR_STATE ? l->s_off : l->w_off) + (size_t)which * (size_t)l->c_out;
+  return ref_of(kind, bn, off);
+}
+
+/* Slot s of a pattern that comes from BN layer bn: its vectors, parameters, their gradients and
+ * running statistics. */
+static struct dpt_fx_ref bn_slot(const struct dpt_model *m, int bn, int s)
+{
+  switch (s) {
+  case DPT_CG_SUM: return bnv(bn, DPT_FX_SUM);
+  case DPT_CG_SQSUM: return bnv(bn, DPT_FX_SQSUM);
+  case DPT_CG_EQ_SCALE: return bnv(bn, DPT_FX_EQ_SCALE);
+  case DPT_CG_EQ_BIAS: return bnv(bn, DPT_FX_EQ_BIAS);
+  case DPT_CG_MEAN: return bnv(bn, DPT_FX_MEAN);
+  case DPT_CG_ISTD: return bnv(bn, DPT_FX_ISTD);
+  case DPT_CG_C_DY: return bnv(bn, DPT_FX_C_DY);
+  case DPT_CG_C_X: return bnv(bn, DPT_FX_C_X);
+  case DPT_CG_C_B: return bnv(bn, DPT_FX_C_B);
+  case DPT_CG_GAMMA: return bnp(m, DPT_FXR_PARAM, bn, 0);
+  case DPT_CG_BETA: return bnp(m, DPT_FXR_PARAM, bn, 1);
+  case DPT_CG_RMEAN: return bnp(m, DPT_FXR_STATE, bn, 0);
+  case DPT_CG_RVAR: return bnp(m, DPT_FXR_STATE, bn, 1);
+  case DPT_CG_DGAMMA: return bnp(m, DPT_FXR_GRAD, bn, 0);
+  case DPT_CG_DBETA: return bnp(m, DPT_FXR_GRAD, bn, 1);
+  default: return ref_of(DPT_FXR_NONE, -1, 0);
+  }
+}
+
+static void bn_slots(struct dpt_fx_ref *ref, const struct dpt_model *m, int bn, const int *slots, int n)
+{
+  for (int i = 0; i < n; i++) ref[slots[i]] = bn_slot(m, bn, slots[i]);
+}
+
+/* X of a convolution op: its input, or (prologue: S, B) the input of the BN pb applied there. */
+static void conv_input(struct dpt_fx_ref *ref, const struct dpt_model *m, int conv, int pb, int prologue)
+{
+  if (prologue) {
+    ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, m->layers[pb].in[0], 0);
+    ref[DPT_CG_S] = bnv(pb, DPT_FX_EQ_SCALE);
+    ref[DPT_CG_B] = bnv(pb, DPT_FX_EQ_BIAS);
+  } else {
+    ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, m->layers[conv].in[0], 0);
+  }
+}
+
+static int unsupported(struct dpt_err *err, const struct dpt_model *m, const struct dpt_fop *op, const char *why)
+{
+  return dpt_err_set(err, DPT_E_UNSUPPORTED, "fused step: %s of layer '%s': %s", dpt_fop_name(op->kind),
+                     m->layers[op->layer].name, why);
+}
+
+/* The graph description and slot operands of plan op i. */
+static int describe(struct dpt_cuda_fstep *fx, int i, struct dpt_cg_desc *d, struct dpt_fx_ref *ref, int *pack,
+                    struct dpt_err *err)
+{
+  const struct dpt_model *m = fx->m;
+  const struct dpt_fop *op = &fx->plan->fuse->ops[i];
+  const struct dpt_cuda_tensor_plan *tp = fx->plan->t;
+  memset(d, 0, sizeof *d);
+  for (int s = 0; s < DPT_CG_NSLOTS; s++) ref[s] = ref_of(DPT_FXR_NONE, -1, 0);
+  *pack = 0;
+  d->io = fx->io_type;
+  d->sb = DPT_CG_F32;
+  d->tf32 = fx->tf32;
+  d->relu = op->relu;
+  d->layer = m->layers[op->layer].name;
+  int conv = op->conv;
+  if (conv >= 0) { /* convolution geometry: the conv's input tensor as stored */
+    const struct dpt_layer_desc *l = &m->layers[conv];
+    const struct dpt_cuda_tensor_plan *x = &tp[l->in[0]];
+    d->n = x->n, d->c = x->c_stored, d->h = x->h, d->w = x->w;
+    d->k = l->c_out, d->r = l->kernel, d->stride = l->stride, d->pad = l->pad;
+  }
+  switch (op->kind) {
+  case DPT_FOP_CONV_STATS:
+  case DPT_FOP_SBR_CONV_STATS: {
+    const struct dpt_layer_desc *l = &m->layers[conv];
+    int sb = op->bn[0];
+    d->pattern = op->kind == DPT_FOP_CONV_STATS ? DPT_CG_CONV_STATS : DPT_CG_SBR_CONV_STATS;
+    conv_input(ref, m, conv, op->bn[1], op->kind == DPT_FOP_SBR_CONV_STATS);
+    ref[DPT_CG_W] = ref_of(DPT_FXR_W, conv, 0);
+    ref[DPT_CG_Y] = ref_of(DPT_FXR_ACT, l->out, 0);
+    ref[DPT_CG_SUM] = bnv(sb, DPT_FX_SUM);
+    ref[DPT_CG_SQSUM] = bnv(sb, DPT_FX_SQSUM);
+    return 0;
+  }
+  case DPT_FOP_BN_FINALIZE: {
+    int bn = op->bn[0];
+    const struct dpt_cuda_tensor_plan *x = &tp[m->layers[bn].in[0]];
+    d->pattern = DPT_CG_BN_FINALIZE;
+    d->n = x->n, d->c = m->layers[bn].c_out, d->h = x->h, d->w = x->w;
+    d->eps = fx->eps;
+    d->momentum = fx->momentum;
+    static const int fin[] = {DPT_CG_SUM, DPT_CG_SQSUM, DPT_CG_GAMMA, DPT_CG_BETA, DPT_CG_RMEAN, DPT_CG_RVAR,
+                              DPT_CG_EQ_SCALE, DPT_CG_EQ_BIAS, DPT_CG_MEAN, DPT_CG_ISTD};
+    bn_slots(ref, m, bn, fin, (int)(sizeof fin / sizeof *fin));
+    return 0;
+  }
+  case DPT_FOP_SBR_APPLY:
+  case DPT_FOP_SBAR:
+  case DPT_FOP_DSBAR: {
+    int b0 = op->bn[0], x = m->layers[b0].in[0];
+    d->pattern = op->kind == DPT_FOP_SBR_APPLY ? DPT_CG_SBR_APPLY : op->kind == DPT_FOP_SBAR ? DPT_CG_SBAR : DPT_CG_DSBAR;
+    d->n = tp[x].n, d->c = tp[x].c_stored, d->h = tp[x].h, d->w = tp[x].w;
+    ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, x, 0);
+    ref[DPT_CG_S] = bnv(b0, DPT_FX_EQ_SCALE);
+    ref[DPT_CG_B] = bnv(b0, DPT_FX_EQ_BIAS);
+    ref[DPT_CG_Y] = ref_of(DPT_FXR_ACT, out_of(op, DPT_FREF_ACT), 0);
+    if (op->kind == DPT_FOP_SBAR) {
+      ref[DPT_CG_R] = ref_of(DPT_FXR_ACT, last_in(op, DPT_FREF_ACT), 0);
+    } else if (op->kind == DPT_FOP_DSBAR) {
+      int b1 = op->bn[1];
+      ref[DPT_CG_X2] = ref_of(DPT_FXR_ACT, m->layers[b1].in[0], 0);
+      ref[DPT_CG_S2] = bnv(b1, DPT_FX_EQ_SCALE);
+      ref[DPT_CG_B2] = bnv(b1, DPT_FX_EQ_BIAS);
+    }
+    return 0;
+  }
+  case DPT_FOP_DBN_WEIGHT:
+  case DPT_FOP_DBN_APPLY: {
+    int bn = op->bn[0], x = last_in(op, DPT_FREF_ACT); /* the BN's input is the last activation read */
+    d->pattern = op->kind == DPT_FOP_DBN_WEIGHT ? DPT_CG_DBN_WEIGHT : DPT_CG_DBN_APPLY;
+    d->n = tp[x].n, d->c = tp[x].c_stored, d->h = tp[x].h, d->w = tp[x].w;
+    d->fork = op->fork;
+    ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, x, 0);
+    if (op->relu) { /* g = relu'(y) * dy, y the ReLU's output (the first activation read) */
+      ref[DPT_CG_DY] = ref_of(DPT_FXR_DIFF, first_in(op, DPT_FREF_DIFF), 0);
+      ref[DPT_CG_Y] = ref_of(DPT_FXR_ACT, first_in(op, DPT_FREF_ACT), 0);
+    } else if (op->kind == DPT_FOP_DBN_WEIGHT) {
+      ref[DPT_CG_DY] = ref_of(DPT_FXR_DIFF, first_in(op, DPT_FREF_DIFF), 0);
+    } else {
+      ref[DPT_CG_G] = ref_of(DPT_FXR_DIFF, first_in(op, DPT_FREF_DIFF), 0);
+    }
+    static const int wt[] = {DPT_CG_MEAN, DPT_CG_ISTD, DPT_CG_GAMMA, DPT_CG_DGAMMA, DPT_CG_DBETA,
+                             DPT_CG_C_DY, DPT_CG_C_X, DPT_CG_C_B};
+    if (op->kind == DPT_FOP_DBN_WEIGHT) {
+      if (op->fork) ref[DPT_CG_G] = ref_of(DPT_FXR_DIFF, out_of(op, DPT_FREF_DIFF), 0);
+      bn_slots(ref, m, bn, wt, (int)(sizeof wt / sizeof *wt));
+    } else {
+      if (op->accumulate) return unsupported(err, m, op, "dBN apply adding into a gradient another reader wrote");
+      ref[DPT_CG_DX] = ref_of(DPT_FXR_DIFF, out_of(op, DPT_FREF_DIFF), 0);
+      bn_slots(ref, m, bn, wt + 5, 3); /* the coefficients */
+    }
+    return 0;
+  }
+  case DPT_FOP_DGRAD_DRELU_DBN: {
+    const struct dpt_layer_desc *l = &m->layers[conv];
+    int pb = op->bn[0];
+    if (op->accumulate) return unsupported(err, m, op, "dgrad + dBN adding into a gradient another reader wrote");
+    d->pattern = DPT_CG_DGRAD_DRELU_DBN;
+    ref[DPT_CG_DY] = ref_of(DPT_FXR_DIFF, l->out, 0);
+    ref[DPT_CG_W] = ref_of(DPT_FXR_W, conv, 0);
+    ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, m->layers[pb].in[0], 0);
+    ref[DPT_CG_G] = ref_of(DPT_FXR_DIFF, l->in[0], 0);
+    static const int dd[] = {DPT_CG_MEAN, DPT_CG_ISTD, DPT_CG_GAMMA, DPT_CG_BETA, DPT_CG_DGAMMA, DPT_CG_DBETA,
+                             DPT_CG_C_DY, DPT_CG_C_X, DPT_CG_C_B};
+    bn_slots(ref, m, pb, dd, (int)(sizeof dd / sizeof *dd));
+    return 0;
+  }
+  case DPT_FOP_DGRAD: {
+    const struct dpt_layer_desc *l = &m->layers[conv];
+    d->pattern = DPT_CG_DGRAD;
+    d->accumulate = op->accumulate;
+    ref[DPT_CG_DY] = ref_of(DPT_FXR_DIFF, l->out, 0);
+    ref[DPT_CG_W] = ref_of(DPT_FXR_W, conv, 0);
+    ref[DPT_CG_DX] = ref_of(DPT_FXR_DIFF, l->in[0], 0);
+    return 0;
+  }
+  case DPT_FOP_WGRAD:
+  case DPT_FOP_SBR_WGRAD: {
+    const struct dpt_layer_desc *l = &m->layers[conv];
+    d->pattern = op->kind == DPT_FOP_WGRAD ? DPT_CG_WGRAD : DPT_CG_SBR_WGRAD;
+    conv_input(ref, m, conv, op->bn[0], op->kind == DPT_FOP_SBR_WGRAD);
+    ref[DPT_CG_DY] = ref_of(DPT_FXR_DIFF, l->out, 0);
+    ref[DPT_CG_DW] = ref_of(DPT_FXR_WGRAD, conv, 0);
+    *pack = 1;
+    return 0;
+  }
+  default:
+    return dpt_err_set(err, DPT_E_INPUT, "fused step: op %d (%s) has no graph", i, dpt_fop_name(op->kind));
+  }
+}
+
+static void resolve_all(const struct dpt_cuda_fstep *fx, const struct dpt_fx_ref *ref, void **ptrs)
+{
+  for (int s = 0; s < DPT_CG_NSLOTS; s++)
+    ptrs[s] = ref[s].kind == DPT_FXR_NONE ? NULL : fx->io.resolve(fx->io.ctx, &ref[s]);
+}
+
+void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx)
+{
+  if (!fx) return;
+  for (int k = 0; k < fx->n; k++)
+    if (fx->op[k].graph) dpt_cg_destroy(&fx->op[k].cg);
+  free(fx->op);
+  free(fx->index);
+  memset(fx, 0, sizeof *fx);
+}
+
+int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, const struct dpt_cuda_plan *plan,
+                         const struct dpt_cg_ctx *ctx, cudaStream_t stream, const struct dpt_cuda_fstep_io *io,
+                         double bn_eps, double bn_momentum, int *failed, struct dpt_err *err)
+{
+  const struct dpt_fuse_plan *fp = plan->fuse;
+  int rc = 0;
+  memset(fx, 0, sizeof *fx);
+  *failed = -1;
+  if (!fp) return dpt_err_set(err, DPT_E_INPUT, "fused step: the plan has no fusion plan");
+  fx->m = m;
+  fx->plan = plan;
+  fx->io = *io;
+  fx->ctx = *ctx;
+  fx->stream = stream;
+  fx->io_type = plan->precision == DPT_CUDA_MIXED ? DPT_CG_F16 : plan->precision == DPT_CUDA_BF16 ? DPT_CG_BF16
+                                                                                                  : DPT_CG_F32;
+  fx->tf32 = plan->precision == DPT_CUDA_TF32;
+  fx->eps = bn_eps;
+  fx->momentum = bn_momentum;
+  fx->op = calloc((size_t)(fp->n_ops ? fp->n_ops : 1), sizeof *fx->op);
+  fx->index = malloc((size_t)(fp->n_ops ? fp->n_ops : 1) * sizeof *fx->index);
+  if (!fx->op || !fx->index) {
+    dpt_cuda_fstep_destroy(fx);
+    return dpt_err_set(err, DPT_E_NOMEM, "fused step: out of memory for %d ops", fp->n_ops);
+  }
+  for (int i = 0; i < fp->n_ops; i++) {
+    const struct dpt_fop *op = &fp->ops[i];
+    fx->index[i] = -1;
+    if (op->kind == DPT_FOP_LEGACY_FWD || op->kind == DPT_FOP_LEGACY_BWD) continue;
+    struct dpt_cuda_fstep_op *o = &fx->op[fx->n];
+    o->fop = i;
+    fx->index[i] = fx->n;
+    if (op->kind == DPT_FOP_GRAD_ACC) { /* own kernel: dx += g */
+      o->ref[0] = ref_of(DPT_FXR_DIFF, out_of(op, DPT_FREF_DIFF), 0);
+      o->ref[1] = ref_of(DPT_FXR_DIFF, first_in(op, DPT_FREF_DIFF) == o->ref[0].id ? last_in(op, DPT_FREF_DIFF)
+                                                                                   : first_in(op, DPT_FREF_DIFF), 0);
+      fx->n++;
+      continue;
+    }
+    struct dpt_cg_desc d;
+    void *ptrs[DPT_CG_NSLOTS];
+    if ((rc = describe(fx, i, &d, o->ref, &o->pack, err))) {
+      if (rc == DPT_E_UNSUPPORTED) *failed = i;
+      goto fail;
+    }
+    resolve_all(fx, o->ref, ptrs);
+    if ((rc = dpt_cg_build(&fx->ctx, &d, ptrs, &o->cg, err))) {
+      if (rc == DPT_E_UNSUPPORTED) *failed = i;
+      dpt_err_prefix(err, "fused step op %d (%s)", i, dpt_fop_name(op->kind));
+      goto fail;
+    }
+    o->graph = 1;
+    fx->n++;
+    if (o->cg.workspace > fx->workspace) fx->workspace = o->cg.workspace;
+    if (o->cg.from_cache) fx->from_cache++;
+    else fx->timed++;
+  }
+  return 0;
+fail:
+  dpt_cuda_fstep_destroy(fx);
+  return rc;
+}
+
+int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dpt_err *err)
+{
+  const struct dpt_model *m = fx->m;
+  int k = i >= 0 && i < fx->plan->fuse->n_ops ? fx->index[i] : -1;
+  if (k < 0) return dpt_err_set(err, DPT_E_INPUT, "fused step: op %d is not one of the executor's", i);
+  const struct dpt_fop *op = &fx->plan->fuse->ops[i];
+  struct dpt_cuda_fstep_op *o = &fx->op[k];
+  cudaError_t ce = cudaSuccess;
+  const char *what = dpt_fop_name(op->kind);
+  if (!o->graph) { /* grad_acc: the shortcut's gradient += g */
+    const struct dpt_cuda_tensor_plan *t = &fx->plan->t[o->ref[0].id];
+    void *dx = fx->io.resolve(fx->io.ctx, &o->ref[0]), *g = fx->io.resolve(fx->io.ctx, &o->ref[1]);
+    ce = (cudaError_t)dpt_cuda_acc(dx, g, fx->io_type, (size_t)t->n * t->c_stored * t->h * t->w, fx->stream);
+    goto done;
+  }
+  if (!training && op->kind == DPT_FOP_BN_FINALIZE) { /* validation: the running statistics */
+    void *ptrs[DPT_CG_NSLOTS];
+    resolve_all(fx, o->ref, ptrs);
+    ce = (cudaError_t)dpt_cuda_bn_eq_infer(ptrs[DPT_CG_GAMMA], ptrs[DPT_CG_BETA], ptrs[DPT_CG_RMEAN], ptrs[DPT_CG_RVAR],
+                                           fx->eps, o->cg.d.c, ptrs[DPT_CG_EQ_SCALE], ptrs[DPT_CG_EQ_BIAS], fx->stream);
+    what = "eval-mode BN scale/bias kernel";
+    goto done;
+  }
+  {
+    void *ptrs[DPT_CG_NSLOTS];
+    int rc;
+    resolve_all(fx, o->ref, ptrs);
+    if ((rc = dpt_cg_execute(&fx->ctx, &o->cg, ptrs, err))) return rc;
+    if (o->pack) { /* KRSC weight gradient -> the fp32 KCRS gradient slab (loss-scaled in mixed precision) */
+      const struct dpt_layer_desc *l = &m->layers[op->conv];
+      const struct dpt_cuda_tensor_plan *x = &fx->plan->t[l->in[0]];
+      struct dpt_fx_ref g = ref_of(DPT_FXR_GRAD, op->conv, l->w_off);
+      ce = (cudaError_t)dpt_cuda_nhwc_to_nchw32(ptrs[DPT_CG_DW], fx->io_type, fx->io.resolve(fx->io.ctx, &g), l->c_out,
+                                                x->c, (size_t)l->kernel * l->kernel, x->c_stored, 1.0f, fx->stream);
+      what = "weight-gradient packing";
+    }
+  }
+done:
+  if (ce != cudaSuccess)
+    return dpt_err_set(err, DPT_E_RUNTIME, "fused step: %s of layer '%s' failed on device %d: %s", what,
+                       m->layers[op->layer].name, fx->ctx.device, cudaGetErrorString(ce));
+  return 0;
+}

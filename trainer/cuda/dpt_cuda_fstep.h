@@ -1,0 +1,94 @@
+/* dpt_cuda_fstep.h — the fused step's executor (issue 15): the cuda backend's --fuse path.
+ *
+ * Runs the ops of a fusion plan (dpt_cuda_fuse.h, the one dpt_cuda_plan_build_ex made with the
+ * arena it lays out) that are not legacy layer ops: each through its cuDNN operation graph
+ * (dpt_cudnn_graph.h: built once at start-up, the engine from the engine cache or timed, errata
+ * respected), plus the few own kernels around them (the weight-gradient packing KRSC -> the
+ * fp32 KCRS gradient slab after a wgrad, the shortcut-gradient accumulation, the eval-mode BN
+ * scale/bias of a validation forward).  The legacy ops stay the backend's (its layer functions).
+ *
+ * Operands are resolved when an op runs, through the backend's resolver (struct
+ * dpt_cuda_fstep_io): activations and their gradients in the arena (the input tensor may be
+ * the loader's device batch), weight copies, the shared weight-gradient buffer, parameter /
+ * gradient / state slabs, and each BN's vectors [9][C] (saved mean, inverse std, sum, sum of
+ * squares, equivalent scale, bias, backward coefficients cy, cx, cb: the BN region).
+ *
+ * Mixed precision: like the legacy calls, activation gradients carry the loss scale and the
+ * parameter gradients come out scaled (the backend unscales them by slab ranges). */
+#ifndef DPT_CUDA_FSTEP_H
+#define DPT_CUDA_FSTEP_H
+
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+
+#include "dpt_cuda_fuse.h"
+#include "dpt_cuda_plan.h"
+#include "dpt_cudnn_graph.h"
+#include "dpt_err.h"
+#include "dpt_model.h"
+
+/* Indices into a BN layer's [9][C] vectors. */
+enum { DPT_FX_MEAN, DPT_FX_ISTD, DPT_FX_SUM, DPT_FX_SQSUM, DPT_FX_EQ_SCALE, DPT_FX_EQ_BIAS, DPT_FX_C_DY, DPT_FX_C_X,
+       DPT_FX_C_B, DPT_FX_NVEC };
+
+enum dpt_fx_ref_kind {
+  DPT_FXR_NONE = 0,
+  DPT_FXR_ACT,    /* activation of tensor id */
+  DPT_FXR_DIFF,   /* its gradient */
+  DPT_FXR_W,      /* weight copy (KRSC, compute type) of conv layer id */
+  DPT_FXR_WGRAD,  /* the shared KRSC weight-gradient buffer */
+  DPT_FXR_PARAM,  /* parameter slab + off */
+  DPT_FXR_GRAD,   /* gradient slab + off */
+  DPT_FXR_STATE,  /* state slab + off */
+  DPT_FXR_BNVEC,  /* BN layer id's vector off (DPT_FX_*) */
+};
+struct dpt_fx_ref {
+  int kind, id;
+  size_t off;
+};
+
+/* The backend's operands: resolve(ctx, ref) is the device pointer (NULL: none). */
+struct dpt_cuda_fstep_io {
+  void *(*resolve)(void *ctx, const struct dpt_fx_ref *r);
+  void *ctx;
+};
+
+struct dpt_cuda_fstep_op {
+  int fop;                             /* index in the fusion plan */
+  int graph;                           /* 1: a cuDNN graph (cg), 0: an own kernel */
+  struct dpt_cg_op cg;
+  struct dpt_fx_ref ref[DPT_CG_NSLOTS]; /* the graph's slot operands */
+  int pack;                            /* wgrad: pack into the gradient slab afterwards */
+};
+
+struct dpt_cuda_fstep {
+  const struct dpt_model *m;
+  const struct dpt_cuda_plan *plan;    /* plan->fuse is the op list */
+  struct dpt_cuda_fstep_io io;
+  struct dpt_cg_ctx ctx;               /* its dnn handle's stream is the backend's */
+  cudaStream_t stream;
+  int io_type;                         /* DPT_CG_F32 / F16 / BF16 (= DPT_DT_*) */
+  int tf32;
+  double eps, momentum;
+  int n;                               /* ops in op[] */
+  struct dpt_cuda_fstep_op *op;        /* [n] the plan's non-legacy ops, plan order */
+  int *index;                          /* [plan->fuse->n_ops] position in op[], -1 for legacy ops */
+  size_t workspace;                    /* the largest workspace an op's plan needs */
+  int from_cache, timed;               /* engines taken from the cache / chosen by timing */
+};
+
+/* Build every non-legacy op of plan->fuse (ctx: handle, device, cuDNN version, cache, errata,
+ * tuning workspace; io: the operands, which must exist and hold finite values: the engines
+ * are timed on them).  DPT_E_UNSUPPORTED with *failed = the op's plan index when no engine
+ * takes an op (dpt_cuda_fuse_deny names the layer to keep on the legacy calls, the caller
+ * plans again); other errors as dpt_cg_build's.  Everything built is destroyed on failure. */
+int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, const struct dpt_cuda_plan *plan,
+                         const struct dpt_cg_ctx *ctx, cudaStream_t stream, const struct dpt_cuda_fstep_io *io,
+                         double bn_eps, double bn_momentum, int *failed, struct dpt_err *err);
+/* Run plan op i (not a legacy op) on the stream.  training = 0 (validation): BN finalize is the
+ * eval-mode scale/bias from the running statistics instead. */
+int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dpt_err *err);
+void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx);
+
+#endif /* DPT_CUDA_FSTEP_H */
