@@ -20,7 +20,14 @@ workspace and the algorithm search's workspace; not the CUDA context nor cuDNN's
 handle-internal memory), and for both the device's memory.used from nvidia-smi sampled every
 200 ms minus its value before the launch (context and allocator caching included).
 A --budget (seconds) bounds the whole run: a launch gets what is left (at most --launch-timeout,
---compile-timeout for torch.compile); a configuration that no longer fits is recorded as not run."""
+--compile-timeout for torch.compile); a configuration that no longer fits is recorded as not run.
+
+Issue 15: every dpt precision also as "fused" (dpt-train --fuse on --cuda-graph on: the fused
+cuDNN-graph step captured in CUDA graphs), and the kernel breakdown of a few configurations
+(--profile-configs, at the largest batch): their launches run --profile-steps more steps after the
+timed ones (not timed) under a profiler (dpt-train --profile-steps: CUPTI; torch_gpu.py:
+torch.profiler's Kineto trace), summarised by bench/gpu/breakdown.py with one class table: kernels
+per step, time per class, idle between kernels."""
 import argparse
 import ctypes
 import json
@@ -43,24 +50,52 @@ benchinfo = trainbench.benchinfo
 # (key, framework, label, dpt --precision / torch_gpu.py arguments)
 CONFIGS = [
     ("dpt-fp32", "dpt", "fp32 (TF32 off)", ["--precision", "fp32"]),
+    ("dpt-fp32-fused", "dpt", "fp32 (TF32 off), fused + CUDA graphs",
+     ["--precision", "fp32", "--fuse", "on", "--cuda-graph", "on"]),
     ("torch-fp32", "torch", "fp32 (TF32 off), NCHW", ["--mode", "fp32"]),
     ("dpt-tf32", "dpt", "tf32", ["--precision", "tf32"]),
+    ("dpt-tf32-fused", "dpt", "tf32, fused + CUDA graphs", ["--precision", "tf32", "--fuse", "on", "--cuda-graph", "on"]),
     ("torch-tf32", "torch", "tf32, NCHW", ["--mode", "tf32"]),
     ("torch-tf32-cl", "torch", "tf32, channels_last", ["--mode", "tf32", "--channels-last"]),
     ("dpt-fp16", "dpt", "mixed fp16 (dynamic loss scaling)", ["--precision", "mixed"]),
+    ("dpt-fp16-fused", "dpt", "mixed fp16, fused + CUDA graphs",
+     ["--precision", "mixed", "--fuse", "on", "--cuda-graph", "on"]),
     ("torch-fp16-cl", "torch", "fp16 AMP + GradScaler, channels_last", ["--mode", "fp16", "--channels-last"]),
     ("torch-fp16-compile", "torch", "fp16 AMP + GradScaler, channels_last, torch.compile",
      ["--mode", "fp16", "--channels-last", "--compile"]),
     ("dpt-bf16", "dpt", "bf16", ["--precision", "bf16"]),
+    ("dpt-bf16-fused", "dpt", "bf16, fused + CUDA graphs", ["--precision", "bf16", "--fuse", "on", "--cuda-graph", "on"]),
     ("torch-bf16-cl", "torch", "bf16 AMP, channels_last", ["--mode", "bf16", "--channels-last"]),
     ("torch-bf16-compile", "torch", "bf16 AMP, channels_last, torch.compile",
      ["--mode", "bf16", "--channels-last", "--compile"]),
 ]
-PRECISION = {"dpt-fp32": "fp32", "torch-fp32": "fp32", "dpt-tf32": "tf32", "torch-tf32": "tf32",
+PRECISION = {"dpt-fp32-fused": "fp32", "dpt-tf32-fused": "tf32", "dpt-fp16-fused": "fp16", "dpt-bf16-fused": "bf16",
+             "dpt-fp32": "fp32", "torch-fp32": "fp32", "dpt-tf32": "tf32", "torch-tf32": "tf32",
              "torch-tf32-cl": "tf32", "dpt-fp16": "fp16", "torch-fp16-cl": "fp16", "torch-fp16-compile": "fp16",
              "dpt-bf16": "bf16", "torch-bf16-cl": "bf16", "torch-bf16-compile": "bf16"}
 # issue 14's table (dpt-train before the issue, bs 256, H100): the floor for dpt's images/s
 FLOOR_IPS_BS256 = {"fp32": 770.0, "tf32": 1226.0}
+# issue 15's acceptance at bs 256 (dpt fused over the PyTorch configuration): fp16/bf16 >= 1.1x
+# torch.compile AMP channels_last and >= 1.25x eager; tf32 >= 1.1x eager channels_last; fp32 >= 1.0x
+SPEED_GOALS = {"fp16": [("torch-fp16-compile", 1.1), ("torch-fp16-cl", 1.25)],
+               "bf16": [("torch-bf16-compile", 1.1), ("torch-bf16-cl", 1.25)],
+               "tf32": [("torch-tf32-cl", 1.1)], "fp32": [("torch-fp32", 1.0)]}
+PROFILE_CONFIGS = "dpt-fp16,dpt-fp16-fused,torch-fp16-cl,torch-fp16-compile,dpt-bf16-fused,torch-bf16-compile"
+
+
+def breakdown_of(rec, fw, src, work, tag):
+    """bench/gpu/breakdown.py over dpt's records (TSV) or torch's Kineto trace: the median step
+    into rec["breakdown"], its Markdown into rec["breakdown_md"]; an error into rec."""
+    out_j, out_m = os.path.join(work, f"breakdown-{tag}.json"), os.path.join(work, f"breakdown-{tag}.md")
+    cmd = [sys.executable, os.path.join(here, "breakdown.py"), "--trace" if fw == "torch" else "--records", src,
+           "--label", f"{rec['config']} batch {rec['batch']}", "--json", out_j, "--md", out_m]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode:
+        rec["breakdown_error"] = f"{shlex.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-300:]}"
+        return
+    doc = json.load(open(out_j))
+    rec["breakdown"] = dict(doc["median"], steps=len(doc["steps"]), classes=doc["classes"])
+    rec["breakdown_md"] = open(out_m).read()
 
 
 def run(cmd, env=None):
@@ -176,16 +211,24 @@ def measure(key, fw, label, extra, bs, a, work, tag, timeout):
     total = a.warmup + a.steps
     log = os.path.join(work, f"log-{tag}.txt")
     env = dict(os.environ)
+    prof = a.profile_steps if key in a.profile_configs and bs == max(a.batches) else 0
     if fw == "dpt":
         report = os.path.join(work, f"report-{tag}.json")
+        iters = total + (prof + 1 if prof else 0)  # the profiled steps after the timed ones, then the last one
+        ptrace = os.path.join(work, f"kernels-{tag}.json")
         argv = [a.dpt_train, "--backend", "cuda", *extra, "--dataset", "synthetic", "--image-size", "224",
-                "--num-classes", "1000", "--width", "1", "--synthetic-images", str(bs * total),
-                "--batch-size", str(bs), "--iterations", str(total), "--no-val", "--no-flip", "--log-every", "1",
+                "--num-classes", "1000", "--width", "1", "--synthetic-images", str(bs * iters),
+                "--batch-size", str(bs), "--iterations", str(iters), "--no-val", "--no-flip", "--log-every", "1",
                 "--data-threads", str(a.data_threads), "--prefetch", "3", "--report", report]
+        if prof:
+            argv += ["--profile-steps", str(prof), "--profile-out", ptrace]
         step_re = re.compile(r"^epoch \d+/\d+ step \d+/\d+ ")
     else:
+        ptrace = os.path.join(work, f"trace-{tag}.json")
         argv = [a.torch_python, os.path.join(here, "torch_gpu.py"), *extra, "--batch", str(bs),
                 "--warmup", str(a.warmup), "--steps", str(a.steps)]
+        if prof:
+            argv += ["--profile-steps", str(prof), "--trace", ptrace]
         step_re = re.compile(r"^STEP \d+ ")
     rec = {"config": key, "framework": fw, "label": label, "precision": PRECISION[key], "batch": bs,
            "warmup_steps": a.warmup, "timed_steps": a.steps, "command": shlex.join(argv), "log": os.path.basename(log)}
@@ -197,7 +240,7 @@ def measure(key, fw, label, extra, bs, a, work, tag, timeout):
     rec["device_memory"] = mem.stop()
     rec["wall_s"] = time.time() - t_wall
     rec["exit_status"] = rcs[0]
-    stamps = [t for t, l in lines if step_re.match(l)]
+    stamps = [t for t, l in lines if step_re.match(l)][:total]  # the timed steps (profiled ones come after)
     if rcs[0] or len(stamps) < total:
         rec["error"] = (f"exit {rcs[0]}{' (killed at the time limit)' if rec['wall_s'] >= timeout - 1 else ''}, "
                         f"{len(stamps)} of {total} step lines; log tail: " + " | ".join(l for _, l in lines[-6:]))
@@ -244,8 +287,16 @@ def measure(key, fw, label, extra, bs, a, work, tag, timeout):
             rec["torch"].pop("step_s", None)
         except (TypeError, ValueError, KeyError, statistics.StatisticsError) as e:
             rec["result_error"] = f"no RESULT line from torch_gpu.py: {e}"
+    if prof:
+        src = ptrace[:-5] + ".tsv" if fw == "dpt" else ptrace
+        if os.path.exists(src):
+            breakdown_of(rec, fw, src, work, tag)
+        else:
+            rec["breakdown_error"] = f"no profile written ({src})"
     print(f"bench: {tag}: {rec['images_per_s']:.0f} img/s ({med * 1e3:.1f} ms/step), "
-          f"peak {rec.get('peak_bytes', 0) / 2**30:.2f} GiB", file=sys.stderr, flush=True)
+          f"peak {rec.get('peak_bytes', 0) / 2**30:.2f} GiB"
+          + (f", {rec['breakdown']['kernels']:.0f} kernels/step, idle {rec['breakdown']['idle_pct']:.1f}%"
+             if "breakdown" in rec else ""), file=sys.stderr, flush=True)
     return rec
 
 
@@ -257,12 +308,13 @@ def summarize(runs, a):
     rows, goals = [], []
     for bs in a.batches:
         by = {r["config"]: r for r in runs if r["batch"] == bs}
-        for prec in ("fp32", "tf32", "fp16", "bf16"):
-            d = by.get(f"dpt-{prec}")
+        for prec, variant in [(p, v) for p in ("fp32", "tf32", "fp16", "bf16") for v in ("", "-fused")]:
+            d = by.get(f"dpt-{prec}{variant}")
             peers = [r for k, r in by.items() if r["framework"] == "torch" and r["precision"] == prec]
-            if not d and not peers:  # not selected (--only)
+            if not d and (variant or not peers):  # not selected (--only)
                 continue
-            row = {"batch": bs, "precision": prec, "dpt": d and d.get("images_per_s"), "vs": []}
+            row = {"batch": bs, "precision": prec, "dpt_config": f"dpt-{prec}{variant}",
+                   "dpt": d and d.get("images_per_s"), "vs": []}
             for p in peers:
                 v = {"config": p["config"], "label": p["label"]}
                 if d and "images_per_s" in d and "images_per_s" in p:
@@ -279,8 +331,27 @@ def summarize(runs, a):
             ran = bool(d and "images_per_s" in d)
             if not d:
                 continue
-            goals.append({"goal": f"dpt-train {prec} runs at batch {bs}", "target": "runs", "met": ran,
+            goals.append({"goal": f"dpt-train {prec}{' fused' if variant else ''} runs at batch {bs}", "target": "runs",
+                          "met": ran,
                           "measured": f"{d['images_per_s']:.0f} img/s" if ran else (d or {}).get("error", "not run")})
+            if variant and bs == 256:  # issue 15: the fused, graph-captured step against PyTorch
+                for peer, want in SPEED_GOALS.get(prec, []):
+                    v = next((x for x in row["vs"] if x["config"] == peer), None)
+                    r_ = v and v.get("images_per_s_ratio")
+                    goals.append({"goal": f"dpt-train {prec} fused img/s / {peer} (batch 256, issue 15)",
+                                  "target": f">= {want:.2f}x", "met": bool(r_ and r_ >= want),
+                                  "measured": f"{r_:.2f}x" if r_ else "not measured"})
+                bd = d.get("breakdown")
+                if bd:
+                    goals.append({"goal": f"dpt-train {prec} fused: idle between kernels (batch 256, issue 15)",
+                                  "target": "<= 3% of the step", "met": bd["idle_pct"] <= 3.0,
+                                  "measured": f"{bd['idle_pct']:.1f}%"})
+                    tk = [r["breakdown"]["kernels"] for k, r in by.items()
+                          if r["framework"] == "torch" and r["precision"] == prec and "breakdown" in r]
+                    if tk:
+                        goals.append({"goal": f"dpt-train {prec} fused: kernels per step below PyTorch's (issue 15)",
+                                      "target": f"< {min(tk):.0f} (fewest of the profiled PyTorch runs)",
+                                      "met": bd["kernels"] < min(tk), "measured": f"{bd['kernels']:.0f}"})
             eager = [v for v in row["vs"] if "compile" not in v["config"] and "peak_memory_ratio" in v]
             if eager:
                 worst = max(v["peak_memory_ratio"] for v in eager)
@@ -339,14 +410,34 @@ def write_md(doc, path):
                  f"{r['images_per_s']:.0f} ({lo:.0f}-{hi:.0f}) | {r['step_s_median'] * 1e3:.1f} | {gib(r.get('peak_bytes'))} | "
                  f"{gib(dev)} | {r['time_to_first_step_s']:.1f} s |")
     L += ["", "## dpt-train / PyTorch, same batch and precision\n",
-          "| batch | precision | PyTorch configuration | images/s ratio | peak memory ratio (own accounting) | "
-          "timed steps' memory ratio | device peak ratio |", "|---:|---|---|---:|---:|---:|---:|"]
+          "| batch | precision | dpt configuration | PyTorch configuration | images/s ratio | peak memory ratio "
+          "(own accounting) | timed steps' memory ratio | device peak ratio |", "|---:|---|---|---|---:|---:|---:|---:|"]
     for row in doc["rows"]:
         for x in row["vs"]:
             f = lambda k: f"{x[k]:.2f}x" if k in x else "-"  # noqa: E731
-            L.append(f"| {row['batch']} | {row['precision']} | {x['label']} | {f('images_per_s_ratio')} | "
+            L.append(f"| {row['batch']} | {row['precision']} | {row.get('dpt_config', 'dpt')} | {x['label']} | "
+                     f"{f('images_per_s_ratio')} | "
                      f"{f('peak_memory_ratio')} | {f('steady_memory_ratio')} | {f('device_memory_ratio')} |")
-    L += ["", "## Goals (issue 14)\n", "| goal | target | measured | met |", "|---|---|---|---|"]
+    prof = [r for r in doc["runs"] if "breakdown" in r or "breakdown_error" in r]
+    if prof:
+        names = next((r["breakdown"]["classes"] for r in prof if "breakdown" in r), [])
+        L += ["", "## Kernel breakdown (issue 15)\n",
+              f"The {doc.get('profile_steps', '?')} steps after the timed ones of these launches, recorded by dpt-train "
+              "--profile-steps (CUPTI) and by torch.profiler (Kineto trace), summarised by bench/gpu/breakdown.py with "
+              "bench/gpu/kernel-classes.tsv: the median step; its span on the GPU timeline (first activity to the "
+              "next step's first), busy time (the union of kernel intervals), idle between kernels = span - busy; "
+              "ms per class are sums of kernel durations.\n",
+              "| batch | configuration | kernels/step | span ms | busy ms | idle % | "
+              + " | ".join(f"{c} ms" for c in names) + " |",
+              "|---:|---|---:|---:|---:|---:|" + "---:|" * len(names)]
+        for r in prof:
+            b = r.get("breakdown")
+            if not b:
+                L.append(f"| {r['batch']} | {r['config']} | failed: {r['breakdown_error'][:200]} |")
+                continue
+            L.append(f"| {r['batch']} | {r['config']} | {b['kernels']:.0f} | {b['span_ms']:.2f} | {b['busy_ms']:.2f} | "
+                     f"{b['idle_pct']:.1f} | " + " | ".join(f"{b['class_ms'].get(c, 0):.2f}" for c in names) + " |")
+    L += ["", "## Goals (issues 14 and 15)\n", "| goal | target | measured | met |", "|---|---|---|---|"]
     for x in doc["goals"]:
         L.append(f"| {x['goal']} | {x['target']} | {x['measured']} | {'**met**' if x['met'] else '**not met**'} |")
     L += ["", "## Notes\n"] + [f"- {n}" for n in doc["notes"]]
@@ -370,9 +461,13 @@ def main():
     ap.add_argument("--launch-timeout", type=float, default=120)
     ap.add_argument("--compile-timeout", type=float, default=200)
     ap.add_argument("--command", default=None)
+    ap.add_argument("--profile-steps", type=int, default=3, help="steps profiled after the timed ones (0: none)")
+    ap.add_argument("--profile-configs", default=PROFILE_CONFIGS,
+                    help="configurations profiled at the largest batch (comma-separated keys)")
     ap.add_argument("--dpt-commit", default=None)
     a = ap.parse_args()
     a.batches = [int(x) for x in a.batches.split(",")]
+    a.profile_configs = set(a.profile_configs.split(",")) if a.profile_steps > 0 else set()
     if a.warmup < 1 or a.steps < 3:
         ap.error("--warmup >= 1 and --steps >= 3")
     configs = [c for c in CONFIGS if not a.only or c[0] in a.only.split(",")]
@@ -415,13 +510,18 @@ def main():
         "\"timed steps' memory ratio\" column.",
         "One step line per step means one host wait per step for both (the loss is read); a run with "
         "--log-every 50 waits less (issue 14 item 4): these figures are per-step-synchronised for both.",
+        "The fused rows are dpt-train --fuse on --cuda-graph on (issue 15): the fused cuDNN-graph step (each "
+        "pattern without an engine on this GPU back on the legacy calls, said in its log) captured in CUDA graphs "
+        "after one eager step; their first step includes timing the engines unless the engine cache "
+        "(~/.cache/dpt) already has them.",
     ]
     if any("not_run" in r for r in runs):
         notes.append(f"Some configurations did not fit the {a.budget:.0f}-s budget (see the table).")
     doc = {"schema": "dpt.bench.gpu/1", "command": a.command or " ".join(sys.argv), "date": benchinfo.now(),
            "header": header, "gpu": gpu, "versions": versions, "dpt_commit": a.dpt_commit,
            "torch_python": a.torch_python, "elapsed_s": time.time() - t_start, "warmup": a.warmup,
-           "steps": a.steps, "batches": a.batches, "rows": rows, "goals": goals, "notes": notes, "runs": runs}
+           "steps": a.steps, "batches": a.batches, "profile_steps": a.profile_steps, "rows": rows, "goals": goals,
+           "notes": notes, "runs": runs}
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     json.dump(doc, open(out + ".json", "w"), indent=1)
     write_md(doc, out + ".md")

@@ -9,11 +9,16 @@
 # warm-up, images/s, peak memory (how: bench/gpu/bench_gpu.py), device, driver, CUDA, cuDNN and
 # NCCL versions and the dpt commit.  Writes OUT_PREFIX.md and .json (default
 # bench/results/gpu-<device>, e.g. gpu-h100); whole run under 10 minutes (BUDGET=570 s).
+# Issue 15: each dpt precision also fused (--fuse on --cuda-graph on), and the per-step kernel
+# breakdown (kernels per step, time per class, idle between kernels) of a few configurations at the
+# largest batch: PROFILE_STEPS steps after their timed steps, in the same launch (dpt-train
+# --profile-steps with CUPTI, torch_gpu.py with torch.profiler), through bench/gpu/breakdown.py.
 #
 # BUILD_DIR: a build with the cuda backend (default $DPT_GPU_BUILD, which ../shared/gpu/env.sh
 # sets).  Without a GPU (no nvidia-smi, no GPU listed, or CUDA_VISIBLE_DEVICES hiding them all)
 # it says so and exits 0, writing nothing.
 # Knobs: TORCH_PYTHON=python3 BATCHES=256,128 WARMUP=4 STEPS=20 BUDGET=570 ONLY=key,key
+# PROFILE_STEPS=3 (0: no breakdown) PROFILE=key,key (default: bench_gpu.py's PROFILE_CONFIGS)
 # DPT_BENCH_KEEP=1 (keep the launches' logs and reports in OUT_PREFIX-logs/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -71,4 +76,5 @@ echo "run.sh: $(nvidia-smi -i "$gpu" --query-gpu=name,driver_version --format=cs
 "$py" "$here/bench_gpu.py" --dpt-train "$dpt_train" --work "$work" --gpu "$gpu" --torch-python "$py" \
   ${out:+--out "$out"} --batches "${BATCHES:-256,128}" --warmup "${WARMUP:-4}" --steps "${STEPS:-20}" \
   --budget "${BUDGET:-570}" ${ONLY:+--only "$ONLY"} --dpt-commit "${DPT_BUILD_COMMIT:-$commit}" \
+  --profile-steps "${PROFILE_STEPS:-3}" ${PROFILE:+--profile-configs "$PROFILE"} \
   --command "bench/gpu/run.sh $build${2:+ $2}"

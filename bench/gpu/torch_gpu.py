@@ -16,6 +16,10 @@ Protocol (bench/train/bench.py's, which bench_gpu.py reuses): after every step
 (loss.item() waits for the step), and at the end one line
   RESULT {json}: peak memory (torch.cuda.max_memory_allocated over the whole run and over the
   timed steps only, max_memory_reserved), versions, the precision settings in force.
+--profile-steps P --trace PATH (issue 15): after the timed steps (and after their peak memory is
+taken), P more steps under torch.profiler (CPU + CUDA activities, one warm-up step, then P active
+ones, a ProfilerStep#N range each) whose Kineto trace is written to PATH for bench/gpu/breakdown.py;
+they print "PSTEP <i> ..." lines, not STEP lines, so the harness does not time them.
 The peer's own installation (PyTorch 2.x + torchvision on the GPU machine): nothing is installed."""
 import argparse
 import json
@@ -54,6 +58,8 @@ def main():
     ap.add_argument("--classes", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--steps", type=int, default=20, help="timed steps after the warm-up")
+    ap.add_argument("--profile-steps", type=int, default=0, help="steps profiled after the timed ones")
+    ap.add_argument("--trace", default=None, help="Kineto (Chrome) trace of the profiled steps")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch_gpu.py: torch.cuda.is_available() is False", file=sys.stderr)
@@ -76,12 +82,8 @@ def main():
     times = []
     total = a.warmup + a.steps
     peak_warmup = reserved_warmup = 0
-    for step in range(total):
-        if step == a.warmup:  # the timed steps' own peak, next to the whole run's
-            peak_warmup = torch.cuda.max_memory_allocated()
-            reserved_warmup = torch.cuda.max_memory_reserved()
-            torch.cuda.reset_peak_memory_stats()
-        t = time.perf_counter()
+
+    def one_step():
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
             loss = F.cross_entropy(step_fn(x), y)
@@ -92,11 +94,31 @@ def main():
         else:
             loss.backward()
             opt.step()
-        lv = loss.item()  # waits for the step
+        return loss.item()  # waits for the step
+
+    for step in range(total):
+        if step == a.warmup:  # the timed steps' own peak, next to the whole run's
+            peak_warmup = torch.cuda.max_memory_allocated()
+            reserved_warmup = torch.cuda.max_memory_reserved()
+            torch.cuda.reset_peak_memory_stats()
+        t = time.perf_counter()
+        lv = one_step()
         times.append(time.perf_counter() - t)
         print(f"STEP {step + 1} {time.time():.6f} {times[-1]:.6f} loss {lv:.4f}", flush=True)
     torch.cuda.synchronize()
     peak_timed = torch.cuda.max_memory_allocated()
+    profiled = 0
+    if a.profile_steps > 0 and a.trace:  # the kernel breakdown's steps, after the timed ones
+        from torch.profiler import ProfilerActivity, profile, schedule
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                     schedule=schedule(wait=0, warmup=1, active=a.profile_steps),
+                     on_trace_ready=lambda p: p.export_chrome_trace(a.trace)) as prof:
+            for i in range(1 + a.profile_steps):
+                lv = one_step()
+                prof.step()
+                print(f"PSTEP {i + 1} {time.time():.6f} loss {lv:.4f}", flush=True)
+        torch.cuda.synchronize()
+        profiled = a.profile_steps
     nccl = None
     try:
         v = torch.cuda.nccl.version()
@@ -110,7 +132,8 @@ def main():
            "mode": a.mode, "channels_last": a.channels_last, "compile": a.compile, "precision": prec,
            "cudnn_benchmark": True, "batch": a.batch, "warmup": a.warmup, "steps": a.steps,
            "peak_allocated_bytes": max(peak_warmup, peak_timed), "peak_allocated_timed_bytes": peak_timed,
-           "peak_reserved_bytes": max(reserved_warmup, torch.cuda.max_memory_reserved()), "step_s": times}
+           "peak_reserved_bytes": max(reserved_warmup, torch.cuda.max_memory_reserved()), "step_s": times,
+           "profiled_steps": profiled, "trace": a.trace if profiled else None}
     print("RESULT " + json.dumps(res), flush=True)
     return 0
 
