@@ -46,6 +46,16 @@ expect 0 "--no-report +write no job report" -- --help
 expect 0 "--bucket-mb F .*buckets of F MiB" -- --help
 expect 2 "--bucket-mb: '-1' is not a number in \[0, 1e\+06\]" -- --bucket-mb -1
 expect 2 "--bucket-mb: 'big' is not a number" -- --bucket-mb big
+# issue 15's switches: values, the cpu backend, the profiler's needs; the help says why they are off
+expect 2 "--fuse 'maybe' is unknown: on, off or auto" -- --fuse maybe
+expect 2 "--cuda-graph 'yes' is unknown: on, off or auto" -- --cuda-graph yes
+expect 2 "--fuse on needs --backend cuda" -- --fuse on --backend cpu
+expect 2 "--cuda-graph on needs --backend cuda" -- --cuda-graph on --backend cpu
+expect 2 "--profile-out needs --profile-steps" -- --profile-out x.json
+expect 2 "--profile-steps records GPU kernels: it needs --backend cuda|built without CUPTI" -- --profile-steps 3 --backend cpu
+expect 2 "--profile-steps: '0' is not a number" -- --profile-steps 0
+expect 0 "Default off \(\\\$DPT_CUDA_FUSE\): it becomes auto once" -- --help
+expect 0 "trainer.gpu.graph has passed" -- --help
 
 common="--dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625 --batch-size 8
         --iterations 8 --no-val --threads 1 --seed 5 --log-every 100 --prefetch 1"

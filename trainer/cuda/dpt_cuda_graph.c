@@ -18,7 +18,10 @@ int dpt_cuda_graphs_begin(struct dpt_cuda_graphs *g, cudaStream_t s, int slot, i
   if (!in_range(slot, segment) || g->capturing)
     return dpt_err_set(err, DPT_E_INPUT, "CUDA graph: capture of G%d (slot %d) asked %s", segment, slot,
                        g->capturing ? "while another capture is open" : "out of range");
-  if ((e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal)) != cudaSuccess)
+  /* relaxed: the host points in the middle of a segment (the labels' staging waits for its slot's
+   * event, the host communicator's calls, MPI's pointer queries) and the loader's and the
+   * communicator's threads keep using CUDA; the segment's own work is all stream-ordered */
+  if ((e = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed)) != cudaSuccess)
     return cuda_fail(err, "cudaStreamBeginCapture", e, slot, segment);
   g->capturing = 1;
   g->slot = slot;

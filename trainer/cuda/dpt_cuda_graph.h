@@ -1,8 +1,8 @@
 /* dpt_cuda_graph.h — the captured CUDA graphs of the cuda backend's steps (issue 15, item 2).
  *
  * One executable graph per (key slot, segment) of dpt_cuda_capture's plans: captured from the
- * backend's stream (cudaStreamCaptureModeThreadLocal: the loader's and the communicator's
- * threads keep using CUDA meanwhile), instantiated, launched; replayed on later steps with the
+ * backend's stream (cudaStreamCaptureModeRelaxed: host points inside a segment and the loader's
+ * and the communicator's threads keep using CUDA meanwhile), instantiated, launched; replayed on later steps with the
  * same key; dropped when its slot goes to another key.  The decisions (which step, which
  * segment, when) are dpt_cuda_capture's; this only holds the graphs. */
 #ifndef DPT_CUDA_GRAPH_H
