@@ -1,6 +1,7 @@
 /* dpt_backend_cuda.h — the CUDA backend: cuDNN 9 (legacy convolution / batch
- * norm / activation / pooling API), cuBLAS for the FC layer, our kernels for
- * loss, SGD, casts and gradient packing.  Implements struct dpt_backend_ops
+ * norm / activation / pooling API, and its graph API for the fused step), cuBLAS for
+ * the FC layer, our kernels for loss, the fused optimizer, casts and gradient packing.
+ * Implements struct dpt_backend_ops
  * (dpt_backend.h) with host_slabs = 0: params / grads / state are DEVICE
  * pointers (one cudaMalloc each: the all-reduce moves one buffer), reached
  * from the host with copy_slab().
@@ -42,17 +43,23 @@
  * arena.
  *
  * Layout: NHWC at every precision; convolutions run on KRSC weight copies in the
- * compute type (fp32, fp16 or bf16) cast from the fp32 master slab each forward.
+ * compute type (fp32, fp16 or bf16), written by the fused optimizer (dpt_cuda_optim:
+ * one launch per step does the fp32 update and the copies; a copy-only launch after the
+ * host puts parameters in the slab).
  * bf16 (--precision bf16): bf16 activations and weights, no loss scaling.
- * Mixed precision: activations and conv/FC weights in fp16 NHWC (weights cast
- * from the fp32 master slab each forward), tensor-core math, the FC output
+ * Mixed precision: activations and conv/FC weights in fp16 NHWC (the fused
+ * optimizer's copies), tensor-core math, the FC output
  * (logits) and every parameter gradient in fp32; activation gradients carry
  * the loss scale, read on the device (struct dpt_loss_scaler in device
  * memory, dpt_loss_scale.h), and the parameter gradients are unscaled by slab
  * ranges during backward (each bucket before its event).  The caller runs
  * the overflow check (ops->overflow_check = dpt_backend_cuda_check_overflow)
  * AFTER the all-reduce, so every rank sees the same answer: the skip and the
- * scaler's update happen on the device. */
+ * scaler's update happen on the device.
+ *
+ * Issue 15 (docs/gpu-fusion.md), behind switches (struct dpt_cuda_opts, off by default): the
+ * fused step (fuse: the fusion plan's ops through cuDNN graphs, dpt_cuda_fstep) and CUDA-graph
+ * capture of the steps announced with ops->step_begin (graph: dpt_cuda_capture, dpt_cuda_graph). */
 #ifndef DPT_BACKEND_CUDA_H
 #define DPT_BACKEND_CUDA_H
 
