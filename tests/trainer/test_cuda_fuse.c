@@ -617,8 +617,26 @@ static void deny_list(void)
     rounds++;
   }
   CHECK(!left, "deny: still fusing after %d rounds", rounds);
-  printf("deny list: every fused op kind deniable, 40 random subsets replay, all fusions gone after %d rounds\n",
-         rounds);
+  /* the backend's way: every op without an engine of a round denied at once (here: all of them,
+   * a GPU where no fusion engine exists); a layer named twice counted once */
+  memset(legacy, 0, (size_t)m.n_layers);
+  int batch_rounds = 0, denied_total = 0;
+  for (left = 1; left && batch_rounds <= 8; batch_rounds++) {
+    cfg.legacy = legacy;
+    if (!build_ok(&m, &cfg, &q, "deny: all at once")) break;
+    left = 0;
+    for (int i = 0; i < q.n_ops; i++) {
+      int l = dpt_cuda_fuse_layer_denied(&m, &q, i);
+      if (l < 0) continue;
+      left = 1;
+      if (!legacy[l]) denied_total++;
+      CHECK(dpt_cuda_fuse_deny(&m, &q, i, legacy) == l, "deny and layer_denied disagree on op %d", i);
+    }
+    dpt_cuda_fuse_free(&q);
+  }
+  CHECK(!left && batch_rounds <= 4, "deny all at once: %d rounds (want <= 4), fusing %d", batch_rounds, left);
+  printf("deny list: every fused op kind deniable, 40 random subsets replay, all fusions gone after %d rounds one at a "
+         "time or %d rounds all at once (%d layers)\n", rounds, batch_rounds, denied_total);
   dpt_cuda_fuse_free(&p);
   free(legacy);
   dpt_model_free(&m);

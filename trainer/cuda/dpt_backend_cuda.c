@@ -1860,26 +1860,36 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
                            .errata = cb->errata_loaded ? &cb->errata : NULL, .workspace = tws,
                            .workspace_limit = limit, .max_candidates = 0};
   struct dpt_cuda_fstep_io io = {fx_resolve, cb};
+  int *failed = malloc((size_t)(2 * m->n_layers + 1) * 4 * sizeof *failed); /* >= any plan's op count */
+  if (!failed) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory");
+    goto fail;
+  }
   for (;;) {
-    int failed = -1;
+    int n_failed = 0, denied = 0;
     struct dpt_err e = {0};
     rc = dpt_cuda_fstep_build(&cb->fx, m, &cb->plan, &ctx, cb->stream, &io, cb->pub.opts.bn_eps,
-                              cb->pub.opts.bn_momentum, &failed, &e);
-    if (rc != DPT_E_UNSUPPORTED || failed < 0) {
+                              cb->pub.opts.bn_momentum, failed, &n_failed, &e);
+    if (rc != DPT_E_UNSUPPORTED || !n_failed) {
       if (rc) *err = e;
       break;
     }
-    const struct dpt_fop *op = &cb->plan.fuse->ops[failed];
-    int l = dpt_cuda_fuse_deny(m, cb->plan.fuse, failed, cb->legacy);
-    if (l < 0) {
+    for (int k = 0; k < n_failed; k++) { /* every op without an engine: its layer on the legacy calls */
+      const struct dpt_fop *op = &cb->plan.fuse->ops[failed[k]];
+      int l = dpt_cuda_fuse_layer_denied(m, cb->plan.fuse, failed[k]);
+      if (l < 0 || cb->legacy[l]) continue; /* a legacy op, or a layer another failed op named already */
+      dpt_cuda_fuse_deny(m, cb->plan.fuse, failed[k], cb->legacy);
+      size_t n = strlen(fell);
+      if (nfell < 4 && n + 1 < sizeof fell)
+        snprintf(fell + n, sizeof fell - n, "%s'%s' (%s%s%.160s)", nfell ? "; " : "", m->layers[l].name,
+                 dpt_fop_name(op->kind), nfell ? "" : ": ", nfell ? "" : e.msg);
+      nfell++;
+      denied++;
+    }
+    if (!denied) {
       *err = e;
       break;
     }
-    size_t n = strlen(fell);
-    if (nfell < 4 && n + 1 < sizeof fell)
-      snprintf(fell + n, sizeof fell - n, "%s'%s' (%s: %.160s)", nfell ? "; " : "", m->layers[l].name,
-               dpt_fop_name(op->kind), e.msg);
-    nfell++;
     /* the plan again without that fusion; the arena may grow */
     size_t had = cb->plan.region[DPT_CUDA_R_ARENA];
     struct dpt_cuda_plan_opts po = {1, cb->legacy};
@@ -1897,6 +1907,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
     }
     set_tensor_ptrs(cb);
   }
+  free(failed);
   if (tws) dfree(cb, tws);
   if (rc) return rc;
   struct dpt_err se = {0};

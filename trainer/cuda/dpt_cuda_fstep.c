@@ -241,12 +241,12 @@ void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx)
 
 int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, const struct dpt_cuda_plan *plan,
                          const struct dpt_cg_ctx *ctx, cudaStream_t stream, const struct dpt_cuda_fstep_io *io,
-                         double bn_eps, double bn_momentum, int *failed, struct dpt_err *err)
+                         double bn_eps, double bn_momentum, int *failed, int *n_failed, struct dpt_err *err)
 {
   const struct dpt_fuse_plan *fp = plan->fuse;
   int rc = 0;
   memset(fx, 0, sizeof *fx);
-  *failed = -1;
+  *n_failed = 0;
   if (!fp) return dpt_err_set(err, DPT_E_INPUT, "fused step: the plan has no fusion plan");
   fx->m = m;
   fx->plan = plan;
@@ -280,14 +280,22 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
     }
     struct dpt_cg_desc d;
     void *ptrs[DPT_CG_NSLOTS];
-    if ((rc = describe(fx, i, &d, o->ref, &o->pack, err))) {
-      if (rc == DPT_E_UNSUPPORTED) *failed = i;
-      goto fail;
+    struct dpt_err e = {0};
+    int r = describe(fx, i, &d, o->ref, &o->pack, &e);
+    if (!r) {
+      resolve_all(fx, o->ref, ptrs);
+      if ((r = dpt_cg_build(&fx->ctx, &d, ptrs, &o->cg, &e))) dpt_err_prefix(&e, "fused step op %d (%s)", i,
+                                                                            dpt_fop_name(op->kind));
     }
-    resolve_all(fx, o->ref, ptrs);
-    if ((rc = dpt_cg_build(&fx->ctx, &d, ptrs, &o->cg, err))) {
-      if (rc == DPT_E_UNSUPPORTED) *failed = i;
-      dpt_err_prefix(err, "fused step op %d (%s)", i, dpt_fop_name(op->kind));
+    if (r == DPT_E_UNSUPPORTED) { /* no engine: noted, the others still built (one re-plan for all) */
+      if (!*n_failed) *err = e;
+      failed[(*n_failed)++] = i;
+      fx->index[i] = -1;
+      memset(o, 0, sizeof *o);
+      continue;
+    }
+    if ((rc = r)) {
+      *err = e;
       goto fail;
     }
     o->graph = 1;
@@ -296,7 +304,8 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
     if (o->cg.from_cache) fx->from_cache++;
     else fx->timed++;
   }
-  return 0;
+  if (!*n_failed) return 0;
+  rc = DPT_E_UNSUPPORTED;
 fail:
   dpt_cuda_fstep_destroy(fx);
   return rc;

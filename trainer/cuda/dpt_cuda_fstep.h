@@ -80,12 +80,14 @@ struct dpt_cuda_fstep {
 
 /* Build every non-legacy op of plan->fuse (ctx: handle, device, cuDNN version, cache, errata,
  * tuning workspace; io: the operands, which must exist and hold finite values: the engines
- * are timed on them).  DPT_E_UNSUPPORTED with *failed = the op's plan index when no engine
- * takes an op (dpt_cuda_fuse_deny names the layer to keep on the legacy calls, the caller
- * plans again); other errors as dpt_cg_build's.  Everything built is destroyed on failure. */
+ * are timed on them).  DPT_E_UNSUPPORTED when no engine takes some ops: all of them are tried,
+ * failed[0, *n_failed) (room for plan->fuse->n_ops) are their plan indices and err says the
+ * first one's reason (dpt_cuda_fuse_deny names the layers to keep on the legacy calls, the
+ * caller plans again); other errors as dpt_cg_build's.  Everything built is destroyed unless
+ * the result is 0. */
 int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, const struct dpt_cuda_plan *plan,
                          const struct dpt_cg_ctx *ctx, cudaStream_t stream, const struct dpt_cuda_fstep_io *io,
-                         double bn_eps, double bn_momentum, int *failed, struct dpt_err *err);
+                         double bn_eps, double bn_momentum, int *failed, int *n_failed, struct dpt_err *err);
 /* Run plan op i (not a legacy op) on the stream.  training = 0 (validation): BN finalize is the
  * eval-mode scale/bias from the running statistics instead. */
 int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dpt_err *err);

@@ -690,6 +690,13 @@ static int layer_ranges(struct dpt_fuse_plan *p, const struct dpt_model *m, stru
 
 int dpt_cuda_fuse_deny(const struct dpt_model *m, const struct dpt_fuse_plan *p, int i, unsigned char *legacy)
 {
+  int l = dpt_cuda_fuse_layer_denied(m, p, i);
+  if (l >= 0) legacy[l] = 1;
+  return l;
+}
+
+int dpt_cuda_fuse_layer_denied(const struct dpt_model *m, const struct dpt_fuse_plan *p, int i)
+{
   if (i < 0 || i >= p->n_ops) return -1;
   const struct dpt_fop *op = &p->ops[i];
   int l = -1;
@@ -711,9 +718,7 @@ int dpt_cuda_fuse_deny(const struct dpt_model *m, const struct dpt_fuse_plan *p,
     break;
   default: return -1;
   }
-  if (l < 0 || l >= m->n_layers) return -1;
-  legacy[l] = 1;
-  return l;
+  return l >= 0 && l < m->n_layers ? l : -1;
 }
 
 int dpt_cuda_fuse_check_buckets(const struct dpt_model *m, const struct dpt_fuse_plan *p, const struct dpt_bucket *b,

@@ -194,6 +194,8 @@ int dpt_cuda_fuse_check(const struct dpt_model *m, const struct dpt_fuse_plan *p
  * a BN's dBN weight and apply, the residual add of an add op or of its dBN ops.  Sets
  * legacy[layer] = 1 and returns the layer; -1 when op is a legacy op or out of range. */
 int dpt_cuda_fuse_deny(const struct dpt_model *m, const struct dpt_fuse_plan *p, int op, unsigned char *legacy);
+/* The layer dpt_cuda_fuse_deny would keep legacy for op, without marking it; -1 as there. */
+int dpt_cuda_fuse_layer_denied(const struct dpt_model *m, const struct dpt_fuse_plan *p, int op);
 
 /* The backward walk (dpt_backend.c) runs layer i's backward ops at its step i and calls the hook
  * of the gradient bucket whose first_layer is i right after them.  Checks that this is late
