@@ -714,27 +714,43 @@ static const char *tag_end(const char *p, const char *end)
 }
 
 /* Attribute attr of the start tag [tag, end): its value in *val (*vlen bytes) and the
- * position just after its closing quote; NULL when the tag has no such attribute. */
+ * position just after its closing quote; NULL when the tag has no such attribute.  The tag
+ * is walked attribute by attribute (name, '=', quoted value), so a name inside another
+ * attribute's value never matches; the walk stops at the first thing that is not an
+ * attribute (a malformed tag: hwloc's parser refuses it). */
 static const char *tag_attr(const char *tag, const char *end, const char *attr, const char **val, size_t *vlen)
 {
   size_t n = strlen(attr);
-  for (const char *p = tag; p + n <= end && (p = memmem(p, end - p, attr, n)); p += n) {
-    const char *q = p + n, *close;
-    if (p == tag || !isspace((unsigned char)p[-1]))
-      continue;
+  const char *p = tag;
+  if (p < end && *p == '<')
+    p++;
+  while (p < end && !isspace((unsigned char)*p) && *p != '/' && *p != '>') /* the element's name */
+    p++;
+  for (;;) {
+    const char *name, *q, *close;
+    while (p < end && isspace((unsigned char)*p))
+      p++;
+    name = p;
+    while (p < end && (isalnum((unsigned char)*p) || strchr("_:.-", *p)))
+      p++;
+    if (p == name)
+      return NULL; /* '/', '>', the end, or not an attribute */
+    q = p;
     while (q < end && isspace((unsigned char)*q))
       q++;
     if (q >= end || *q++ != '=')
-      continue;
+      return NULL;
     while (q < end && isspace((unsigned char)*q))
       q++;
-    if (q >= end || (*q != '"' && *q != '\'') || !(close = memchr(q + 1, *q, end - q - 1)))
-      continue;
-    *val = q + 1;
-    *vlen = (size_t)(close - q - 1);
-    return close + 1;
+    if (q >= end || (*q != '"' && *q != '\'') || !(close = memchr(q + 1, *q, (size_t)(end - q - 1))))
+      return NULL;
+    if ((size_t)(p - name) == n && !memcmp(name, attr, n)) {
+      *val = q + 1;
+      *vlen = (size_t)(close - q - 1);
+      return close + 1;
+    }
+    p = close + 1;
   }
-  return NULL;
 }
 
 /* The root element of an XML buffer: past the BOM, the XML declaration, comments and the
@@ -849,10 +865,10 @@ static char *xml_for_hwloc(const char *buf, size_t len, const char *name, size_t
   if (!m)
     return NULL;
   if (!xml_root(buf, len, name, &root, &gt, &ignore) && xml_major(root, gt) >= 2)
-    for (const char *p = gt; (p = memmem(p, end - p, "<object", 7)); p += 7) {
-      const char *te = tag_end(p + 7, end), *at[2] = {NULL, NULL}, *v[2], *other;
+    for (const char *p = gt, *te; (p = memmem(p, end - p, "<object", 7)); p = te) {
+      const char *at[2] = {NULL, NULL}, *v[2], *other;
       size_t vl[2], ol;
-      if (!te)
+      if (!(te = tag_end(p + 7, end)))
         break; /* truncated: hwloc refuses it */
       if (!isspace((unsigned char)p[7]))
         continue;

@@ -395,6 +395,49 @@ static void test_v2_missing_complete_sets(void)
   free(buf);
 }
 
+/* The completion reads a start tag attribute by attribute: an attribute's name written
+ * inside another attribute's value is not that attribute (PU 1's name below would have
+ * hidden its missing complete_cpuset, and hwloc would have crashed on it), and a tag whose
+ * quotes never close ends the walk, with hwloc refusing the file (a fuzzer found a
+ * misquoted export that sent the old scan backwards over the buffer). */
+static void test_v2_attr_walk(void)
+{
+  static const char pu1[] = "<object type=\"PU\" os_index=\"1\"";
+  static const char named[] = " name=' complete_cpuset=\"0x00000002\"'";
+  size_t len;
+  struct dpt_err err;
+  struct dpt_node *n = NULL;
+  char *buf = slurp("x86-2socket-k40-mlx5.xml", &len);
+  int pus = strip_attr(buf, "type=\"PU\" os_index=\"1\"", "complete_cpuset");
+  char *at = strstr(buf, pu1), *big = malloc(strlen(buf) + sizeof named);
+  CHECK(pus == 1 && at && big, "PU 1 stripped of complete_cpuset");
+  if (pus == 1 && at && big) {
+    size_t head = (size_t)(at - buf) + sizeof pu1 - 1;
+    memcpy(big, buf, head);
+    strcpy(big + head, named);
+    strcat(big, buf + head);
+    CHECK(dpt_node_load_buffer(&n, big, strlen(big), "x86-pu1-named", &err) == 0, "load: %s", err.msg);
+    hwloc_obj_t p1 = n ? hwloc_get_pu_obj_by_os_index(n->topo, 1) : NULL;
+    CHECK(p1 && p1->name && !strcmp(p1->name, " complete_cpuset=\"0x00000002\"") && p1->complete_cpuset &&
+              hwloc_bitmap_isequal(p1->complete_cpuset, p1->cpuset),
+          "PU 1 keeps its name and gets its complete_cpuset");
+    dpt_node_destroy(n);
+    n = NULL;
+    /* an unclosed quote in the Machine's tag: refused, nothing read past the buffer */
+    char *q = strstr(big, "<object type=\"Machine\"");
+    CHECK(q != NULL, "Machine tag");
+    if (q) {
+      q[strlen("<object type=\"Machine")] = ' ';
+      len = strlen(big);
+      CHECK(dpt_node_load_buffer(&n, big, len, "x86-misquoted", &err) != 0 && n == NULL && err.msg[0],
+            "misquoted tag refused: %s", err.msg);
+      dpt_node_destroy(n);
+    }
+  }
+  free(big);
+  free(buf);
+}
+
 static void test_synthetic(void)
 {
   struct dpt_err err;
@@ -508,6 +551,7 @@ int main(int argc, char **argv)
     test_nvidia_only();
     test_hwloc1x_group_cpuset_only();
     test_v2_missing_complete_sets();
+    test_v2_attr_walk();
     test_dgx2();
     test_pci_fallback();
     test_power8();
