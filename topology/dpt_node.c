@@ -731,7 +731,7 @@ static const char *tag_attr(const char *tag, const char *end, const char *attr, 
     while (p < end && isspace((unsigned char)*p))
       p++;
     name = p;
-    while (p < end && (isalnum((unsigned char)*p) || strchr("_:.-", *p)))
+    while (p < end && (isalnum((unsigned char)*p) || (*p && strchr("_:.-", *p))))
       p++;
     if (p == name)
       return NULL; /* '/', '>', the end, or not an attribute */
@@ -793,7 +793,7 @@ static int xml_root(const char *buf, size_t len, const char *name, const char **
     p = close + 1;
   }
   *root = p++;
-  while (p < end && k + 1 < sizeof tag && (isalnum((unsigned char)*p) || strchr("_:.-", *p)))
+  while (p < end && k + 1 < sizeof tag && (isalnum((unsigned char)*p) || (*p && strchr("_:.-", *p))))
     tag[k++] = *p++;
   tag[k] = 0;
   if (strcmp(tag, "topology"))
