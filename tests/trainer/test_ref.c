@@ -1,23 +1,28 @@
 /* test_ref: the CPU backend + loss + SGD against PyTorch 1.13 (ref/make_ref.py).
  *
  * Fixture: ResNet-50 v1.5 (torchvision definition), small stem, width 1/16,
- * 3x32x32, 10 classes, batch 4, label smoothing 0.1, SGD(lr 0.02, momentum
+ * 3x8x8, 10 classes, batch 4, label smoothing 0.1, SGD(lr 0.02, momentum
  * 0.9, wd 5e-4 on conv/fc weights), two steps; reference in float64.
  *
  * Tolerance rule: dpt's float32 error against the float64 reference must be
  * at most 10x PyTorch's own float32 error against it (ref.json
- * "torch32_vs_float64", same metric), i.e. the same numerical quality as
- * PyTorch; oneDNN sums in a different order (blocked channels, parallel
- * reductions) so bit-equality is not expected.  Errors are max |a - b|
- * normalised by max |b| of the compared block (per parameter tensor for
- * gradients).  Step 1 figures: PyTorch fp32 logits 4.6e-6, per-block
- * gradients 5.7e-5, so dpt must be within 4.6e-5 / 5.7e-4.
+ * "torch32_vs_float64", same metric, the largest of 8 float32 runs with the
+ * batch in 8 orders), i.e. the same numerical quality as PyTorch; oneDNN sums
+ * in a different order (blocked channels, parallel reductions, another order
+ * again on AVX2 than on AVX-512) so bit-equality is not expected.  Errors are
+ * max |a - b| normalised by max |b| of the compared block (per parameter
+ * tensor for gradients), absolute for parameters.
  *
- * Step 2's gradient is ill-conditioned (after one update some BN channels have
- * near-zero batch variance; PyTorch fp32 itself is 3.3% off), so the SGD
- * momentum/weight-decay update of step 2 is checked on the reference
- * gradient: params2 = SGD(params1, velocity, grads2_ref) to 2e-5 absolute
- * (params are O(1); the residue is lr x the step-1 gradient difference). */
+ * The rule holds on every ISA because the fixture is well conditioned:
+ * every ReLU input of step 1 lies >= 50 sigma of float32's forward error from
+ * 0 (ref.json "relu_margin", asserted by make_ref.py; the former 3x32x32
+ * fixture had 1.5 sigma, and oneDNN's AVX2 kernels flipped a mask there:
+ * layer3.5.bn3's gradient 12% off), so no float32 implementation switches a
+ * mask and every difference is rounding.  Each step is checked from the
+ * reference's state (as make_ref.py runs PyTorch float32): step 2 starts from
+ * params1 / velocity1 / state1 and updates with grads2 of the reference, so
+ * step 1's error is not counted again, amplified, in step 2's checks.  The
+ * test runs again under ONEDNN_MAX_CPU_ISA caps (CMakeLists.txt). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,6 +64,13 @@ static double nerr(const float *a, const float *b, size_t n)
     mb = fmax(mb, fabs((double)b[i]));
   }
   return mb > 0 ? e / mb : e;
+}
+
+static double maxabs(const float *a, const float *b, size_t n)
+{
+  double e = 0;
+  for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i]));
+  return e;
 }
 
 static double grads_err(const struct dpt_model *m, const float *g, const float *ref, const char **worst)
@@ -163,6 +175,12 @@ int main(int argc, char **argv)
   double t32_gb = json_real_value(json_object_get(t32, "grads1_block_max_rel"));
   double t32_l2 = json_real_value(json_object_get(t32, "logits2_max_rel"));
   double t32_ev = json_real_value(json_object_get(t32, "logits_eval_max_rel"));
+  double t32_g2 = json_real_value(json_object_get(t32, "grads2_block_max_rel"));
+  double t32_p1 = json_real_value(json_object_get(t32, "params1_max_abs"));
+  double t32_p2 = json_real_value(json_object_get(t32, "params2_max_abs"));
+  double t32_s2 = json_real_value(json_object_get(t32, "state2_max_rel"));
+  double margin = json_real_value(json_object_get(json_object_get(meta, "relu_margin"), "min_sigmas"));
+  CHECK(margin >= 50, "ref.json: ReLU margin %.3g sigma, below 50: not the well-conditioned fixture", margin);
   for (int step = 1; step <= 2; step++) {
     char nm[32];
     int rc = dpt_backend_forward(be, x, 1, logits, &err);
@@ -177,29 +195,31 @@ int main(int argc, char **argv)
     snprintf(nm, sizeof nm, "grads%d", step);
     const float *gref = section(nm, np);
     double eg = grads_err(&m, be->grads, gref, &worst);
-    printf("step %d: logits %.2e  loss %.2e (%.6f)  grads %.2e (worst %s)\n", step, el, ell, loss, eg, worst);
+    double tl = 10 * (step == 1 ? t32_l1 : t32_l2), tg = 10 * (step == 1 ? t32_gb : t32_g2);
+    printf("step %d: logits %.2e  loss %.2e (%.6f)  grads %.2e (worst %s); bounds %.2e, %.2e\n", step, el, ell, loss,
+           eg, worst, tl, tg);
+    CHECK(el <= tl && ell <= tl, "step %d logits/loss error %.3g/%.3g > %.3g", step, el, ell, tl);
+    CHECK(eg <= tg, "step %d gradient error %.3g in %s > %.3g", step, eg, worst, tg);
     if (step == 1) {
-      CHECK(el <= 10 * t32_l1 && ell <= 10 * t32_l1, "step 1 logits/loss error %.3g/%.3g > %.3g", el, ell, 10 * t32_l1);
-      CHECK(eg <= 10 * t32_gb, "step 1 gradient error %.3g in %s > %.3g", eg, worst, 10 * t32_gb);
       dpt_sgd_step(&sgd, lr, be->params, be->grads);
-      double e1 = 0;
-      const float *p1 = section("params1", np);
-      for (size_t i = 0; i < np; i++) e1 = fmax(e1, fabs((double)be->params[i] - p1[i]));
-      printf("after SGD step 1: params max abs %.2e\n", e1);
-      CHECK(e1 <= 2e-5, "params after step 1 off by %.3g", e1); /* lr x step-1 gradient error */
+      double e1 = maxabs(be->params, section("params1", np), np);
+      printf("after SGD step 1: params max abs %.2e (bound %.2e)\n", e1, 10 * t32_p1);
+      CHECK(e1 <= 10 * t32_p1, "params after step 1 off by %.3g > %.3g", e1, 10 * t32_p1);
+      /* step 2 from the reference's state (make_ref.py does the same to PyTorch float32) */
+      memcpy(be->params, section("params1", np), np * 4);
+      memcpy(sgd.velocity, section("velocity1", np), np * 4);
+      memcpy(be->state, section("state1", ns), ns * 4);
     } else {
-      CHECK(el <= 10 * t32_l2 && ell <= 10 * t32_l2, "step 2 logits/loss error %.3g/%.3g > %.3g", el, ell, 10 * t32_l2);
       memcpy(be->grads, gref, np * 4); /* check the momentum update on the reference gradient */
       dpt_sgd_step(&sgd, lr, be->params, be->grads);
     }
   }
-  double ep = 0;
-  const float *p2 = section("params2", np);
-  for (size_t i = 0; i < np; i++) ep = fmax(ep, fabs((double)be->params[i] - p2[i]));
+  double ep = maxabs(be->params, section("params2", np), np);
   double es = nerr(be->state, section("state2", ns), ns);
-  printf("after SGD step 2 (momentum): params max abs %.2e, BN running stats %.2e\n", ep, es);
-  CHECK(ep <= 2e-5, "params after 2 steps off by %.3g", ep);
-  CHECK(es <= 1e-4, "BN running statistics off by %.3g", es); /* 0.1 x batch var of step 2 */
+  printf("after SGD step 2 (momentum): params max abs %.2e (bound %.2e), BN running stats %.2e (bound %.2e)\n", ep,
+         10 * t32_p2, es, 10 * t32_s2);
+  CHECK(ep <= 10 * t32_p2, "params after 2 steps off by %.3g > %.3g", ep, 10 * t32_p2);
+  CHECK(es <= 10 * t32_s2, "BN running statistics off by %.3g > %.3g", es, 10 * t32_s2);
   /* eval mode: running statistics, no batch statistics */
   CHECK(dpt_backend_forward(be, x, 0, logits, &err) == 0, "eval forward: %s", err.msg);
   double ee = nerr(logits, section("logits_eval", (size_t)N * K), (size_t)N * K);
