@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "dpt_cpu_impl.h"
 #include "dpt_optim.h"
 
 struct cpu_tensor {
@@ -109,6 +110,7 @@ struct cpu_backend {
   int n_classes;          /* K: the output tensor's c * h * w */
   struct dpt_loss_totals tot; /* loss() since the last loss_totals() */
   long waits;             /* calls that wait on a device backend (host_waits) */
+  struct dpt_cpu_impl_log impls; /* every primitive's implementation; the reference ones said (notes) */
 };
 
 #define CB(be) ((struct cpu_backend *)(be))
@@ -129,6 +131,14 @@ static int dnn_fail(struct dpt_err *err, dnnl_status_t st, const char *call, con
       goto fail;                                                                                  \
     }                                                                                             \
   } while (0)
+
+/* dnnl_primitive_create, with the implementation recorded (a reference kernel is said at start) */
+static dnnl_status_t prim_create(struct cpu_backend *cb, dnnl_primitive_t *prim, const_dnnl_primitive_desc_t pd,
+                                 const char *layer)
+{
+  dpt_cpu_impl_record(&cb->impls, pd, layer);
+  return dnnl_primitive_create(prim, pd);
+}
 
 static void *xalloc(struct cpu_backend *cb, size_t bytes)
 {
@@ -226,7 +236,7 @@ static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char
     if (!L->w_blk) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory (weights of '%s')", name);
     DN(dnnl_memory_create(&L->w_prim, fwd_md, cb->eng, L->w_blk), name);
     DN(dnnl_reorder_primitive_desc_create(&pd, user_md, cb->eng, fwd_md, cb->eng, NULL), name);
-    DN(dnnl_primitive_create(&L->w_reorder, pd), name);
+    DN(prim_create(cb, &L->w_reorder, pd, name), name);
     dnnl_primitive_desc_destroy(pd);
     pd = NULL;
   }
@@ -239,7 +249,7 @@ static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char
       if (wb > cb->dw_bytes) cb->dw_bytes = wb;
       DN(dnnl_memory_create(&L->w_prim_bwd, bwd_md, cb->eng, DNNL_MEMORY_NONE), name);
       DN(dnnl_reorder_primitive_desc_create(&pd, user_md, cb->eng, bwd_md, cb->eng, NULL), name);
-      DN(dnnl_primitive_create(&L->w_reorder_bwd, pd), name);
+      DN(prim_create(cb, &L->w_reorder_bwd, pd, name), name);
       dnnl_primitive_desc_destroy(pd);
       pd = NULL;
     }
@@ -253,7 +263,7 @@ static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char
     if (dwb > cb->dw_bytes) cb->dw_bytes = dwb;
     DN(dnnl_memory_create(&L->dw_prim, dw_md, cb->eng, DNNL_MEMORY_NONE), name);
     DN(dnnl_reorder_primitive_desc_create(&pd, dw_md, cb->eng, user_md, cb->eng, NULL), name);
-    DN(dnnl_primitive_create(&L->dw_reorder, pd), name);
+    DN(prim_create(cb, &L->dw_reorder, pd, name), name);
     dnnl_primitive_desc_destroy(pd);
     pd = NULL;
   }
@@ -336,58 +346,6 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   return 0;
 }
 
-static int is_ref(const_dnnl_primitive_desc_t pd)
-{
-  const char *impl = NULL;
-  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-  return !impl || !strncmp(impl, "ref", 3);
-}
-
-/* The three convolution primitive descriptors for one input layout. */
-struct conv_pds {
-  dnnl_primitive_desc_t fwd, bwd_d, bwd_w;
-};
-
-static void conv_pds_free(struct conv_pds *p)
-{
-  if (p->fwd) dnnl_primitive_desc_destroy(p->fwd);
-  if (p->bwd_d) dnnl_primitive_desc_destroy(p->bwd_d);
-  if (p->bwd_w) dnnl_primitive_desc_destroy(p->bwd_w);
-  memset(p, 0, sizeof *p);
-}
-
-/* Returns 0 when all exist; *slow = how many of them are oneDNN's reference code.
- * dst: fixed (the output tensor's layout once known) or any. */
-static int conv_pds_make(struct cpu_backend *cb, const dnnl_memory_desc_t *src,
-                         const dnnl_memory_desc_t *w_any, const dnnl_memory_desc_t *dst,
-                         const dnnl_dims_t strides, const dnnl_dims_t pl, const dnnl_dims_t pr,
-                         int need_bwd_d, struct conv_pds *p, int *slow)
-{
-  dnnl_convolution_desc_t cd;
-  memset(p, 0, sizeof *p);
-  *slow = 3;
-  if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, src,
-                                         w_any, NULL, dst, strides, pl, pr) != dnnl_success ||
-      dnnl_primitive_desc_create(&p->fwd, &cd, NULL, cb->eng, NULL) != dnnl_success)
-    goto fail;
-  const dnnl_memory_desc_t *s = q_md(p->fwd, dnnl_query_src_md, 0), *d = q_md(p->fwd, dnnl_query_dst_md, 0);
-  if (dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, s, w_any, NULL, d,
-                                                  strides, pl, pr) != dnnl_success ||
-      dnnl_primitive_desc_create(&p->bwd_w, &cd, NULL, cb->eng, p->fwd) != dnnl_success)
-    goto fail;
-  if (need_bwd_d &&
-      (dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, s, w_any, d, strides,
-                                                pl, pr) != dnnl_success ||
-       dnnl_primitive_desc_create(&p->bwd_d, &cd, NULL, cb->eng, p->fwd) != dnnl_success ||
-       !dnnl_memory_desc_equal(q_md(p->bwd_d, dnnl_query_diff_src_md, 0), s)))
-    goto fail;
-  *slow = is_ref(p->fwd) + is_ref(p->bwd_w) + (p->bwd_d ? is_ref(p->bwd_d) : 0);
-  return 0;
-fail:
-  conv_pds_free(p);
-  return -1;
-}
-
 static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_layer *l,
                        struct dpt_err *err)
 {
@@ -396,9 +354,9 @@ static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
   const struct dpt_tensor_desc *x = &m->tensors[d->in[0]], *y = &m->tensors[d->out];
   struct cpu_tensor *in = &cb->t[d->in[0]];
   int N = cb->pub.opts.batch, rc = 0, slow = 3;
-  struct conv_pds best = {0}, cand;
+  struct dpt_cpu_conv_pds best = {0};
   dnnl_primitive_desc_t rpd = NULL;
-  dnnl_memory_desc_t src_md, w_any, dst_any, w_user;
+  dnnl_memory_desc_t w_any, w_user;
   dnnl_dims_t sd = {N, x->c, x->h, x->w}, wd = {d->c_out, x->c, d->kernel, d->kernel},
               dd = {N, y->c, y->h, y->w};
   dnnl_dims_t strides = {d->stride, d->stride}, pl = {d->pad, d->pad};
@@ -406,34 +364,20 @@ static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
                     (y->w - 1) * d->stride + d->kernel - x->w - d->pad};
   dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any);
   dnnl_memory_desc_init_by_tag(&w_user, 4, wd, dnnl_f32, dnnl_oihw);
-  dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, cb->nhwc ? dnnl_nhwc : dnnl_format_tag_any);
   int need_bwd_d = in->need_diff;
 
-  /* Input layout: the tensor's (no reorder) unless only oneDNN's reference
-   * code runs the three passes on it (e.g. 8 channels: AVX-512 kernels want 16,
-   * the AVX2 ones nChw8c); then the first layout with JIT kernels for forward,
-   * backward-data and backward-weights, on a private reordered copy. */
-  if (in->has_md) src_md = in->md;
-  else dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_f32, cb->nhwc ? dnnl_nhwc : dnnl_format_tag_any);
-  if (conv_pds_make(cb, &src_md, &w_any, &dst_any, strides, pl, pr, need_bwd_d, &best, &slow)) {
+  /* Layouts: the input tensor's (no reorder) and oneDNN's choice of output, unless a
+   * pass then runs oneDNN's reference code (e.g. 8 channels: AVX-512 kernels want 16, the
+   * AVX2 ones nChw8c; the 1-channel stem's weight gradient on AVX2 wants channels-last in
+   * and out); then the first (input, output) layout pair with JIT kernels for forward,
+   * backward-data and backward-weights, on a private reordered copy of the input
+   * (dpt_cpu_conv_choose).  What still runs reference code is said at start (notes). */
+  if (dpt_cpu_conv_choose(cb->eng, in->has_md ? &in->md : NULL, sd, &w_any, dd,
+                          cb->nhwc ? dnnl_nhwc : dnnl_format_tag_any, strides, pl, pr, need_bwd_d, !cb->nhwc,
+                          &best, &slow)) {
     rc = dpt_err_set(err, DPT_E_RUNTIME, "oneDNN has no convolution for '%s' (%dx%dx%d -> %dx%dx%d)",
                      d->name, x->c, x->h, x->w, y->c, y->h, y->w);
     goto fail;
-  }
-  static const dnnl_format_tag_t alts[] = {dnnl_format_tag_any, dnnl_aBcd8b, dnnl_aBcd16b,
-                                           dnnl_nhwc, dnnl_nchw, dnnl_aBcd4b};
-  for (size_t i = 0; slow && !cb->nhwc && i < sizeof alts / sizeof *alts; i++) {
-    dnnl_memory_desc_t cmd;
-    int cslow;
-    dnnl_memory_desc_init_by_tag(&cmd, 4, sd, dnnl_f32, alts[i]);
-    if (conv_pds_make(cb, &cmd, &w_any, &dst_any, strides, pl, pr, need_bwd_d, &cand, &cslow)) continue;
-    if (cslow < slow) {
-      conv_pds_free(&best);
-      best = cand;
-      slow = cslow;
-    } else {
-      conv_pds_free(&cand);
-    }
   }
   const dnnl_memory_desc_t *csrc = q_md(best.fwd, dnnl_query_src_md, 0);
   if (!in->has_md) {
@@ -448,23 +392,23 @@ static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
     }
     DN(dnnl_memory_create(&L->src_priv, csrc, cb->eng, L->src_buf), d->name);
     DN(dnnl_reorder_primitive_desc_create(&rpd, &in->md, cb->eng, csrc, cb->eng, NULL), d->name);
-    DN(dnnl_primitive_create(&L->src_reorder, rpd), d->name);
+    DN(prim_create(cb, &L->src_reorder, rpd, d->name), d->name);
     dnnl_primitive_desc_destroy(rpd);
     rpd = NULL;
     if (need_bwd_d) {
       DN(dnnl_memory_create(&L->dsrc_priv, csrc, cb->eng, L->dsrc_buf), d->name);
       DN(dnnl_reorder_primitive_desc_create(&rpd, csrc, cb->eng, &in->md, cb->eng, NULL), d->name);
-      DN(dnnl_primitive_create(&L->dsrc_reorder, rpd), d->name);
+      DN(prim_create(cb, &L->dsrc_reorder, rpd, d->name), d->name);
       dnnl_primitive_desc_destroy(rpd);
       rpd = NULL;
     }
   }
   if ((rc = tensor_set(cb, d->out, q_md(best.fwd, dnnl_query_dst_md, 0), err))) goto fail;
-  DN(dnnl_primitive_create(&L->fwd, best.fwd), d->name);
-  DN(dnnl_primitive_create(&L->bwd_w, best.bwd_w), d->name);
+  DN(prim_create(cb, &L->fwd, best.fwd, d->name), d->name);
+  DN(prim_create(cb, &L->bwd_w, best.bwd_w, d->name), d->name);
   const dnnl_memory_desc_t *bwd_w_md = NULL;
   if (need_bwd_d) {
-    DN(dnnl_primitive_create(&L->bwd, best.bwd_d), d->name);
+    DN(prim_create(cb, &L->bwd, best.bwd_d, d->name), d->name);
     bwd_w_md = q_md(best.bwd_d, dnnl_query_weights_md, 0);
     if ((rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err))) goto fail;
   }
@@ -472,7 +416,7 @@ static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
                      q_md(best.bwd_w, dnnl_query_diff_weights_md, 0), l->params, l->grads, err);
 fail:
   if (rpd) dnnl_primitive_desc_destroy(rpd);
-  conv_pds_free(&best);
+  dpt_cpu_conv_pds_free(&best);
   return rc;
 }
 
@@ -555,14 +499,14 @@ static int bn_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_lay
 
   DN(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_training, &in->md, eps, flags), d->name);
   DN(dnnl_primitive_desc_create(&fpd, &bd, NULL, cb->eng, NULL), d->name);
-  DN(dnnl_primitive_create(&L->fwd, fpd), d->name);
+  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
   DN(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &in->md, eps,
                                                 flags | dnnl_use_global_stats), d->name);
   DN(dnnl_primitive_desc_create(&ipd, &bd, NULL, cb->eng, NULL), d->name);
-  DN(dnnl_primitive_create(&L->fwd_inf, ipd), d->name);
+  DN(prim_create(cb, &L->fwd_inf, ipd, d->name), d->name);
   DN(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &in->md, &in->md, eps, flags), d->name);
   DN(dnnl_primitive_desc_create(&bpd, &bd, NULL, cb->eng, fpd), d->name);
-  DN(dnnl_primitive_create(&L->bwd, bpd), d->name);
+  DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
 
   L->mean = xalloc(cb, C * sizeof(float));
   L->var = xalloc(cb, C * sizeof(float));
@@ -641,11 +585,11 @@ static int relu_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
   if ((rc = tensor_set(cb, d->out, &in->md, err))) return rc;
   DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu, &in->md, 0.f, 0.f), d->name);
   DN(dnnl_primitive_desc_create(&fpd, &ed, NULL, cb->eng, NULL), d->name);
-  DN(dnnl_primitive_create(&L->fwd, fpd), d->name);
+  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
   if (in->need_diff) {
     DN(dnnl_eltwise_backward_desc_init(&ed, dnnl_eltwise_relu, &in->md, &in->md, 0.f, 0.f), d->name);
     DN(dnnl_primitive_desc_create(&bpd, &ed, NULL, cb->eng, fpd), d->name);
-    DN(dnnl_primitive_create(&L->bwd, bpd), d->name);
+    DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
     rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err);
   }
 fail:
@@ -707,7 +651,7 @@ static int pool_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
                                     kernel, pl, pr), d->name);
   DN(dnnl_primitive_desc_create(&fpd, &pdsc, NULL, cb->eng, NULL), d->name);
   if ((rc = tensor_set(cb, d->out, q_md(fpd, dnnl_query_dst_md, 0), err))) goto fail;
-  DN(dnnl_primitive_create(&L->fwd, fpd), d->name);
+  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
   const dnnl_memory_desc_t *wmd = q_md(fpd, dnnl_query_workspace_md, 0);
   if (wmd && dnnl_memory_desc_get_size(wmd) > 0) {
     L->ws = xalloc(cb, dnnl_memory_desc_get_size(wmd));
@@ -717,7 +661,7 @@ static int pool_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_l
   if (in->need_diff) {
     DN(dnnl_pooling_backward_desc_init(&pdsc, alg, &in->md, &cb->t[d->out].md, strides, kernel, pl, pr), d->name);
     DN(dnnl_primitive_desc_create(&bpd, &pdsc, NULL, cb->eng, fpd), d->name);
-    DN(dnnl_primitive_create(&L->bwd, bpd), d->name);
+    DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
     rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err);
   }
 fail:
@@ -801,15 +745,15 @@ static int fc_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_lay
   if ((rc = tensor_set(cb, d->out, &dst_md, err))) return rc;
   DN(dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_training, &in->md, &w_any, &b_md, &dst_md), d->name);
   DN(dnnl_primitive_desc_create(&fpd, &ipd, NULL, cb->eng, NULL), d->name);
-  DN(dnnl_primitive_create(&L->fwd, fpd), d->name);
+  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
   DN(dnnl_inner_product_backward_weights_desc_init(&ipd, &in->md, &w_any, &b_md, &dst_md), d->name);
   DN(dnnl_primitive_desc_create(&wpd, &ipd, NULL, cb->eng, fpd), d->name);
-  DN(dnnl_primitive_create(&L->bwd_w, wpd), d->name);
+  DN(prim_create(cb, &L->bwd_w, wpd, d->name), d->name);
   const dnnl_memory_desc_t *bwd_w_md = NULL;
   if (in->need_diff) {
     DN(dnnl_inner_product_backward_data_desc_init(&ipd, &in->md, &w_any, &dst_md), d->name);
     DN(dnnl_primitive_desc_create(&bpd, &ipd, NULL, cb->eng, fpd), d->name);
-    DN(dnnl_primitive_create(&L->bwd, bpd), d->name);
+    DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
     bwd_w_md = q_md(bpd, dnnl_query_weights_md, 0);
     if ((rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err))) goto fail;
   }
@@ -915,20 +859,20 @@ static int add_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_la
     if (!L->src_buf) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
     DN(dnnl_memory_create(&L->src_priv, &a->md, cb->eng, L->src_buf), d->name);
     DN(dnnl_reorder_primitive_desc_create(&rpd, &b->md, cb->eng, &a->md, cb->eng, NULL), d->name);
-    dnnl_status_t st = dnnl_primitive_create(&L->src_reorder, rpd);
+    dnnl_status_t st = prim_create(cb, &L->src_reorder, rpd, d->name);
     dnnl_primitive_desc_destroy(rpd);
     DN(st, d->name);
   }
   DN(dnnl_binary_desc_init(&bd, dnnl_binary_add, &a->md, &a->md, &a->md), d->name);
   DN(dnnl_primitive_desc_create(&fpd, &bd, attr, cb->eng, NULL), d->name);
-  DN(dnnl_primitive_create(&L->fwd, fpd), d->name);
+  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
   if (d->relu) {
     DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu_use_dst_for_bwd,
                                       &a->md, 0.f, 0.f), d->name);
     DN(dnnl_primitive_desc_create(&epd, &ed, NULL, cb->eng, NULL), d->name);
     DN(dnnl_eltwise_backward_desc_init(&ed, dnnl_eltwise_relu_use_dst_for_bwd, &a->md, &a->md, 0.f, 0.f), d->name);
     DN(dnnl_primitive_desc_create(&bpd, &ed, NULL, cb->eng, epd), d->name);
-    DN(dnnl_primitive_create(&L->bwd, bpd), d->name);
+    DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
   }
   if ((rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err))) goto fail;
   if ((rc = scratch_mem_for(cb, &L->scratch_mem1, d->in[1], d->name, err))) goto fail;
@@ -941,7 +885,7 @@ static int add_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_la
     if (!in->need_diff || dnnl_memory_desc_equal(&in->md, &a->md)) continue;
     dnnl_primitive_desc_t rpd = NULL;
     DN(dnnl_reorder_primitive_desc_create(&rpd, &a->md, cb->eng, &in->md, cb->eng, NULL), d->name);
-    dnnl_status_t st = dnnl_primitive_create(&L->g_reorder[k], rpd);
+    dnnl_status_t st = prim_create(cb, &L->g_reorder[k], rpd, d->name);
     dnnl_primitive_desc_destroy(rpd);
     DN(st, d->name);
   }
@@ -1238,12 +1182,18 @@ static void cpu_destroy(struct dpt_backend *be)
   free(cb);
 }
 
+/* What oneDNN runs that is slow: one line per primitive on its reference code (dpt_cpu_impl). */
+static const char *cpu_notes(struct dpt_backend *be)
+{
+  return CB(be)->impls.text;
+}
+
 static const struct dpt_backend_ops cpu_ops = {
     .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,
     .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init,
     .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,
     .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads, .loss = cpu_loss,
-    .loss_totals = cpu_loss_totals, .host_waits = cpu_host_waits};
+    .loss_totals = cpu_loss_totals, .host_waits = cpu_host_waits, .notes = cpu_notes};
 
 /* plain edge view + reorder between it and a tensor's layout */
 static int edge(struct cpu_backend *cb, int tid, dnnl_memory_t *user, dnnl_primitive_t *reorder,
@@ -1261,7 +1211,7 @@ static int edge(struct cpu_backend *cb, int tid, dnnl_memory_t *user, dnnl_primi
       DN(dnnl_reorder_primitive_desc_create(&pd, &md, cb->eng, &cb->t[tid].md, cb->eng, NULL), "edge");
     else
       DN(dnnl_reorder_primitive_desc_create(&pd, &cb->t[tid].md, cb->eng, &md, cb->eng, NULL), "edge");
-    DN(dnnl_primitive_create(reorder, pd), "edge");
+    DN(prim_create(cb, reorder, pd, "edge"), "edge");
   }
 fail:
   if (pd) dnnl_primitive_desc_destroy(pd);
