@@ -30,6 +30,23 @@ const char *dpt_cpu_impl_isa(void)
   }
 }
 
+const char *dpt_cpu_impl_machine(char *buf, size_t n)
+{
+  char line[512], model[256] = "unknown CPU";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  while (f && fgets(line, sizeof line, f)) {
+    char *c = strchr(line, ':');
+    if (strncmp(line, "model name", 10) || !c) continue;
+    c += 1 + (c[1] == ' ');
+    c[strcspn(c, "\n")] = 0;
+    snprintf(model, sizeof model, "%s", c);
+    break;
+  }
+  if (f) fclose(f);
+  snprintf(buf, n, "%s (oneDNN kernels: %s)", model, dpt_cpu_impl_isa());
+  return buf;
+}
+
 /* "32x1x28x28" of the md pd has for what (src, diff_src, dst, ...); "" when none. */
 static void dims_str(const_dnnl_primitive_desc_t pd, dnnl_query_t what, char *buf, size_t n)
 {

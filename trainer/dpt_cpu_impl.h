@@ -39,6 +39,10 @@ void dpt_cpu_impl_record(struct dpt_cpu_impl_log *log, const_dnnl_primitive_desc
 /* The ISA oneDNN's kernels use on this CPU (after ONEDNN_MAX_CPU_ISA): "avx2", "avx512_core", ... */
 const char *dpt_cpu_impl_isa(void);
 
+/* "AMD EPYC (oneDNN kernels: avx2)": /proc/cpuinfo's model name and dpt_cpu_impl_isa(), for
+ * the job report (every CPU figure names its machine); buf returned. */
+const char *dpt_cpu_impl_machine(char *buf, size_t n);
+
 /* A convolution's three passes for one layout choice (bwd_d NULL when not needed). */
 struct dpt_cpu_conv_pds {
   dnnl_primitive_desc_t fwd, bwd_d, bwd_w;

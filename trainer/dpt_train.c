@@ -33,6 +33,7 @@
 
 #include "dpt_backend.h"
 #include "dpt_ckpt.h"
+#include "dpt_cpu_impl.h" /* the CPU and ISA the job report names */
 #include "dpt_cuda_capture.h" /* the steps announced to the backend (--cuda-graph) */
 #include "dpt_data.h"
 #include "dpt_model.h"
@@ -1450,7 +1451,11 @@ static void run_describe(struct run *r)
     dpt_report_set_software(rep, "backend", be->ops->name);
     dpt_report_set_software(rep, "comm", R > 1 ? o->comm : "none");
     dpt_report_set_software(rep, "wire", o->fp16 ? "fp16" : "fp32");
-    if (!strcmp(be->ops->name, "cpu")) dpt_report_set_library(rep, "onednn", ver);
+    if (!strcmp(be->ops->name, "cpu")) {
+      char cpu[320];
+      dpt_report_set_library(rep, "onednn", ver);
+      dpt_report_set_software(rep, "cpu", dpt_cpu_impl_machine(cpu, sizeof cpu)); /* figures name their machine */
+    }
     if (R > 1) dpt_report_set_mpi_version(rep);
     dpt_report_set_config(rep, "model", json_string(r->model_desc));
     dpt_report_set_config(rep, "parameters", json_integer((json_int_t)r->np));

@@ -17,6 +17,19 @@ def _run(cmd):
         return ""
 
 
+def isa():
+    """The widest x86 vector ISA of this CPU (from /proc/cpuinfo's flags) and what oneDNN may use:
+    its kernels differ per ISA (AVX2 vs AVX-512), so every CPU figure names both."""
+    try:
+        flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+    except OSError:
+        flags = []
+    best = ("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "AVX" if "avx" in flags
+            else "SSE4.1" if "sse4_1" in flags else "unknown")
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
+    return {"isa": best, "onednn_max_cpu_isa": cap or None}
+
+
 def machine():
     lscpu = _run(["lscpu"])
     field = lambda name: next((l.split(":", 1)[1].strip() for l in lscpu.splitlines()
@@ -31,7 +44,7 @@ def machine():
         load = open("/proc/loadavg").read().split()[:3]
     except OSError:
         load = []
-    return {"cpu_model": field("Model name"), "cpus": int(field("CPU(s)") or 0),
+    return {"cpu_model": field("Model name"), **isa(), "cpus": int(field("CPU(s)") or 0),
             "cores_online": os.cpu_count(), "threads_per_core": int(field("Thread(s) per core") or 0),
             "memory_bytes": mem, "kernel": os.uname().release, "hostname": os.uname().nodename,
             "loadavg_at_start": [float(x) for x in load],
@@ -69,7 +82,9 @@ def median(xs):
 
 def md_machine(h):
     m, v = h["machine"], h["versions"]
-    return (f"Machine: {m['cpu_model']}, {m['cores_online']} cores online, "
+    cap = m.get("onednn_max_cpu_isa")
+    return (f"Machine: {m['cpu_model']} ({m.get('isa', 'ISA not recorded')}"
+            + (f"; oneDNN capped to {cap} by ONEDNN_MAX_CPU_ISA" if cap else "") + f"), {m['cores_online']} cores online, "
             f"{m['memory_bytes'] / 2**30:.0f} GiB, Linux {m['kernel']}; load at start "
             f"{' '.join(str(x) for x in m['loadavg_at_start'])} (shared with other jobs).  "
             f"Software: dpt {v['dpt_git']}, {v['slurm']}, {v['open_mpi']}"
