@@ -120,7 +120,9 @@ if os.path.isdir(fmnist):
     put("idx", "fmnist-t10k-4-badlabel-skip", idx(4, skip=1, badlabel=True))
     put("idx", "fmnist-t10k-1-badlabel", idx(1, badlabel=True))
 
-# CIFAR-10 test batch: byte 0 bits 0-3 = 0001: tile the record(s) to 10,000 records, bit 5 skip_bad.
+# CIFAR-10 batches (tests/fuzz/fuzz_cifar10.c): byte 0 bits 0-2 = 0-5 raw (the body is the
+# batch file: a few records), 6 no file, 7 tile (2-byte record index, then bytes laid over a
+# valid 10,000-record batch: 30 MB, so one seed only); bit 3 skip_bad, bits 5-7 = 7 train, 1 no options.
 # No CIFAR-10 is installed here: records are made of Fashion-MNIST images
 # (label byte, then 3 planes of 32x32: the 28x28 image centred, R=G=B).
 def cifar_rec(label, img):
@@ -132,9 +134,15 @@ if os.path.isdir(fmnist):
     im = gzip.decompress(read(os.path.join(fmnist, "t10k-images-idx3-ubyte.gz")))
     lb = gzip.decompress(read(os.path.join(fmnist, "t10k-labels-idx1-ubyte.gz")))
     recs = [cifar_rec(lb[8 + i], im[16 + i * 784:16 + (i + 1) * 784]) for i in range(2)]
-    put("cifar10", "tile-2records", bytes([1]) + recs[0] + recs[1])
-    put("cifar10", "tile-skipbad", bytes([1 | 32]) + recs[0] + bytes([200]) + recs[1][1:])
     put("cifar10", "raw-2records", bytes([0]) + recs[0] + recs[1])
+    put("cifar10", "raw-1.5records", bytes([1]) + recs[0] + recs[1][:1536])
+    put("cifar10", "raw-empty", bytes([2]))
+    put("cifar10", "raw-badlabel", bytes([0]) + recs[0] + bytes([10]) + recs[1][1:])
+    put("cifar10", "raw-badlabel-skipbad", bytes([8]) + bytes([255]) + recs[0][1:] + recs[1])
+    put("cifar10", "raw-badlabel-no-opts", bytes([0x20 | 8]) + recs[0] + bytes([10]) + recs[1][1:])
+    put("cifar10", "absent", bytes([6]))
+    put("cifar10", "train-raw-1record", bytes([0xe0]) + recs[0])
+    put("cifar10", "tile-2records", bytes([7, 0, 0]) + recs[0] + recs[1])
 
 # Checkpoints (trainer/dpt_ckpt.h layout) for the harness's expectation:
 # model "fuzz-model", 4 params, 2 state, 2 ranks x batch 8.  Byte 0: bit 0 =
