@@ -186,20 +186,31 @@ out:
 
 /* ---- CIFAR-10 binary ------------------------------------------------------ */
 
+/* Room for one more CIFAR-10 record (pixels [cap][3072], labels [cap]): the buffers grow by
+ * doubling from 16 records up to max, so a short or bad file costs what it holds, not the 150 MB
+ * of a full training set (glibc's realloc of large blocks moves pages, not bytes). */
+static int cifar_room(struct dpt_dataset *d, int kept, int *cap, int max)
+{
+  if (kept < *cap) return 0;
+  int n = *cap ? *cap * 2 : 16;
+  if (n > max) n = max;
+  unsigned char *px = realloc(d->pixels, (size_t)n * 3072);
+  if (px) d->pixels = px;
+  int *lb = realloc(d->labels, (size_t)n * sizeof(int));
+  if (lb) d->labels = lb;
+  if (!px || !lb) return -1;
+  *cap = n;
+  return 0;
+}
+
 int dpt_data_load_cifar10(struct dpt_dataset *d, const char *dir, int train,
                           const struct dpt_data_opts *o, struct dpt_err *err)
 {
   enum { REC = 1 + 3072, PER = 10000 };
-  int nfiles = train ? 5 : 1, rc = 0;
+  int nfiles = train ? 5 : 1, rc = 0, cap = 0;
   memset(d, 0, sizeof *d);
-  d->pixels = malloc((size_t)nfiles * PER * 3072);
-  d->labels = malloc((size_t)nfiles * PER * sizeof(int));
   unsigned char *rec = malloc(REC);
-  if (!d->pixels || !d->labels || !rec) {
-    free(rec);
-    dpt_data_free(d);
-    return dpt_err_set(err, DPT_E_NOMEM, "cifar10: out of memory");
-  }
+  if (!rec) return dpt_err_set(err, DPT_E_NOMEM, "cifar10: out of memory");
   int kept = 0;
   for (int f = 0; f < nfiles && !rc; f++) {
     char path[4096];
@@ -225,6 +236,10 @@ int dpt_data_load_cifar10(struct dpt_dataset *d, const char *dir, int train,
         rc = dpt_err_set(err, DPT_E_INPUT, "%s: record %d has label %u, expected 0..9", path, r, rec[0]);
         break;
       }
+      if (cifar_room(d, kept, &cap, nfiles * PER)) {
+        rc = dpt_err_set(err, DPT_E_NOMEM, "cifar10: out of memory for %d records of %s", kept + 1, path);
+        break;
+      }
       d->labels[kept] = rec[0];
       memcpy(d->pixels + (size_t)kept * 3072, rec + 1, 3072);
       kept++;
@@ -234,6 +249,8 @@ int dpt_data_load_cifar10(struct dpt_dataset *d, const char *dir, int train,
     fclose(fp);
   }
   free(rec);
+  if (!rc && !d->pixels && cifar_room(d, 0, &cap, 16)) /* every record skipped: buffers all the same */
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cifar10: out of memory");
   if (rc) {
     dpt_data_free(d);
     return rc;
