@@ -19,6 +19,10 @@
 # CHAINER_STEPS=32:3,224:2 (steps per launch, the first is warm-up) CHAINER_SIZES=32 (its 224 px
 # steps take minutes here) REPEAT=1 BATCH=32
 # DPT_TRAIN (default BUILD_DIR/trainer/dpt-train), DPT_LAUNCH.  ~8 min here.
+# ISA=AVX2 runs every framework as on an AVX2 CPU (no AVX-512) on a machine that has more:
+# oneDNN capped (ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA: dpt-train's kernels and PyTorch's
+# mkldnn ones), PyTorch's own ATen kernels (ATEN_CPU_CAPABILITY=avx2) and OpenBLAS
+# (OPENBLAS_CORETYPE=Haswell); the page's machine line says the cap.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -32,6 +36,14 @@ for f in "$dpt_train" "$dpt_launch"; do
   [[ -x "$f" ]] || { echo "run.sh: $f is missing: build dpt-train and dpt-launch in $build" >&2; exit 2; }
 done
 notes=()
+case "${ISA:-}" in
+  "") ;;
+  AVX2|avx2)
+    export ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell
+    notes+=(--note "Run with ISA=AVX2: oneDNN (dpt-train's kernels and PyTorch's mkldnn) capped to AVX2, PyTorch's ATen kernels to avx2, OpenBLAS to Haswell: both frameworks as on an AVX2 CPU without AVX-512.")
+    ;;
+  *) echo "run.sh: ISA=$ISA: only AVX2 (or unset: the CPU's own)" >&2; exit 2 ;;
+esac
 apt_install() { # apt_install PKG...: install what is missing (by name); quiet unless it fails
   local missing=() p
   for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -82,4 +94,4 @@ commit=$(cat "$src/.commit" 2>/dev/null || git -C "${src:-$root}" describe --alw
   --steps "${STEPS:-32:9,224:5}" --chainer-steps "${CHAINER_STEPS:-32:3,224:2}" \
   --chainer-sizes "${CHAINER_SIZES:-32}" --repeat "${REPEAT:-1}" \
   --batch "${BATCH:-32}" --build-commit "${DPT_BUILD_COMMIT:-$commit}" \
-  --command "bench/train/run.sh $build${2:+ $2}" ${notes[@]+"${notes[@]}"}
+  --command "${ISA:+ISA=$ISA }bench/train/run.sh $build${2:+ $2}" ${notes[@]+"${notes[@]}"}
