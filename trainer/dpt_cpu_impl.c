@@ -147,12 +147,15 @@ int dpt_cpu_conv_choose(dnnl_engine_t eng, const dnnl_memory_desc_t *src, const 
   dnnl_memory_desc_t smd, dmd;
   struct dpt_cpu_conv_pds cand;
   int found = -1, cref;
-  *n_ref = 4;
+  *n_ref = 4; /* worse than any layout that has all passes */
   memset(out, 0, sizeof *out);
   if (src) smd = *src;
   else dnnl_memory_desc_init_by_tag(&smd, 4, sd, dnnl_f32, dst_tag);
   dnnl_memory_desc_init_by_tag(&dmd, 4, dd, dnnl_f32, dst_tag);
-  if (!conv_make(eng, &smd, w_any, &dmd, strides, pl, pr, need_bwd_d, out, n_ref)) found = 0;
+  if (!conv_make(eng, &smd, w_any, &dmd, strides, pl, pr, need_bwd_d, out, &cref)) {
+    found = 0;
+    *n_ref = cref;
+  }
   /* each input layout with the output layout any, then the same as the input */
   for (size_t i = 0; search && *n_ref && i < 2 * (sizeof alts / sizeof *alts); i++) {
     dnnl_format_tag_t st = alts[i / 2], dt = i % 2 ? st : dnnl_format_tag_any;

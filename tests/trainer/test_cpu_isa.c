@@ -181,8 +181,13 @@ int main(void)
                                     {"imagenet", 3, 224, 0, 4, 1.0},
                                     {"imagenet-gray", 1, 224, 0, 4, 1.0}};
   const char *pick = getenv("DPT_ISA_NETS");
-  for (size_t i = 0; i < sizeof nets / sizeof *nets; i++)
-    if (!pick || strstr(pick, nets[i].name)) check_net(&nets[i]);
+  for (size_t i = 0; i < sizeof nets / sizeof *nets; i++) {
+    char want[64];
+    snprintf(want, sizeof want, ",%s,", nets[i].name);
+    char list[256];
+    snprintf(list, sizeof list, ",%s,", pick ? pick : "");
+    if (!pick || strstr(list, want)) check_net(&nets[i]);
+  }
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;
 }
