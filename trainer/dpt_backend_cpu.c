@@ -11,7 +11,11 @@
  *
  * Fusions: BN + ReLU (dnnl_fuse_norm_relu, training and inference), residual
  * add + ReLU (binary post-op).  conv + ReLU post-op does not occur in
- * ResNet training (a BN sits between them).
+ * ResNet training (a BN sits between them).  3x3 stride-1 convolutions on a blocked
+ * layout run by Winograd F(4x4,3x3) (dpt_wino; DPT_CPU_CONV=direct: oneDNN's direct kernels).
+ *
+ * Files: this one is the backend (slabs, the forward and backward walks, memory plans,
+ * edges, helpers); the layers are dpt_cpu_layers.c; what both share is dpt_cpu_priv.h.
  *
  * Slabs: host memory (host_slabs = 1), the optimizer is dpt_sgd_step.  Testing
  * aid: DPT_CPU_DEVICE_SLABS=1 simulates a device backend: host_slabs = 0, the
@@ -30,117 +34,26 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "dpt_cpu_impl.h"
-#include "dpt_optim.h"
-
-struct cpu_tensor {
-  dnnl_memory_desc_t md; /* physical layout of [N, c, h, w] (2-D [N, c] after FC) */
-  int has_md;
-  size_t bytes;          /* dnnl_memory_desc_get_size(md) */
-  float *buf;            /* activation, layout md */
-  dnnl_memory_t mem;
-  float *diff;           /* gradient, layout md (NULL when not needed) */
-  dnnl_memory_t diff_mem;
-  int need_diff;
-  int pooled;            /* buf belongs to cb->apool */
-};
-
-struct cpu_backend;
-
-struct cpu_layer {
-  struct cpu_backend *cb;
-  int idx;
-  dnnl_primitive_t fwd, fwd_inf, bwd, bwd_w;
-  /* weights: plain user view in the slab, blocked copy for fwd, maybe another for bwd-data */
-  dnnl_primitive_t w_reorder, w_reorder_bwd, dw_reorder;
-  dnnl_memory_t w_user, w_prim, w_prim_bwd, dw_user, dw_prim;
-  dnnl_memory_t b_mem, db_mem;        /* BN shift / FC bias and their gradients (slab) */
-  dnnl_memory_t mean_mem, var_mem;    /* BN batch statistics [c] */
-  dnnl_memory_t rmean_mem, rvar_mem;  /* BN running statistics (state slab) */
-  dnnl_memory_t ws_mem;               /* BN+ReLU / max-pool workspace */
-  dnnl_memory_t scratch_mem;          /* diff scratch with the input tensor's layout */
-  dnnl_memory_t scratch_mem1;         /* ADD: second input's layout */
-  dnnl_memory_t g_mem;                /* ADD: gradient in the output's layout (scratch2) */
-  dnnl_primitive_t g_reorder[2];      /* ADD: output layout -> input k layout, when they differ */
-  float *mean;  /* [c] */
-  float *var;   /* [c] */
-  void *ws;
-  float *w_blk, *w_blk_bwd, *dw_blk;  /* blocked weight buffers */
-  /* CONV whose kernel wants another input layout than the tensor has (e.g. 8
-   * channels: nChw8c for the AVX2 JIT instead of a padded nChw16c that only the
-   * reference code accepts): a private copy of the input in the conv's layout. */
-  dnnl_primitive_t src_reorder, dsrc_reorder;
-  dnnl_memory_t src_priv, dsrc_priv;
-  float *src_buf, *dsrc_buf;
-};
-
-struct cpu_backend {
-  struct dpt_backend pub;
-  dnnl_engine_t eng;
-  dnnl_stream_t strm;
-  int n_tensors;
-  struct cpu_tensor *t;   /* [n_tensors] */
-  struct cpu_layer *l;    /* [n_layers] */
-  float *scratch;         /* max tensor bytes: diff accumulation */
-  float *scratch2;        /* max tensor bytes: residual-add gradient */
-  float *dw_shared;       /* blocked weight gradients, shared (largest layer) */
-  size_t dw_bytes;
-  int n_apool;
-  float **apool;          /* [n_apool] activation buffers shared by tensors that backward
-                             never reads (act_plan) */
-  int n_pool;
-  float **pool;           /* [n_pool] gradient buffers shared by tensors whose gradients
-                             are never live at the same time (diff_plan) */
-  size_t scratch_bytes;
-  dnnl_memory_t in_user, out_user, dout_user, dx_user; /* plain edge views */
-  dnnl_primitive_t in_reorder, out_reorder, dout_reorder, dx_reorder;
-  size_t bytes_total;
-  int nhwc;               /* 1: channels-last everywhere (DPT_CPU_LAYOUT=nhwc, for
-                             experiments); default: oneDNN's choice (blocked) */
-  float *params, *grads;  /* [n_params] each: the slabs (be->params / grads point here, */
-  float *state;           /* [n_state]      or are NULL with device_slabs) */
-  float *pending;         /* [n_params] after pending_init (be->pending, or its token with device_slabs) */
-  void *pending_token;    /* device_slabs: be->pending, one PROT_NONE page standing for cb->pending */
-  struct dpt_sgd sgd;     /* ops->sgd_init / sgd_step; velocity [n_params] */
-  int sgd_ready;
-  int device_slabs;       /* DPT_CPU_DEVICE_SLABS=1: simulated device (host_slabs = 0) */
-  float *last_out;        /* [N, K] plain: the last forward's output (forward(out = NULL)) */
-  float *last_dout;       /* [N, K] plain: its gradient from loss() (backward(dout = NULL)) */
-  size_t n_out;           /* N * K */
-  int n_classes;          /* K: the output tensor's c * h * w */
-  struct dpt_loss_totals tot; /* loss() since the last loss_totals() */
-  long waits;             /* calls that wait on a device backend (host_waits) */
-  struct dpt_cpu_impl_log impls; /* every primitive's implementation; the reference ones said (notes) */
-};
-
-#define CB(be) ((struct cpu_backend *)(be))
+#include "dpt_cpu_priv.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int dnn_fail(struct dpt_err *err, dnnl_status_t st, const char *call, const char *layer)
+int dpt_cpu_fail(struct dpt_err *err, dnnl_status_t st, const char *call, const char *layer)
 {
   return dpt_err_set(err, DPT_E_RUNTIME, "oneDNN %s failed for layer '%s': %s", call, layer,
                      dnnl_status2str(st));
 }
 
-#define DN(call, layer)                                                                           \
-  do {                                                                                            \
-    dnnl_status_t st_ = (call);                                                                   \
-    if (st_ != dnnl_success) {                                                                    \
-      rc = dnn_fail(err, st_, #call, (layer));                                                    \
-      goto fail;                                                                                  \
-    }                                                                                             \
-  } while (0)
 
 /* dnnl_primitive_create, with the implementation recorded (a reference kernel is said at start) */
-static dnnl_status_t prim_create(struct cpu_backend *cb, dnnl_primitive_t *prim, const_dnnl_primitive_desc_t pd,
-                                 const char *layer)
+dnnl_status_t dpt_cpu_prim_create(struct cpu_backend *cb, dnnl_primitive_t *prim,
+                                  const_dnnl_primitive_desc_t pd, const char *layer)
 {
   dpt_cpu_impl_record(&cb->impls, pd, layer);
   return dnnl_primitive_create(prim, pd);
 }
 
-static void *xalloc(struct cpu_backend *cb, size_t bytes)
+void *dpt_cpu_alloc(struct cpu_backend *cb, size_t bytes)
 {
   size_t n = (bytes + 63) / 64 * 64;
   if (n == 0) n = 64;
@@ -152,12 +65,12 @@ static void *xalloc(struct cpu_backend *cb, size_t bytes)
   return p;
 }
 
-static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t what, int i)
+const dnnl_memory_desc_t *dpt_cpu_query_md(const_dnnl_primitive_desc_t pd, dnnl_query_t what, int i)
 {
   return dnnl_primitive_desc_query_md(pd, what, i);
 }
 
-static void md_plain(dnnl_memory_desc_t *md, int n, int c, int h, int w, int two_d)
+void dpt_cpu_md_plain(dnnl_memory_desc_t *md, int n, int c, int h, int w, int two_d)
 {
   if (two_d) {
     dnnl_dims_t d = {n, c};
@@ -168,23 +81,22 @@ static void md_plain(dnnl_memory_desc_t *md, int n, int c, int h, int w, int two
   }
 }
 
-static int is_2d(const struct dpt_model *m, int tid)
+int dpt_cpu_is_2d(const struct dpt_model *m, int tid)
 {
   int p = m->tensors[tid].producer;
   return p >= 0 && m->layers[p].type == DPT_LAYER_FC;
 }
 
-static int exec(struct cpu_backend *cb, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args,
-                const char *what, const char *layer, struct dpt_err *err)
+int dpt_cpu_exec(struct cpu_backend *cb, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args,
+                 const char *what, const char *layer, struct dpt_err *err)
 {
   dnnl_status_t st = dnnl_primitive_execute(p, cb->strm, nargs, args);
-  if (st != dnnl_success) return dnn_fail(err, st, what, layer);
+  if (st != dnnl_success) return dpt_cpu_fail(err, st, what, layer);
   return 0;
 }
 
 /* Give tensor tid its layout and buffers. */
-static int tensor_set(struct cpu_backend *cb, int tid, const dnnl_memory_desc_t *md,
-                      struct dpt_err *err)
+int dpt_cpu_tensor_set(struct cpu_backend *cb, int tid, const dnnl_memory_desc_t *md, struct dpt_err *err)
 {
   struct cpu_tensor *t = &cb->t[tid];
   int rc = 0;
@@ -203,14 +115,14 @@ fail:
 
 /* Where a layer writes the gradient of input tensor tid: the tensor's own
  * diff buffer the first time, the scratch buffer when it must be added. */
-static dnnl_memory_t diff_target(struct cpu_backend *cb, int tid, dnnl_memory_t scratch_mem, int *acc)
+dnnl_memory_t dpt_cpu_diff_target(struct cpu_backend *cb, int tid, dnnl_memory_t scratch_mem, int *acc)
 {
   *acc = cb->pub.grad_written[tid];
   cb->pub.grad_written[tid] = 1;
   return *acc ? scratch_mem : cb->t[tid].diff_mem;
 }
 
-static void diff_accumulate(struct cpu_backend *cb, int tid, const float *s)
+void dpt_cpu_diff_accumulate(struct cpu_backend *cb, int tid, const float *s)
 {
   struct cpu_tensor *t = &cb->t[tid];
   size_t n = t->bytes / sizeof(float);
@@ -220,10 +132,10 @@ static void diff_accumulate(struct cpu_backend *cb, int tid, const float *s)
 }
 
 /* Weight plumbing shared by conv and FC: slab (plain) <-> primitive layout. */
-static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char *name,
-                         const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *fwd_md,
-                         const dnnl_memory_desc_t *bwd_md, const dnnl_memory_desc_t *dw_md,
-                         float *w_slab, float *dw_slab, struct dpt_err *err)
+int dpt_cpu_weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char *name,
+                          const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *fwd_md,
+                          const dnnl_memory_desc_t *bwd_md, const dnnl_memory_desc_t *dw_md, float *w_slab,
+                          float *dw_slab, struct dpt_err *err)
 {
   int rc = 0;
   dnnl_primitive_desc_t pd = NULL;
@@ -232,11 +144,11 @@ static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char
   if (dnnl_memory_desc_equal(fwd_md, user_md)) {
     DN(dnnl_memory_create(&L->w_prim, user_md, cb->eng, w_slab), name);
   } else {
-    L->w_blk = xalloc(cb, dnnl_memory_desc_get_size(fwd_md));
+    L->w_blk = dpt_cpu_alloc(cb, dnnl_memory_desc_get_size(fwd_md));
     if (!L->w_blk) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory (weights of '%s')", name);
     DN(dnnl_memory_create(&L->w_prim, fwd_md, cb->eng, L->w_blk), name);
     DN(dnnl_reorder_primitive_desc_create(&pd, user_md, cb->eng, fwd_md, cb->eng, NULL), name);
-    DN(prim_create(cb, &L->w_reorder, pd, name), name);
+    DN(dpt_cpu_prim_create(cb, &L->w_reorder, pd, name), name);
     dnnl_primitive_desc_destroy(pd);
     pd = NULL;
   }
@@ -249,7 +161,7 @@ static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char
       if (wb > cb->dw_bytes) cb->dw_bytes = wb;
       DN(dnnl_memory_create(&L->w_prim_bwd, bwd_md, cb->eng, DNNL_MEMORY_NONE), name);
       DN(dnnl_reorder_primitive_desc_create(&pd, user_md, cb->eng, bwd_md, cb->eng, NULL), name);
-      DN(prim_create(cb, &L->w_reorder_bwd, pd, name), name);
+      DN(dpt_cpu_prim_create(cb, &L->w_reorder_bwd, pd, name), name);
       dnnl_primitive_desc_destroy(pd);
       pd = NULL;
     }
@@ -263,7 +175,7 @@ static int weights_setup(struct cpu_backend *cb, struct cpu_layer *L, const char
     if (dwb > cb->dw_bytes) cb->dw_bytes = dwb;
     DN(dnnl_memory_create(&L->dw_prim, dw_md, cb->eng, DNNL_MEMORY_NONE), name);
     DN(dnnl_reorder_primitive_desc_create(&pd, dw_md, cb->eng, user_md, cb->eng, NULL), name);
-    DN(prim_create(cb, &L->dw_reorder, pd, name), name);
+    DN(dpt_cpu_prim_create(cb, &L->dw_reorder, pd, name), name);
     dnnl_primitive_desc_destroy(pd);
     pd = NULL;
   }
@@ -273,8 +185,8 @@ fail:
   return rc;
 }
 
-static int scratch_mem_for(struct cpu_backend *cb, dnnl_memory_t *m, int tid, const char *name,
-                           struct dpt_err *err)
+int dpt_cpu_scratch_mem(struct cpu_backend *cb, dnnl_memory_t *m, int tid, const char *name,
+                        struct dpt_err *err)
 {
   int rc = 0;
   /* The scratch buffer is attached after every tensor is known (handle set in create). */
@@ -283,655 +195,6 @@ static int scratch_mem_for(struct cpu_backend *cb, dnnl_memory_t *m, int tid, co
 fail:
   return rc;
 }
-
-/* ---- convolution -------------------------------------------------------- */
-
-static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  int rc;
-  if (L->w_reorder) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->w_user}, {DNNL_ARG_TO, L->w_prim}};
-    if ((rc = exec(cb, L->w_reorder, 2, a, "weight reorder", d->name, err))) return rc;
-  }
-  dnnl_memory_t src = cb->t[d->in[0]].mem;
-  if (L->src_reorder) {
-    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, L->src_priv}};
-    if ((rc = exec(cb, L->src_reorder, 2, r, "input reorder", d->name, err))) return rc;
-    src = L->src_priv;
-  }
-  dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, src},
-                          {DNNL_ARG_WEIGHTS, L->w_prim},
-                          {DNNL_ARG_DST, cb->t[d->out].mem}};
-  return exec(cb, L->fwd, 3, a, "convolution forward", d->name, err);
-}
-
-static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cpu_tensor *in = &cb->t[d->in[0]], *out = &cb->t[d->out];
-  int rc;
-  {
-    dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, L->src_priv ? L->src_priv : in->mem},
-                            {DNNL_ARG_DIFF_DST, out->diff_mem},
-                            {DNNL_ARG_DIFF_WEIGHTS, L->dw_prim}};
-    if ((rc = exec(cb, L->bwd_w, 3, a, "convolution backward weights", d->name, err))) return rc;
-  }
-  if (L->dw_reorder) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->dw_prim}, {DNNL_ARG_TO, L->dw_user}};
-    if ((rc = exec(cb, L->dw_reorder, 2, a, "weight gradient reorder", d->name, err))) return rc;
-  }
-  if (!in->need_diff) return 0;
-  dnnl_memory_t w = L->w_prim;
-  if (L->w_reorder_bwd) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->w_user}, {DNNL_ARG_TO, L->w_prim_bwd}};
-    if ((rc = exec(cb, L->w_reorder_bwd, 2, a, "weight reorder", d->name, err))) return rc;
-    w = L->w_prim_bwd;
-  }
-  int acc;
-  dnnl_memory_t tgt = diff_target(cb, d->in[0], L->scratch_mem, &acc);
-  dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, out->diff_mem},
-                          {DNNL_ARG_WEIGHTS, w},
-                          {DNNL_ARG_DIFF_SRC, L->dsrc_priv ? L->dsrc_priv : tgt}};
-  if ((rc = exec(cb, L->bwd, 3, a, "convolution backward data", d->name, err))) return rc;
-  if (L->dsrc_reorder) {
-    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, L->dsrc_priv}, {DNNL_ARG_TO, tgt}};
-    if ((rc = exec(cb, L->dsrc_reorder, 2, r, "input gradient reorder", d->name, err))) return rc;
-  }
-  if (acc) diff_accumulate(cb, d->in[0], cb->scratch);
-  return 0;
-}
-
-static int conv_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_layer *l,
-                       struct dpt_err *err)
-{
-  const struct dpt_model *m = cb->pub.model;
-  const struct dpt_layer_desc *d = l->desc;
-  const struct dpt_tensor_desc *x = &m->tensors[d->in[0]], *y = &m->tensors[d->out];
-  struct cpu_tensor *in = &cb->t[d->in[0]];
-  int N = cb->pub.opts.batch, rc = 0, slow = 3;
-  struct dpt_cpu_conv_pds best = {0};
-  dnnl_primitive_desc_t rpd = NULL;
-  dnnl_memory_desc_t w_any, w_user;
-  dnnl_dims_t sd = {N, x->c, x->h, x->w}, wd = {d->c_out, x->c, d->kernel, d->kernel},
-              dd = {N, y->c, y->h, y->w};
-  dnnl_dims_t strides = {d->stride, d->stride}, pl = {d->pad, d->pad};
-  dnnl_dims_t pr = {(y->h - 1) * d->stride + d->kernel - x->h - d->pad,
-                    (y->w - 1) * d->stride + d->kernel - x->w - d->pad};
-  dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&w_user, 4, wd, dnnl_f32, dnnl_oihw);
-  int need_bwd_d = in->need_diff;
-
-  /* Layouts: the input tensor's (no reorder) and oneDNN's choice of output, unless a
-   * pass then runs oneDNN's reference code (e.g. 8 channels: AVX-512 kernels want 16, the
-   * AVX2 ones nChw8c; the 1-channel stem's weight gradient on AVX2 wants channels-last in
-   * and out); then the first (input, output) layout pair with JIT kernels for forward,
-   * backward-data and backward-weights, on a private reordered copy of the input
-   * (dpt_cpu_conv_choose).  What still runs reference code is said at start (notes). */
-  if (dpt_cpu_conv_choose(cb->eng, in->has_md ? &in->md : NULL, sd, &w_any, dd,
-                          cb->nhwc ? dnnl_nhwc : dnnl_format_tag_any, strides, pl, pr, need_bwd_d, !cb->nhwc,
-                          &best, &slow)) {
-    rc = dpt_err_set(err, DPT_E_RUNTIME, "oneDNN has no convolution for '%s' (%dx%dx%d -> %dx%dx%d)",
-                     d->name, x->c, x->h, x->w, y->c, y->h, y->w);
-    goto fail;
-  }
-  const dnnl_memory_desc_t *csrc = q_md(best.fwd, dnnl_query_src_md, 0);
-  if (!in->has_md) {
-    if ((rc = tensor_set(cb, d->in[0], csrc, err))) goto fail;
-  } else if (!dnnl_memory_desc_equal(csrc, &in->md)) {
-    size_t bytes = dnnl_memory_desc_get_size(csrc);
-    L->src_buf = xalloc(cb, bytes);
-    L->dsrc_buf = need_bwd_d ? xalloc(cb, bytes) : NULL;
-    if (!L->src_buf || (need_bwd_d && !L->dsrc_buf)) {
-      rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory");
-      goto fail;
-    }
-    DN(dnnl_memory_create(&L->src_priv, csrc, cb->eng, L->src_buf), d->name);
-    DN(dnnl_reorder_primitive_desc_create(&rpd, &in->md, cb->eng, csrc, cb->eng, NULL), d->name);
-    DN(prim_create(cb, &L->src_reorder, rpd, d->name), d->name);
-    dnnl_primitive_desc_destroy(rpd);
-    rpd = NULL;
-    if (need_bwd_d) {
-      DN(dnnl_memory_create(&L->dsrc_priv, csrc, cb->eng, L->dsrc_buf), d->name);
-      DN(dnnl_reorder_primitive_desc_create(&rpd, csrc, cb->eng, &in->md, cb->eng, NULL), d->name);
-      DN(prim_create(cb, &L->dsrc_reorder, rpd, d->name), d->name);
-      dnnl_primitive_desc_destroy(rpd);
-      rpd = NULL;
-    }
-  }
-  if ((rc = tensor_set(cb, d->out, q_md(best.fwd, dnnl_query_dst_md, 0), err))) goto fail;
-  DN(prim_create(cb, &L->fwd, best.fwd, d->name), d->name);
-  DN(prim_create(cb, &L->bwd_w, best.bwd_w, d->name), d->name);
-  const dnnl_memory_desc_t *bwd_w_md = NULL;
-  if (need_bwd_d) {
-    DN(prim_create(cb, &L->bwd, best.bwd_d, d->name), d->name);
-    bwd_w_md = q_md(best.bwd_d, dnnl_query_weights_md, 0);
-    if ((rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err))) goto fail;
-  }
-  rc = weights_setup(cb, L, d->name, &w_user, q_md(best.fwd, dnnl_query_weights_md, 0), bwd_w_md,
-                     q_md(best.bwd_w, dnnl_query_diff_weights_md, 0), l->params, l->grads, err);
-fail:
-  if (rpd) dnnl_primitive_desc_destroy(rpd);
-  dpt_cpu_conv_pds_free(&best);
-  return rc;
-}
-
-/* ---- batch normalisation (+ fused ReLU) ---------------------------------- */
-
-static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  int rc;
-  if (training) {
-    dnnl_exec_arg_t a[7] = {{DNNL_ARG_SRC, cb->t[d->in[0]].mem}, {DNNL_ARG_DST, cb->t[d->out].mem},
-                            {DNNL_ARG_SCALE, L->w_user},       {DNNL_ARG_SHIFT, L->b_mem},
-                            {DNNL_ARG_MEAN, L->mean_mem},      {DNNL_ARG_VARIANCE, L->var_mem},
-                            {DNNL_ARG_WORKSPACE, L->ws_mem}};
-    if ((rc = exec(cb, L->fwd, d->relu ? 7 : 6, a, "batch-norm forward", d->name, err))) return rc;
-    /* Running statistics as PyTorch: unbiased variance, momentum 0.1. */
-    const struct dpt_tensor_desc *x = &cb->pub.model->tensors[d->in[0]];
-    double n = (double)cb->pub.opts.batch * x->h * x->w;
-    float mom = cb->pub.opts.bn_momentum, unb = n > 1 ? (float)(n / (n - 1)) : 1.0f;
-    float *rm = l->state, *rv = l->state + d->c_out;
-    for (int c = 0; c < d->c_out; c++) {
-      rm[c] = (1.0f - mom) * rm[c] + mom * L->mean[c];
-      rv[c] = (1.0f - mom) * rv[c] + mom * L->var[c] * unb;
-    }
-    return 0;
-  }
-  dnnl_exec_arg_t a[6] = {{DNNL_ARG_SRC, cb->t[d->in[0]].mem}, {DNNL_ARG_DST, cb->t[d->out].mem},
-                          {DNNL_ARG_SCALE, L->w_user},       {DNNL_ARG_SHIFT, L->b_mem},
-                          {DNNL_ARG_MEAN, L->rmean_mem},     {DNNL_ARG_VARIANCE, L->rvar_mem}};
-  return exec(cb, L->fwd_inf, 6, a, "batch-norm inference", d->name, err);
-}
-
-static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  int acc, rc;
-  struct cpu_tensor *in = &cb->t[d->in[0]];
-  /* without an input gradient, dgamma/dbeta are still needed: dx goes to scratch */
-  dnnl_memory_t tgt = in->need_diff ? diff_target(cb, d->in[0], L->scratch_mem, &acc) : L->scratch_mem;
-  if (!in->need_diff) acc = 0;
-  dnnl_exec_arg_t a[10] = {{DNNL_ARG_SRC, in->mem},
-                           {DNNL_ARG_DIFF_DST, cb->t[d->out].diff_mem},
-                           {DNNL_ARG_MEAN, L->mean_mem},
-                           {DNNL_ARG_VARIANCE, L->var_mem},
-                           {DNNL_ARG_SCALE, L->w_user},
-                           {DNNL_ARG_SHIFT, L->b_mem},
-                           {DNNL_ARG_DIFF_SRC, tgt},
-                           {DNNL_ARG_DIFF_SCALE, L->dw_user},
-                           {DNNL_ARG_DIFF_SHIFT, L->db_mem},
-                           {DNNL_ARG_WORKSPACE, L->ws_mem}};
-  if ((rc = exec(cb, L->bwd, d->relu ? 10 : 9, a, "batch-norm backward", d->name, err))) return rc;
-  if (acc) diff_accumulate(cb, d->in[0], cb->scratch);
-  return 0;
-}
-
-static int bn_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_layer *l,
-                     struct dpt_err *err)
-{
-  const struct dpt_layer_desc *d = l->desc;
-  struct cpu_tensor *in = &cb->t[d->in[0]];
-  int rc = 0, C = d->c_out;
-  float eps = cb->pub.opts.bn_eps;
-  unsigned flags = dnnl_use_scale | dnnl_use_shift | (d->relu ? dnnl_fuse_norm_relu : 0);
-  dnnl_primitive_desc_t fpd = NULL, ipd = NULL, bpd = NULL;
-  dnnl_batch_normalization_desc_t bd;
-  dnnl_memory_desc_t cmd;
-  dnnl_dims_t cd = {C};
-  dnnl_memory_desc_init_by_tag(&cmd, 1, cd, dnnl_f32, dnnl_x);
-  if (!in->has_md) {
-    const struct dpt_tensor_desc *x = &cb->pub.model->tensors[d->in[0]];
-    dnnl_memory_desc_t md;
-    md_plain(&md, cb->pub.opts.batch, x->c, x->h, x->w, 0);
-    if ((rc = tensor_set(cb, d->in[0], &md, err))) return rc;
-  }
-  if ((rc = tensor_set(cb, d->out, &in->md, err))) return rc;
-
-  DN(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_training, &in->md, eps, flags), d->name);
-  DN(dnnl_primitive_desc_create(&fpd, &bd, NULL, cb->eng, NULL), d->name);
-  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
-  DN(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &in->md, eps,
-                                                flags | dnnl_use_global_stats), d->name);
-  DN(dnnl_primitive_desc_create(&ipd, &bd, NULL, cb->eng, NULL), d->name);
-  DN(prim_create(cb, &L->fwd_inf, ipd, d->name), d->name);
-  DN(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &in->md, &in->md, eps, flags), d->name);
-  DN(dnnl_primitive_desc_create(&bpd, &bd, NULL, cb->eng, fpd), d->name);
-  DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
-
-  L->mean = xalloc(cb, C * sizeof(float));
-  L->var = xalloc(cb, C * sizeof(float));
-  if (!L->mean || !L->var) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
-  DN(dnnl_memory_create(&L->mean_mem, &cmd, cb->eng, L->mean), d->name);
-  DN(dnnl_memory_create(&L->var_mem, &cmd, cb->eng, L->var), d->name);
-  DN(dnnl_memory_create(&L->rmean_mem, &cmd, cb->eng, l->state), d->name);
-  DN(dnnl_memory_create(&L->rvar_mem, &cmd, cb->eng, l->state + C), d->name);
-  DN(dnnl_memory_create(&L->w_user, &cmd, cb->eng, l->params), d->name);
-  DN(dnnl_memory_create(&L->b_mem, &cmd, cb->eng, l->params + C), d->name);
-  DN(dnnl_memory_create(&L->dw_user, &cmd, cb->eng, l->grads), d->name);
-  DN(dnnl_memory_create(&L->db_mem, &cmd, cb->eng, l->grads + C), d->name);
-  if (d->relu) {
-    const dnnl_memory_desc_t *wmd = q_md(fpd, dnnl_query_workspace_md, 0);
-    L->ws = xalloc(cb, dnnl_memory_desc_get_size(wmd));
-    if (!L->ws) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
-    DN(dnnl_memory_create(&L->ws_mem, wmd, cb->eng, L->ws), d->name);
-  }
-  rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err);
-fail:
-  if (fpd) dnnl_primitive_desc_destroy(fpd);
-  if (ipd) dnnl_primitive_desc_destroy(ipd);
-  if (bpd) dnnl_primitive_desc_destroy(bpd);
-  return rc;
-}
-
-/* ---- ReLU ----------------------------------------------------------------- */
-
-static int relu_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  dnnl_exec_arg_t a[2] = {{DNNL_ARG_SRC, cb->t[d->in[0]].mem}, {DNNL_ARG_DST, cb->t[d->out].mem}};
-  return exec(cb, L->fwd, 2, a, "relu forward", d->name, err);
-}
-
-static int relu_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  if (!cb->t[d->in[0]].need_diff) return 0;
-  int acc, rc;
-  dnnl_memory_t tgt = diff_target(cb, d->in[0], L->scratch_mem, &acc);
-  dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, cb->t[d->in[0]].mem},
-                          {DNNL_ARG_DIFF_DST, cb->t[d->out].diff_mem},
-                          {DNNL_ARG_DIFF_SRC, tgt}};
-  if ((rc = exec(cb, L->bwd, 3, a, "relu backward", d->name, err))) return rc;
-  if (acc) diff_accumulate(cb, d->in[0], cb->scratch);
-  return 0;
-}
-
-static int ensure_plain(struct cpu_backend *cb, int tid, struct dpt_err *err)
-{
-  if (cb->t[tid].has_md) return 0;
-  const struct dpt_tensor_desc *x = &cb->pub.model->tensors[tid];
-  dnnl_memory_desc_t md;
-  md_plain(&md, cb->pub.opts.batch, x->c, x->h, x->w, is_2d(cb->pub.model, tid));
-  if (cb->nhwc && md.ndims == 4) {
-    dnnl_dims_t d = {cb->pub.opts.batch, x->c, x->h, x->w};
-    dnnl_memory_desc_init_by_tag(&md, 4, d, dnnl_f32, dnnl_nhwc);
-  }
-  return tensor_set(cb, tid, &md, err);
-}
-
-static int relu_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_layer *l,
-                       struct dpt_err *err)
-{
-  const struct dpt_layer_desc *d = l->desc;
-  int rc = 0;
-  dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
-  dnnl_eltwise_desc_t ed;
-  if ((rc = ensure_plain(cb, d->in[0], err))) return rc;
-  struct cpu_tensor *in = &cb->t[d->in[0]];
-  if ((rc = tensor_set(cb, d->out, &in->md, err))) return rc;
-  DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu, &in->md, 0.f, 0.f), d->name);
-  DN(dnnl_primitive_desc_create(&fpd, &ed, NULL, cb->eng, NULL), d->name);
-  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
-  if (in->need_diff) {
-    DN(dnnl_eltwise_backward_desc_init(&ed, dnnl_eltwise_relu, &in->md, &in->md, 0.f, 0.f), d->name);
-    DN(dnnl_primitive_desc_create(&bpd, &ed, NULL, cb->eng, fpd), d->name);
-    DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
-    rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err);
-  }
-fail:
-  if (fpd) dnnl_primitive_desc_destroy(fpd);
-  if (bpd) dnnl_primitive_desc_destroy(bpd);
-  return rc;
-}
-
-/* ---- pooling: max (with workspace) and global average -------------------- */
-
-static int pool_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, cb->t[d->in[0]].mem},
-                          {DNNL_ARG_DST, cb->t[d->out].mem},
-                          {DNNL_ARG_WORKSPACE, L->ws_mem}};
-  return exec(cb, L->fwd, L->ws_mem ? 3 : 2, a, "pooling forward", d->name, err);
-}
-
-static int pool_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  if (!cb->t[d->in[0]].need_diff) return 0;
-  int acc, rc;
-  dnnl_memory_t tgt = diff_target(cb, d->in[0], L->scratch_mem, &acc);
-  dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, cb->t[d->out].diff_mem},
-                          {DNNL_ARG_DIFF_SRC, tgt},
-                          {DNNL_ARG_WORKSPACE, L->ws_mem}};
-  if ((rc = exec(cb, L->bwd, L->ws_mem ? 3 : 2, a, "pooling backward", d->name, err))) return rc;
-  if (acc) diff_accumulate(cb, d->in[0], cb->scratch);
-  return 0;
-}
-
-static int pool_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_layer *l,
-                       struct dpt_err *err)
-{
-  const struct dpt_model *m = cb->pub.model;
-  const struct dpt_layer_desc *d = l->desc;
-  const struct dpt_tensor_desc *x = &m->tensors[d->in[0]], *y = &m->tensors[d->out];
-  int rc = 0, N = cb->pub.opts.batch;
-  dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
-  dnnl_pooling_desc_t pdsc;
-  int maxp = d->type == DPT_LAYER_MAXPOOL;
-  int k_h = maxp ? d->kernel : x->h, k_w = maxp ? d->kernel : x->w;
-  int s = maxp ? d->stride : 1, p = maxp ? d->pad : 0;
-  dnnl_dims_t strides = {s, s}, kernel = {k_h, k_w}, pl = {p, p};
-  dnnl_dims_t pr = {(y->h - 1) * s + k_h - x->h - p, (y->w - 1) * s + k_w - x->w - p};
-  dnnl_dims_t dd = {N, y->c, y->h, y->w};
-  dnnl_memory_desc_t dst_any;
-  dnnl_alg_kind_t alg = maxp ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
-  if ((rc = ensure_plain(cb, d->in[0], err))) return rc;
-  struct cpu_tensor *in = &cb->t[d->in[0]];
-  dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any);
-  DN(dnnl_pooling_forward_desc_init(&pdsc, dnnl_forward_training, alg, &in->md, &dst_any, strides,
-                                    kernel, pl, pr), d->name);
-  DN(dnnl_primitive_desc_create(&fpd, &pdsc, NULL, cb->eng, NULL), d->name);
-  if ((rc = tensor_set(cb, d->out, q_md(fpd, dnnl_query_dst_md, 0), err))) goto fail;
-  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
-  const dnnl_memory_desc_t *wmd = q_md(fpd, dnnl_query_workspace_md, 0);
-  if (wmd && dnnl_memory_desc_get_size(wmd) > 0) {
-    L->ws = xalloc(cb, dnnl_memory_desc_get_size(wmd));
-    if (!L->ws) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
-    DN(dnnl_memory_create(&L->ws_mem, wmd, cb->eng, L->ws), d->name);
-  }
-  if (in->need_diff) {
-    DN(dnnl_pooling_backward_desc_init(&pdsc, alg, &in->md, &cb->t[d->out].md, strides, kernel, pl, pr), d->name);
-    DN(dnnl_primitive_desc_create(&bpd, &pdsc, NULL, cb->eng, fpd), d->name);
-    DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
-    rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err);
-  }
-fail:
-  if (fpd) dnnl_primitive_desc_destroy(fpd);
-  if (bpd) dnnl_primitive_desc_destroy(bpd);
-  return rc;
-}
-
-/* ---- inner product (FC with bias) ---------------------------------------- */
-
-static int fc_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  int rc;
-  if (L->w_reorder) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->w_user}, {DNNL_ARG_TO, L->w_prim}};
-    if ((rc = exec(cb, L->w_reorder, 2, a, "weight reorder", d->name, err))) return rc;
-  }
-  dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, cb->t[d->in[0]].mem},
-                          {DNNL_ARG_WEIGHTS, L->w_prim},
-                          {DNNL_ARG_BIAS, L->b_mem},
-                          {DNNL_ARG_DST, cb->t[d->out].mem}};
-  return exec(cb, L->fwd, 4, a, "inner product forward", d->name, err);
-}
-
-static int fc_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cpu_tensor *in = &cb->t[d->in[0]], *out = &cb->t[d->out];
-  int rc;
-  {
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, in->mem},
-                            {DNNL_ARG_DIFF_DST, out->diff_mem},
-                            {DNNL_ARG_DIFF_WEIGHTS, L->dw_prim},
-                            {DNNL_ARG_DIFF_BIAS, L->db_mem}};
-    if ((rc = exec(cb, L->bwd_w, 4, a, "inner product backward weights", d->name, err))) return rc;
-  }
-  if (L->dw_reorder) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->dw_prim}, {DNNL_ARG_TO, L->dw_user}};
-    if ((rc = exec(cb, L->dw_reorder, 2, a, "weight gradient reorder", d->name, err))) return rc;
-  }
-  if (!in->need_diff) return 0;
-  dnnl_memory_t w = L->w_prim;
-  if (L->w_reorder_bwd) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->w_user}, {DNNL_ARG_TO, L->w_prim_bwd}};
-    if ((rc = exec(cb, L->w_reorder_bwd, 2, a, "weight reorder", d->name, err))) return rc;
-    w = L->w_prim_bwd;
-  }
-  int acc;
-  dnnl_memory_t tgt = diff_target(cb, d->in[0], L->scratch_mem, &acc);
-  dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, out->diff_mem},
-                          {DNNL_ARG_WEIGHTS, w},
-                          {DNNL_ARG_DIFF_SRC, tgt}};
-  if ((rc = exec(cb, L->bwd, 3, a, "inner product backward data", d->name, err))) return rc;
-  if (acc) diff_accumulate(cb, d->in[0], cb->scratch);
-  return 0;
-}
-
-static int fc_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_layer *l,
-                     struct dpt_err *err)
-{
-  const struct dpt_model *m = cb->pub.model;
-  const struct dpt_layer_desc *d = l->desc;
-  const struct dpt_tensor_desc *x = &m->tensors[d->in[0]];
-  int rc = 0, N = cb->pub.opts.batch, K = d->c_out;
-  dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
-  dnnl_inner_product_desc_t ipd;
-  if ((rc = ensure_plain(cb, d->in[0], err))) return rc;
-  struct cpu_tensor *in = &cb->t[d->in[0]];
-  int src2d = in->md.ndims == 2;
-  dnnl_memory_desc_t w_any, w_user, b_md, dst_md;
-  dnnl_dims_t wd4 = {K, x->c, x->h, x->w}, wd2 = {K, x->c}, bd = {K}, dd = {N, K};
-  dnnl_memory_desc_init_by_tag(&w_any, src2d ? 2 : 4, src2d ? wd2 : wd4, dnnl_f32, dnnl_format_tag_any);
-  dnnl_memory_desc_init_by_tag(&w_user, src2d ? 2 : 4, src2d ? wd2 : wd4, dnnl_f32, src2d ? dnnl_oi : dnnl_oihw);
-  dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_x);
-  dnnl_memory_desc_init_by_tag(&dst_md, 2, dd, dnnl_f32, dnnl_nc);
-  if ((rc = tensor_set(cb, d->out, &dst_md, err))) return rc;
-  DN(dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_training, &in->md, &w_any, &b_md, &dst_md), d->name);
-  DN(dnnl_primitive_desc_create(&fpd, &ipd, NULL, cb->eng, NULL), d->name);
-  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
-  DN(dnnl_inner_product_backward_weights_desc_init(&ipd, &in->md, &w_any, &b_md, &dst_md), d->name);
-  DN(dnnl_primitive_desc_create(&wpd, &ipd, NULL, cb->eng, fpd), d->name);
-  DN(prim_create(cb, &L->bwd_w, wpd, d->name), d->name);
-  const dnnl_memory_desc_t *bwd_w_md = NULL;
-  if (in->need_diff) {
-    DN(dnnl_inner_product_backward_data_desc_init(&ipd, &in->md, &w_any, &dst_md), d->name);
-    DN(dnnl_primitive_desc_create(&bpd, &ipd, NULL, cb->eng, fpd), d->name);
-    DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
-    bwd_w_md = q_md(bpd, dnnl_query_weights_md, 0);
-    if ((rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err))) goto fail;
-  }
-  DN(dnnl_memory_create(&L->b_mem, &b_md, cb->eng, l->params + d->w_len), d->name);
-  DN(dnnl_memory_create(&L->db_mem, &b_md, cb->eng, l->grads + d->w_len), d->name);
-  rc = weights_setup(cb, L, d->name, &w_user, q_md(fpd, dnnl_query_weights_md, 0), bwd_w_md,
-                     q_md(wpd, dnnl_query_diff_weights_md, 0), l->params, l->grads, err);
-fail:
-  if (fpd) dnnl_primitive_desc_destroy(fpd);
-  if (bpd) dnnl_primitive_desc_destroy(bpd);
-  if (wpd) dnnl_primitive_desc_destroy(wpd);
-  return rc;
-}
-
-/* ---- residual add (+ fused ReLU) ----------------------------------------- */
-
-static int add_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  dnnl_memory_t b = cb->t[d->in[1]].mem;
-  if (L->src_reorder) { /* branches in different layouts: bring the shortcut to the main one */
-    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, b}, {DNNL_ARG_TO, L->src_priv}};
-    int rc = exec(cb, L->src_reorder, 2, r, "shortcut reorder", d->name, err);
-    if (rc) return rc;
-    b = L->src_priv;
-  }
-  dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC_0, cb->t[d->in[0]].mem},
-                          {DNNL_ARG_SRC_1, b},
-                          {DNNL_ARG_DST, cb->t[d->out].mem}};
-  return exec(cb, L->fwd, 3, a, "binary add forward", d->name, err);
-}
-
-static int add_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cpu_layer *L = l->impl;
-  struct cpu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cpu_tensor *out = &cb->t[d->out];
-  int rc, done0 = 0;
-  /* g = relu'(out) * dout in out's layout; the first input usually takes it directly. */
-  dnnl_memory_t g_mem = out->diff_mem;
-  float *g = out->diff;
-  if (d->relu) {
-    struct cpu_tensor *in0 = &cb->t[d->in[0]];
-    if (in0->need_diff && !cb->pub.grad_written[d->in[0]] && !L->g_reorder[0]) {
-      g_mem = in0->diff_mem;
-      g = in0->diff;
-      cb->pub.grad_written[d->in[0]] = 1;
-      done0 = 1;
-    } else {
-      g_mem = L->g_mem;
-      g = cb->scratch2;
-    }
-    dnnl_exec_arg_t a[3] = {{DNNL_ARG_DST, out->mem},
-                            {DNNL_ARG_DIFF_DST, out->diff_mem},
-                            {DNNL_ARG_DIFF_SRC, g_mem}};
-    if ((rc = exec(cb, L->bwd, 3, a, "relu backward (add)", d->name, err))) return rc;
-  }
-  for (int k = done0; k < 2; k++) {
-    int tid = d->in[k];
-    struct cpu_tensor *in = &cb->t[tid];
-    if (!in->need_diff) continue;
-    if (!L->g_reorder[k]) { /* same layout as the output */
-      if (cb->pub.grad_written[tid]) diff_accumulate(cb, tid, g);
-      else if (in->diff != g) memcpy(in->diff, g, in->bytes);
-      cb->pub.grad_written[tid] = 1;
-      continue;
-    }
-    int acc;
-    dnnl_memory_t tgt = diff_target(cb, tid, k ? L->scratch_mem1 : L->scratch_mem, &acc);
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, g_mem}, {DNNL_ARG_TO, tgt}};
-    if ((rc = exec(cb, L->g_reorder[k], 2, a, "gradient reorder (add)", d->name, err))) return rc;
-    if (acc) diff_accumulate(cb, tid, cb->scratch);
-  }
-  return 0;
-}
-
-static int add_create(struct cpu_backend *cb, struct cpu_layer *L, struct dpt_layer *l,
-                      struct dpt_err *err)
-{
-  const struct dpt_layer_desc *d = l->desc;
-  int rc = 0;
-  dnnl_primitive_desc_t fpd = NULL, epd = NULL, bpd = NULL;
-  dnnl_primitive_attr_t attr = NULL;
-  dnnl_post_ops_t po = NULL;
-  dnnl_binary_desc_t bd;
-  dnnl_eltwise_desc_t ed;
-  if ((rc = ensure_plain(cb, d->in[0], err))) return rc;
-  if ((rc = ensure_plain(cb, d->in[1], err))) return rc;
-  struct cpu_tensor *a = &cb->t[d->in[0]], *b = &cb->t[d->in[1]];
-  if ((rc = tensor_set(cb, d->out, &a->md, err))) return rc;
-  DN(dnnl_primitive_attr_create(&attr), d->name);
-  if (d->relu) {
-    DN(dnnl_post_ops_create(&po), d->name);
-    DN(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.f, 0.f), d->name);
-    DN(dnnl_primitive_attr_set_post_ops(attr, po), d->name);
-  }
-  if (!dnnl_memory_desc_equal(&a->md, &b->md)) {
-    dnnl_primitive_desc_t rpd = NULL;
-    L->src_buf = xalloc(cb, a->bytes);
-    if (!L->src_buf) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
-    DN(dnnl_memory_create(&L->src_priv, &a->md, cb->eng, L->src_buf), d->name);
-    DN(dnnl_reorder_primitive_desc_create(&rpd, &b->md, cb->eng, &a->md, cb->eng, NULL), d->name);
-    dnnl_status_t st = prim_create(cb, &L->src_reorder, rpd, d->name);
-    dnnl_primitive_desc_destroy(rpd);
-    DN(st, d->name);
-  }
-  DN(dnnl_binary_desc_init(&bd, dnnl_binary_add, &a->md, &a->md, &a->md), d->name);
-  DN(dnnl_primitive_desc_create(&fpd, &bd, attr, cb->eng, NULL), d->name);
-  DN(prim_create(cb, &L->fwd, fpd, d->name), d->name);
-  if (d->relu) {
-    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu_use_dst_for_bwd,
-                                      &a->md, 0.f, 0.f), d->name);
-    DN(dnnl_primitive_desc_create(&epd, &ed, NULL, cb->eng, NULL), d->name);
-    DN(dnnl_eltwise_backward_desc_init(&ed, dnnl_eltwise_relu_use_dst_for_bwd, &a->md, &a->md, 0.f, 0.f), d->name);
-    DN(dnnl_primitive_desc_create(&bpd, &ed, NULL, cb->eng, epd), d->name);
-    DN(prim_create(cb, &L->bwd, bpd, d->name), d->name);
-  }
-  if ((rc = scratch_mem_for(cb, &L->scratch_mem, d->in[0], d->name, err))) goto fail;
-  if ((rc = scratch_mem_for(cb, &L->scratch_mem1, d->in[1], d->name, err))) goto fail;
-  if ((rc = scratch_mem_for(cb, &L->g_mem, d->out, d->name, err))) goto fail;
-  /* The blocked layout may differ between the branches (oneDNN picks per conv,
-   * e.g. 4-channel vs 16-channel tensors at small widths): binary add accepts
-   * mixed layouts; the backward reorders the gradient for the odd input. */
-  for (int k = 0; k < 2; k++) {
-    struct cpu_tensor *in = &cb->t[d->in[k]];
-    if (!in->need_diff || dnnl_memory_desc_equal(&in->md, &a->md)) continue;
-    dnnl_primitive_desc_t rpd = NULL;
-    DN(dnnl_reorder_primitive_desc_create(&rpd, &a->md, cb->eng, &in->md, cb->eng, NULL), d->name);
-    dnnl_status_t st = prim_create(cb, &L->g_reorder[k], rpd, d->name);
-    dnnl_primitive_desc_destroy(rpd);
-    DN(st, d->name);
-  }
-fail:
-  if (po) dnnl_post_ops_destroy(po);
-  if (attr) dnnl_primitive_attr_destroy(attr);
-  if (fpd) dnnl_primitive_desc_destroy(fpd);
-  if (epd) dnnl_primitive_desc_destroy(epd);
-  if (bpd) dnnl_primitive_desc_destroy(bpd);
-  return rc;
-}
-
-/* ---- vtables ------------------------------------------------------------ */
-
-static void layer_destroy(struct dpt_layer *l)
-{
-  struct cpu_layer *L = l->impl;
-  if (!L) return;
-  dnnl_primitive_t prims[] = {L->fwd, L->fwd_inf, L->bwd, L->bwd_w, L->w_reorder, L->w_reorder_bwd,
-                              L->dw_reorder, L->g_reorder[0], L->g_reorder[1], L->src_reorder,
-                              L->dsrc_reorder};
-  for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
-    if (prims[i]) dnnl_primitive_destroy(prims[i]);
-  dnnl_memory_t mems[] = {L->w_user, L->w_prim, L->w_prim_bwd, L->dw_user, L->dw_prim,
-                          L->b_mem, L->db_mem, L->mean_mem, L->var_mem, L->rmean_mem,
-                          L->rvar_mem, L->ws_mem, L->scratch_mem, L->scratch_mem1, L->g_mem,
-                          L->src_priv, L->dsrc_priv};
-  for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
-    if (mems[i]) dnnl_memory_destroy(mems[i]);
-  free(L->mean);
-  free(L->var);
-  free(L->ws);
-  free(L->w_blk);
-  free(L->w_blk_bwd);
-  free(L->dw_blk);
-  free(L->src_buf);
-  free(L->dsrc_buf);
-  l->impl = NULL;
-}
-
-static const struct dpt_layer_ops conv_ops = {conv_forward, conv_backward, layer_destroy};
-static const struct dpt_layer_ops bn_ops = {bn_forward, bn_backward, layer_destroy};
-static const struct dpt_layer_ops relu_ops = {relu_forward, relu_backward, layer_destroy};
-static const struct dpt_layer_ops pool_ops = {pool_forward, pool_backward, layer_destroy};
-static const struct dpt_layer_ops fc_ops = {fc_forward, fc_backward, layer_destroy};
-static const struct dpt_layer_ops add_ops = {add_forward, add_backward, layer_destroy};
 
 /* ---- backend ------------------------------------------------------------ */
 
@@ -946,7 +209,7 @@ static int cpu_forward(struct dpt_backend *be, const float *x, int training, flo
   DN(dnnl_memory_set_data_handle(cb->in_user, (void *)x), "input");
   if (cb->in_reorder) {
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, cb->in_user}, {DNNL_ARG_TO, cb->t[0].mem}};
-    if ((rc = exec(cb, cb->in_reorder, 2, a, "input reorder", "input", err))) goto fail;
+    if ((rc = dpt_cpu_exec(cb, cb->in_reorder, 2, a, "input reorder", "input", err))) goto fail;
   } else {
     memcpy(cb->t[0].buf, x, cb->t[0].bytes);
   }
@@ -959,7 +222,7 @@ static int cpu_forward(struct dpt_backend *be, const float *x, int training, flo
     DN(dnnl_memory_set_data_handle(cb->out_user, out), "output");
     if (cb->out_reorder) {
       dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, cb->t[o].mem}, {DNNL_ARG_TO, cb->out_user}};
-      if ((rc = exec(cb, cb->out_reorder, 2, a, "output reorder", "output", err))) goto fail;
+      if ((rc = dpt_cpu_exec(cb, cb->out_reorder, 2, a, "output reorder", "output", err))) goto fail;
     } else {
       memcpy(out, cb->t[o].buf, cb->t[o].bytes);
     }
@@ -995,7 +258,7 @@ static int cpu_backward(struct dpt_backend *be, const float *dout, float *dx, st
   DN(dnnl_memory_set_data_handle(cb->dout_user, (void *)dout), "output gradient");
   if (cb->dout_reorder) {
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, cb->dout_user}, {DNNL_ARG_TO, cb->t[o].diff_mem}};
-    if ((rc = exec(cb, cb->dout_reorder, 2, a, "output gradient reorder", "output", err))) goto fail;
+    if ((rc = dpt_cpu_exec(cb, cb->dout_reorder, 2, a, "output gradient reorder", "output", err))) goto fail;
   } else {
     memcpy(cb->t[o].diff, dout, cb->t[o].bytes);
   }
@@ -1005,7 +268,7 @@ static int cpu_backward(struct dpt_backend *be, const float *dout, float *dx, st
     DN(dnnl_memory_set_data_handle(cb->dx_user, dx), "input gradient");
     if (cb->dx_reorder) {
       dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, cb->t[0].diff_mem}, {DNNL_ARG_TO, cb->dx_user}};
-      if ((rc = exec(cb, cb->dx_reorder, 2, a, "input gradient reorder", "input", err))) goto fail;
+      if ((rc = dpt_cpu_exec(cb, cb->dx_reorder, 2, a, "input gradient reorder", "input", err))) goto fail;
     } else {
       memcpy(dx, cb->t[0].diff, cb->t[0].bytes);
     }
@@ -1107,7 +370,7 @@ static int cpu_sgd_step(struct dpt_backend *be, float lr, const float *grads, st
 static int cpu_pending_init(struct dpt_backend *be, struct dpt_err *err)
 {
   struct cpu_backend *cb = CB(be);
-  if (!cb->pending && !(cb->pending = xalloc(cb, (be->model->n_params ? be->model->n_params : 1) * sizeof(float))))
+  if (!cb->pending && !(cb->pending = dpt_cpu_alloc(cb, (be->model->n_params ? be->model->n_params : 1) * sizeof(float))))
     return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for the pending gradient (%zu floats)",
                        be->model->n_params);
   /* the simulated device hands out an address the host cannot touch (PROT_NONE), as a
@@ -1166,6 +429,7 @@ static void cpu_destroy(struct dpt_backend *be)
   free(cb->last_out);
   free(cb->last_dout);
   free(cb->dw_shared);
+  free(cb->wino_ws);
   for (int i = 0; i < cb->n_pool; i++) free(cb->pool[i]);
   free(cb->pool);
   for (int i = 0; i < cb->n_apool; i++) free(cb->apool[i]);
@@ -1204,14 +468,14 @@ static int edge(struct cpu_backend *cb, int tid, dnnl_memory_t *user, dnnl_primi
   dnnl_memory_desc_t md;
   dnnl_primitive_desc_t pd = NULL;
   int rc = 0;
-  md_plain(&md, cb->pub.opts.batch, x->c, x->h, x->w, cb->t[tid].md.ndims == 2);
+  dpt_cpu_md_plain(&md, cb->pub.opts.batch, x->c, x->h, x->w, cb->t[tid].md.ndims == 2);
   DN(dnnl_memory_create(user, &md, cb->eng, DNNL_MEMORY_NONE), "edge");
   if (!dnnl_memory_desc_equal(&md, &cb->t[tid].md)) {
     if (to_tensor)
       DN(dnnl_reorder_primitive_desc_create(&pd, &md, cb->eng, &cb->t[tid].md, cb->eng, NULL), "edge");
     else
       DN(dnnl_reorder_primitive_desc_create(&pd, &cb->t[tid].md, cb->eng, &md, cb->eng, NULL), "edge");
-    DN(prim_create(cb, reorder, pd, "edge"), "edge");
+    DN(dpt_cpu_prim_create(cb, reorder, pd, "edge"), "edge");
   }
 fail:
   if (pd) dnnl_primitive_desc_destroy(pd);
@@ -1260,7 +524,7 @@ static int act_plan(struct cpu_backend *cb, struct dpt_err *err)
   for (int t = 0; t < n; t++) {
     struct cpu_tensor *T = &cb->t[t];
     if (keep[t]) {
-      T->buf = xalloc(cb, T->bytes);
+      T->buf = dpt_cpu_alloc(cb, T->bytes);
       if (!T->buf) {
         rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for tensor %d (%zu bytes)", t, T->bytes);
         goto out;
@@ -1279,7 +543,7 @@ static int act_plan(struct cpu_backend *cb, struct dpt_err *err)
           if (!keep[u] && cb->t[u].bytes > biggest) biggest = cb->t[u].bytes;
         p = cb->n_apool++;
         pb[p] = biggest;
-        cb->apool[p] = xalloc(cb, biggest);
+        cb->apool[p] = dpt_cpu_alloc(cb, biggest);
         if (!cb->apool[p]) {
           rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory (%zu bytes)", biggest);
           goto out;
@@ -1338,7 +602,7 @@ static int diff_plan(struct cpu_backend *cb, struct dpt_err *err)
     if (p < 0) {
       p = cb->n_pool++;
       pool_bytes[p] = cb->t[t].bytes;
-      cb->pool[p] = xalloc(cb, pool_bytes[p]);
+      cb->pool[p] = dpt_cpu_alloc(cb, pool_bytes[p]);
       if (!cb->pool[p]) {
         rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for gradients (%zu bytes)", pool_bytes[p]);
         goto out;
@@ -1380,9 +644,9 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   cb->t = calloc((size_t)m->n_tensors, sizeof *cb->t);
   cb->l = calloc((size_t)m->n_layers, sizeof *cb->l);
   be->layers = calloc((size_t)m->n_layers, sizeof *be->layers);
-  cb->params = xalloc(cb, (m->n_params ? m->n_params : 1) * sizeof(float));
-  cb->grads = xalloc(cb, (m->n_params ? m->n_params : 1) * sizeof(float));
-  cb->state = xalloc(cb, (m->n_state ? m->n_state : 1) * sizeof(float));
+  cb->params = dpt_cpu_alloc(cb, (m->n_params ? m->n_params : 1) * sizeof(float));
+  cb->grads = dpt_cpu_alloc(cb, (m->n_params ? m->n_params : 1) * sizeof(float));
+  cb->state = dpt_cpu_alloc(cb, (m->n_state ? m->n_state : 1) * sizeof(float));
   if (!cb->t || !cb->l || !be->layers || !cb->params || !cb->grads || !cb->state) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for %zu parameters", m->n_params);
     goto fail;
@@ -1397,6 +661,16 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   DN(dnnl_stream_create(&cb->strm, cb->eng, dnnl_stream_default_flags), "stream");
   for (int i = 0; i < m->n_tensors; i++) cb->t[i].need_diff = i > 0 || opts->need_input_grad;
   if (getenv("DPT_CPU_LAYOUT")) cb->nhwc = !strcmp(getenv("DPT_CPU_LAYOUT"), "nhwc");
+  if (getenv("DPT_CPU_CONV")) {
+    const char *cv = getenv("DPT_CPU_CONV");
+    if (strcmp(cv, "direct") && strcmp(cv, "winograd")) {
+      rc = dpt_err_set(err, DPT_E_INPUT, "cpu backend: DPT_CPU_CONV='%s': use 'winograd' (the default: 3x3 "
+                       "stride-1 convolutions by Winograd F(2x2,3x3)) or 'direct' (oneDNN's direct kernels only)", cv);
+      goto fail;
+    }
+    cb->conv_direct = !strcmp(cv, "direct");
+  }
+  cb->wino_m = getenv("DPT_CPU_WINO_TILE") && atoi(getenv("DPT_CPU_WINO_TILE")) == 2 ? 2 : 4;
 
   for (int i = 0; i < m->n_layers; i++) {
     const struct dpt_layer_desc *d = &m->layers[i];
@@ -1409,16 +683,7 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
     l->params = cb->params + d->w_off;
     l->grads = cb->grads + d->w_off;
     l->state = d->type == DPT_LAYER_BN ? cb->state + d->s_off : NULL;
-    switch (d->type) {
-    case DPT_LAYER_CONV: l->ops = &conv_ops; rc = conv_create(cb, L, l, err); break;
-    case DPT_LAYER_BN: l->ops = &bn_ops; rc = bn_create(cb, L, l, err); break;
-    case DPT_LAYER_RELU: l->ops = &relu_ops; rc = relu_create(cb, L, l, err); break;
-    case DPT_LAYER_MAXPOOL:
-    case DPT_LAYER_GAP: l->ops = &pool_ops; rc = pool_create(cb, L, l, err); break;
-    case DPT_LAYER_FC: l->ops = &fc_ops; rc = fc_create(cb, L, l, err); break;
-    case DPT_LAYER_ADD: l->ops = &add_ops; rc = add_create(cb, L, l, err); break;
-    default: rc = dpt_err_set(err, DPT_E_INPUT, "cpu backend: unknown layer type %d", d->type);
-    }
+    rc = dpt_cpu_layer_create(cb, L, l, err);
     if (rc) {
       dpt_err_prefix(err, "creating layer %d '%s' (%s) at batch %d", i, d->name,
                      dpt_layer_type_name(d->type), opts->batch);
@@ -1427,7 +692,7 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   }
   if ((rc = act_plan(cb, err)) || (rc = diff_plan(cb, err))) goto fail;
   if (cb->dw_bytes) {
-    cb->dw_shared = xalloc(cb, cb->dw_bytes);
+    cb->dw_shared = dpt_cpu_alloc(cb, cb->dw_bytes);
     if (!cb->dw_shared) { rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory"); goto fail; }
     for (int i = 0; i < m->n_layers; i++)
     {
@@ -1436,14 +701,18 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
       if (cb->l[i].w_reorder_bwd) DN(dnnl_memory_set_data_handle(cb->l[i].w_prim_bwd, cb->dw_shared), "weights");
     }
   }
-  cb->scratch = xalloc(cb, cb->scratch_bytes);
-  cb->scratch2 = xalloc(cb, cb->scratch_bytes);
+  if (cb->wino_bytes && !(cb->wino_ws = dpt_cpu_alloc(cb, cb->wino_bytes))) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory (%zu bytes of Winograd workspace)", cb->wino_bytes);
+    goto fail;
+  }
+  cb->scratch = dpt_cpu_alloc(cb, cb->scratch_bytes);
+  cb->scratch2 = dpt_cpu_alloc(cb, cb->scratch_bytes);
   {
     const struct dpt_tensor_desc *ot = dpt_model_output(m);
     cb->n_classes = ot->c * ot->h * ot->w;
     cb->n_out = (size_t)opts->batch * cb->n_classes;
-    cb->last_out = xalloc(cb, cb->n_out * sizeof(float));
-    cb->last_dout = xalloc(cb, cb->n_out * sizeof(float));
+    cb->last_out = dpt_cpu_alloc(cb, cb->n_out * sizeof(float));
+    cb->last_dout = dpt_cpu_alloc(cb, cb->n_out * sizeof(float));
   }
   if (!cb->scratch || !cb->scratch2 || !cb->last_out || !cb->last_dout) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory");

@@ -1,0 +1,258 @@
+/* test_wino: the F(2x2,3x3) Winograd convolution (trainer/dpt_wino.c) against a float64
+ * direct convolution (forward, input gradient, weight gradient), on shapes with odd sizes
+ * (clipped edge tiles), 1x1 images, both channel blocks (8, 16), several chunks of images
+ * and an uneven last chunk; bad shapes are refused with a message.
+ *
+ * Tolerance, derived: every value the algorithm computes is a sum of products of inputs
+ * with the transforms' entries (0, +-1, +-1/2), so with u = 2^-24 its float32 result is
+ * within gamma(n) * S of the exact one (Higham, Accuracy and Stability, ch. 3), where S
+ * is the same computation on absolute values (|matrices|, |x|, |g|, |dy|) and n is the
+ * longest chain of roundings: forward, C (the product's sum) + 6 (input transform: 2
+ * stages of <= 3 adds) + 4 (weights: 2 x 2) + 6 (output: 2 x 3) = C + 16; weight gradient,
+ * tiles + 6 + 2 + 6 + 2 (products) = tiles + 16; input gradient, K + 2 + 4 + 6 + 3
+ * (up to 4 overlapping patches) + 1 = K + 16.  S is computed here in float64. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpt_wino.h"
+
+#include "dpt_check.h"
+
+/* Lavin & Gray's matrices, written out here from the paper: F(2x2,3x3) and F(4x4,3x3) */
+static const double BT2[16] = {1, 0, -1, 0, 0, 1, 1, 0, 0, -1, 1, 0, 0, 1, 0, -1};
+static const double G2[12] = {1, 0, 0, .5, .5, .5, .5, -.5, .5, 0, 0, 1};
+static const double AT2[8] = {1, 1, 1, 0, 0, 1, -1, -1};
+static const double BT4[36] = {4, 0, -5, 0, 1, 0, 0, -4, -4, 1, 1, 0, 0, 4, -4, -1, 1, 0,
+                               0, -2, -1, 2, 1, 0, 0, 2, -1, -2, 1, 0, 0, 4, 0, -5, 0, 1};
+static const double G4[18] = {1. / 4, 0, 0, -1. / 6, -1. / 6, -1. / 6, -1. / 6, 1. / 6, -1. / 6,
+                              1. / 24, 1. / 12, 1. / 6, 1. / 24, -1. / 12, 1. / 6, 0, 0, 1};
+static const double AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0, 0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
+
+/* Roundings of one 1-D pass of M (rows x cols) or its transpose: at most nz products (the
+ * inexact coefficients such as 1/6 count one more each) and nz - 1 additions per output. */
+static int pass_roundings(const double *M, int rows, int cols, int tr)
+{
+  int worst = 0;
+  for (int r = 0; r < (tr ? cols : rows); r++) {
+    int nz = 0;
+    for (int i = 0; i < (tr ? rows : cols); i++) nz += (tr ? M[i * cols + r] : M[r * cols + i]) != 0;
+    if (nz > worst) worst = nz;
+  }
+  return 2 * worst + 1;
+}
+
+static double gamma_n(int n) { double u = ldexp(1, -24); return n * u / (1 - n * u); }
+
+/* out (ra x rc) = |L| in |R|^T, L ra x n, R rc x m, in n x m */
+static void abs_sandwich(const double *L, int ra, int n, const double *R, int rc, int m, const double *in, double *out)
+{
+  for (int a = 0; a < ra; a++)
+    for (int c = 0; c < rc; c++) {
+      double s = 0;
+      for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++) s += fabs(L[a * n + i]) * fabs(in[i * m + j]) * fabs(R[c * m + j]);
+      out[a * rc + c] = s;
+    }
+}
+
+/* |L|^T in |R|: the adjoint direction (L ra x n: out n x m from in ra x rc) */
+static void abs_sandwich_t(const double *L, int ra, int n, const double *R, int rc, int m, const double *in, double *out)
+{
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < m; j++) {
+      double s = 0;
+      for (int a = 0; a < ra; a++)
+        for (int c = 0; c < rc; c++) s += fabs(L[a * n + i]) * fabs(in[a * rc + c]) * fabs(R[c * m + j]);
+      out[i * m + j] = s;
+    }
+}
+
+static double urand(unsigned *s) { *s = *s * 1664525u + 1013904223u; return ((*s >> 8) / 16777216.0) * 2 - 1; }
+
+#define AT4(a, n, ch, NC, r, q) a[(((size_t)(n) * (NC) + (ch)) * H + (r)) * W + (q)]
+
+static void pack(const double *p, float *b, int N, int C, int H, int W, int blk)
+{
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      for (int r = 0; r < H; r++)
+        for (int q = 0; q < W; q++)
+          b[(((size_t)n * (C / blk) + c / blk) * H * W + (size_t)r * W + q) * blk + c % blk] =
+              (float)p[(((size_t)n * C + c) * H + r) * W + q];
+}
+
+static double unpacked(const float *b, int n, int c, int r, int q, int C, int H, int W, int blk)
+{
+  return b[(((size_t)n * (C / blk) + c / blk) * H * W + (size_t)r * W + q) * blk + c % blk];
+}
+
+static int isa_avx2; /* the transforms' build under test (dpt_wino_tf.h) */
+
+static void one_case(int N, int C, int K, int H, int W, int blk, int mt, int nc)
+{
+  const int a = mt + 2, P = a * a;
+  const double *BT = mt == 2 ? BT2 : BT4, *G = mt == 2 ? G2 : G4, *AT = mt == 2 ? AT2 : AT4;
+  /* two passes per 2-D transform */
+  const int r_in = 2 * pass_roundings(BT, a, a, 0), r_in_adj = 2 * pass_roundings(BT, a, a, 1);
+  const int r_w = 2 * pass_roundings(G, a, 3, 0), r_w_adj = 2 * pass_roundings(G, a, 3, 1);
+  const int r_out = 2 * pass_roundings(AT, mt, a, 0), r_out_adj = 2 * pass_roundings(AT, mt, a, 1);
+  struct dpt_err err = {0};
+  struct dpt_wino w;
+  char what[96];
+  snprintf(what, sizeof what, "%s F(%d,3) N%d C%d K%d %dx%d blk%d chunk%d", isa_avx2 ? "avx2" : "base", mt, N, C, K,
+           H, W, blk, nc);
+  if (dpt_wino_init(&w, N, C, K, H, W, blk, mt, &err)) {
+    CHECK(0, "%s: init: %s", what, err.msg);
+    return;
+  }
+  if (nc) w.nc = nc;
+  w.avx2 = isa_avx2;
+  size_t nx = (size_t)N * C * H * W, ny = (size_t)N * K * H * W, ng = (size_t)K * C * 9;
+  double *x = malloc(nx * 8), *g = malloc(ng * 8), *dy = malloc(ny * 8);
+  double *y = calloc(ny, 8), *dx = calloc(nx, 8), *dg = calloc(ng, 8);
+  double *yb = calloc(ny, 8), *dxb = calloc(nx, 8), *dgb = calloc(ng / 9 * P, 8);
+  float *xf = malloc(nx * 4), *gf = malloc(ng * 4), *dyf = malloc(ny * 4), *yf = malloc(ny * 4);
+  float *dxf = malloc(nx * 4), *dgf = malloc(ng * 4), *dgf2 = malloc(ng * 4);
+  void *ws = malloc(dpt_wino_workspace(&w));
+  float *U = malloc(dpt_wino_weights_size(&w));
+  unsigned s = 12345u + (unsigned)(N * 7 + C * 13 + K * 17 + H * 19 + W * 23);
+  for (size_t i = 0; i < nx; i++) x[i] = (float)urand(&s);
+  for (size_t i = 0; i < ng; i++) g[i] = (float)(urand(&s) * 0.3);
+  for (size_t i = 0; i < ny; i++) dy[i] = (float)urand(&s);
+  for (size_t i = 0; i < ng; i++) gf[i] = (float)g[i];
+  pack(x, xf, N, C, H, W, blk);
+  pack(dy, dyf, N, K, H, W, blk);
+  /* the oracle: direct convolution in float64 */
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++)
+      for (int c = 0; c < C; c++)
+        for (int r = 0; r < H; r++)
+          for (int q = 0; q < W; q++)
+            for (int i = 0; i < 3; i++)
+              for (int j = 0; j < 3; j++) {
+                int rr = r + i - 1, qq = q + j - 1;
+                if (rr < 0 || rr >= H || qq < 0 || qq >= W) continue;
+                double gv = g[((size_t)k * C + c) * 9 + i * 3 + j];
+                AT4(y, n, k, K, r, q) += AT4(x, n, c, C, rr, qq) * gv;
+                AT4(dx, n, c, C, rr, qq) += AT4(dy, n, k, K, r, q) * gv;
+                dg[((size_t)k * C + c) * 9 + i * 3 + j] += AT4(dy, n, k, K, r, q) * AT4(x, n, c, C, rr, qq);
+              }
+  /* S: the computation on absolute values, tile by tile */
+  int th = (H + mt - 1) / mt, tw = (W + mt - 1) / mt;
+  double *Ua = malloc(ng / 9 * P * 8), *Va = malloc((size_t)C * P * 8), *Ma = malloc((size_t)K * P * 8);
+  for (size_t kc = 0; kc < ng / 9; kc++) abs_sandwich(G, a, 3, G, a, 3, g + kc * 9, Ua + kc * P);
+  for (int n = 0; n < N; n++)
+    for (int ty = 0; ty < th; ty++)
+      for (int tx = 0; tx < tw; tx++) {
+        for (int c = 0; c < C; c++) {
+          double d[36];
+          for (int i = 0; i < a; i++)
+            for (int j = 0; j < a; j++) {
+              int r = mt * ty - 1 + i, q = mt * tx - 1 + j;
+              d[i * a + j] = r >= 0 && r < H && q >= 0 && q < W ? AT4(x, n, c, C, r, q) : 0;
+            }
+          abs_sandwich(BT, a, a, BT, a, a, d, Va + c * P);
+        }
+        for (int k = 0; k < K; k++) {
+          double o[16], m[36];
+          for (int i = 0; i < mt; i++)
+            for (int j = 0; j < mt; j++) {
+              int r = mt * ty + i, q = mt * tx + j;
+              o[i * mt + j] = r < H && q < W ? AT4(dy, n, k, K, r, q) : 0;
+            }
+          abs_sandwich_t(AT, mt, a, AT, mt, a, o, Ma + k * P);
+          for (int p = 0; p < P; p++) m[p] = 0;
+          for (int c = 0; c < C; c++)
+            for (int p = 0; p < P; p++) {
+              m[p] += Ua[((size_t)k * C + c) * P + p] * Va[c * P + p];
+              dgb[((size_t)k * C + c) * P + p] += Va[c * P + p] * Ma[k * P + p];
+            }
+          abs_sandwich(AT, mt, a, AT, mt, a, m, o);
+          for (int i = 0; i < mt; i++)
+            for (int j = 0; j < mt; j++)
+              if (mt * ty + i < H && mt * tx + j < W) AT4(yb, n, k, K, mt * ty + i, mt * tx + j) = o[i * mt + j];
+        }
+        for (int c = 0; c < C; c++) {
+          double v[36] = {0}, e[36];
+          for (int k = 0; k < K; k++)
+            for (int p = 0; p < P; p++) v[p] += Ua[((size_t)k * C + c) * P + p] * Ma[k * P + p];
+          abs_sandwich_t(BT, a, a, BT, a, a, v, e);
+          for (int i = 0; i < a; i++)
+            for (int j = 0; j < a; j++) {
+              int r = mt * ty - 1 + i, q = mt * tx - 1 + j;
+              if (r >= 0 && r < H && q >= 0 && q < W) AT4(dxb, n, c, C, r, q) += e[i * a + j];
+            }
+        }
+      }
+  CHECK(dpt_wino_forward(&w, xf, gf, U, yf, ws, &err) == 0, "%s: forward: %s", what, err.msg);
+  CHECK(dpt_wino_backward(&w, xf, U, dyf, dxf, dgf, ws, &err) == 0, "%s: backward: %s", what, err.msg);
+  CHECK(dpt_wino_backward(&w, xf, U, dyf, NULL, dgf2, ws, &err) == 0, "%s: backward without dx: %s", what,
+        err.msg);
+  double worst[3] = {0, 0, 0}; /* error / bound */
+  int bad = 0;
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++)
+      for (int r = 0; r < H; r++)
+        for (int q = 0; q < W; q++) {
+          double e = fabs(unpacked(yf, n, k, r, q, K, H, W, blk) - AT4(y, n, k, K, r, q));
+          double b = gamma_n(C + 1 + r_in + r_w + r_out) * AT4(yb, n, k, K, r, q) + 1e-300;
+          if (e / b > worst[0]) worst[0] = e / b;
+          if (e > b && bad++ < 3) CHECK(0, "%s: y[%d][%d][%d][%d] off by %g > bound %g", what, n, k, r, q, e, b);
+        }
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      for (int r = 0; r < H; r++)
+        for (int q = 0; q < W; q++) {
+          double e = fabs(unpacked(dxf, n, c, r, q, C, H, W, blk) - AT4(dx, n, c, C, r, q));
+          double b = gamma_n(K + 1 + r_out_adj + r_w + r_in_adj + 3) * AT4(dxb, n, c, C, r, q) + 1e-300;
+          if (e / b > worst[1]) worst[1] = e / b;
+          if (e > b && bad++ < 6) CHECK(0, "%s: dx[%d][%d][%d][%d] off by %g > bound %g", what, n, c, r, q, e, b);
+        }
+  for (size_t kc = 0; kc < ng / 9; kc++) {
+    double gb[9];
+    abs_sandwich_t(G, a, 3, G, a, 3, dgb + kc * P, gb);
+    for (int i = 0; i < 9; i++) {
+      double e = fabs(dgf[kc * 9 + i] - dg[kc * 9 + i]);
+      double b = gamma_n(N * th * tw + 1 + r_in + r_out_adj + r_w_adj) * gb[i] + 1e-300;
+      if (e / b > worst[2]) worst[2] = e / b;
+      if (e > b && bad++ < 9) CHECK(0, "%s: dg[%zu][%d] off by %g > bound %g", what, kc, i, e, b);
+    }
+  }
+  CHECK(!memcmp(dgf, dgf2, ng * 4), "%s: the weight gradient differs when the input gradient is skipped", what);
+  printf("%-44s error/bound: y %.3f  dx %.3f  dg %.3f  (%d chunk(s))\n", what, worst[0], worst[1], worst[2],
+         (N + w.nc - 1) / w.nc);
+  free(x), free(g), free(dy), free(y), free(dx), free(dg), free(yb), free(dxb), free(dgb);
+  free(xf), free(gf), free(dyf), free(yf), free(dxf), free(dgf), free(dgf2), free(ws), free(U), free(Ua), free(Va), free(Ma);
+}
+
+int main(void)
+{
+  __builtin_cpu_init();
+  int have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (!have_avx2) printf("SKIP the AVX2 + FMA build of the transforms: this CPU lacks AVX2 or FMA\n");
+  for (int v = 0; v < 2 + have_avx2 * 2; v++) {
+    int mt = v % 2 ? 4 : 2;
+    isa_avx2 = v >= 2;
+    one_case(1, 8, 8, 1, 1, 8, mt, 0);     /* one pixel: the tile is all padding but its centre */
+    one_case(2, 8, 16, 3, 5, 8, mt, 0);    /* odd sizes: clipped edge tiles */
+    one_case(3, 16, 8, 7, 7, 8, mt, 1);    /* ResNet's 7x7 at 224 px; one image per chunk */
+    one_case(4, 8, 8, 4, 4, 8, mt, 3);     /* an uneven last chunk */
+    one_case(2, 16, 32, 8, 8, 16, mt, 0);  /* AVX-512's block */
+    one_case(3, 32, 16, 5, 4, 16, mt, 2);
+    one_case(2, 64, 64, 8, 8, 8, mt, 0);   /* ResNet-like widths */
+    one_case(1, 8, 8, 2, 9, 8, mt, 0);
+    one_case(2, 8, 8, 13, 10, 8, mt, 0);   /* several tiles with clipped rows and columns */
+  }
+  /* bad shapes are refused, saying what was asked */
+  struct dpt_err err = {0};
+  struct dpt_wino w;
+  CHECK(dpt_wino_init(&w, 2, 12, 16, 8, 8, 8, 4, &err) == DPT_E_UNSUPPORTED && strstr(err.msg, "12"),
+        "12 channels in blocks of 8: %s", err.msg);
+  CHECK(dpt_wino_init(&w, 2, 16, 16, 8, 8, 4, 4, &err) == DPT_E_UNSUPPORTED, "block 4 accepted");
+  CHECK(dpt_wino_init(&w, 2, 16, 16, 8, 8, 8, 3, &err) == DPT_E_UNSUPPORTED, "tile 3 accepted");
+  CHECK(dpt_wino_init(&w, 0, 16, 16, 8, 8, 8, 4, &err) == DPT_E_UNSUPPORTED, "batch 0 accepted");
+  CHECK(dpt_wino_init(&w, 1, 16, 16, 0, 8, 8, 4, &err) == DPT_E_UNSUPPORTED, "height 0 accepted");
+  return failures != 0;
+}

@@ -1,0 +1,63 @@
+/* dpt_wino.h — 3x3, stride-1, pad-1 convolutions by Winograd's minimal filtering
+ * F(m x m, 3 x 3), m = 4 (default) or 2 (Lavin & Gray, "Fast Algorithms for Convolutional
+ * Neural Networks", 2016), for the CPU backend's training step: forward, input gradient and
+ * weight gradient.
+ *
+ * oneDNN 2.6 has Winograd convolutions only for AVX-512 (jit_wino_4x3); on AVX2 its
+ * direct kernels already run at ~92% of the FMA peak, so fewer multiplications are the
+ * only way left to a faster step.  F(4x4,3x3) does a 4x4 output tile in 36 products
+ * instead of 144 (F(2x2,3x3): 2x2 in 16 instead of 36): dpt writes the tile transforms
+ * (dpt_wino_tf.c) and hands the alpha^2 matrix products per chunk of images (alpha = m + 2)
+ * to oneDNN's sgemm.
+ *
+ * Per output tile t (input patch d_t alpha x alpha at (m ty - 1, m tx - 1), pad 1), per
+ * input channel c and output channel k:
+ *   V = BT d BT^T   U = G g G^T   M = sum_c U (.) V   y = AT M AT^T
+ * and the step's gradients are the exact adjoints of that forward:
+ *   dM = AT^T dy AT   dU = sum_t V (.) dM   dg = G^T dU G
+ *   dV = sum_k U (.) dM   dx += BT^T dV BT   (overlapping patches add up)
+ * The rounding error is bounded in tests/trainer/test_wino.c (F(2x2)'s transforms have
+ * entries 0, +-1, +-1/2; F(4x4)'s up to 8, and 1/6, 1/24).
+ *
+ * Activations are oneDNN's blocked layout nChw<blk>c, [N][C/blk][H][W][blk] (blk 8 on
+ * AVX2, 16 on AVX-512), weights and their gradient PyTorch's plain oihw [K][C][3][3]
+ * (the parameter slab: no weight reorders).  Images go through in chunks whose transformed
+ * tiles fit one workspace of dpt_wino_workspace() bytes. */
+#ifndef DPT_WINO_H
+#define DPT_WINO_H
+
+#include <stddef.h>
+
+#include "dpt_err.h"
+
+struct dpt_wino {
+  int N, C, K, H, W; /* batch, input / output channels, spatial size (same in and out) */
+  int blk;           /* channel block of the activation layout: 8 or 16 */
+  int m, a;          /* output tile m x m (2 or 4), input patch a x a (a = m + 2) */
+  int th, tw;        /* tiles per image: ceil(H/m) x ceil(W/m) */
+  int nc;            /* images per chunk */
+  int avx2;          /* 1: the transforms' AVX2 + FMA build (the CPU has both), 0: any x86-64 */
+};
+
+/* Plan the convolution with m x m output tiles; fails (DPT_E_UNSUPPORTED) when the shape is
+ * outside what dpt_wino does (m not 2 or 4, blk not 8 or 16, C or K not a multiple of blk,
+ * empty sizes). */
+int dpt_wino_init(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk, int m, struct dpt_err *err);
+
+/* Bytes of workspace forward and backward need (one buffer may serve many layers). */
+size_t dpt_wino_workspace(const struct dpt_wino *w);
+
+/* Bytes of the transformed weights U [16][K][C]: the layer's own, from forward to backward. */
+size_t dpt_wino_weights_size(const struct dpt_wino *w);
+
+/* y[N][K/blk][H][W][blk] = conv(x[N][C/blk][H][W][blk], g[K][C][3][3]); U = g transformed,
+ * for the backward that follows. */
+int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, float *U, float *y, void *ws,
+                     struct dpt_err *err);
+
+/* dg[K][C][3][3] = the weight gradient (overwritten); dx (when not NULL, overwritten) the
+ * input gradient, both from dy (the layout of y), x and U of the forward before. */
+int dpt_wino_backward(const struct dpt_wino *w, const float *x, const float *U, const float *dy, float *dx,
+                      float *dg, void *ws, struct dpt_err *err);
+
+#endif
