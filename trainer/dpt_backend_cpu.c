@@ -12,7 +12,8 @@
  * Fusions: BN + ReLU (dnnl_fuse_norm_relu, training and inference), residual
  * add + ReLU (binary post-op).  conv + ReLU post-op does not occur in
  * ResNet training (a BN sits between them).  3x3 stride-1 convolutions on a blocked
- * layout run by Winograd F(4x4,3x3) (dpt_wino; DPT_CPU_CONV=direct: oneDNN's direct kernels).
+ * layout with 64 or more channels run by Winograd F(4x4,3x3) (dpt_wino; DPT_CPU_CONV=direct:
+ * oneDNN's direct kernels only, =winograd: at any channel count).
  *
  * Files: this one is the backend (slabs, the forward and backward walks, memory plans,
  * edges, helpers); the layers are dpt_cpu_layers.c; what both share is dpt_cpu_priv.h.
@@ -661,16 +662,27 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   DN(dnnl_stream_create(&cb->strm, cb->eng, dnnl_stream_default_flags), "stream");
   for (int i = 0; i < m->n_tensors; i++) cb->t[i].need_diff = i > 0 || opts->need_input_grad;
   if (getenv("DPT_CPU_LAYOUT")) cb->nhwc = !strcmp(getenv("DPT_CPU_LAYOUT"), "nhwc");
-  if (getenv("DPT_CPU_CONV")) {
+  if (getenv("DPT_CPU_CONV") && *getenv("DPT_CPU_CONV")) {
     const char *cv = getenv("DPT_CPU_CONV");
-    if (strcmp(cv, "direct") && strcmp(cv, "winograd")) {
-      rc = dpt_err_set(err, DPT_E_INPUT, "cpu backend: DPT_CPU_CONV='%s': use 'winograd' (the default: 3x3 "
-                       "stride-1 convolutions by Winograd F(2x2,3x3)) or 'direct' (oneDNN's direct kernels only)", cv);
+    if (!strcmp(cv, "direct")) cb->conv_mode = DPT_CPU_CONV_DIRECT;
+    else if (!strcmp(cv, "winograd")) cb->conv_mode = DPT_CPU_CONV_WINOGRAD;
+    else if (strcmp(cv, "auto")) {
+      rc = dpt_err_set(err, DPT_E_INPUT, "cpu backend: DPT_CPU_CONV='%s': use 'auto' (the default: 3x3 stride-1 "
+                       "convolutions with 64 or more channels by Winograd F(4x4,3x3)), 'winograd' (every 3x3 "
+                       "stride-1 convolution on a blocked layout) or 'direct' (oneDNN's direct kernels only)", cv);
       goto fail;
     }
-    cb->conv_direct = !strcmp(cv, "direct");
   }
-  cb->wino_m = getenv("DPT_CPU_WINO_TILE") && atoi(getenv("DPT_CPU_WINO_TILE")) == 2 ? 2 : 4;
+  cb->wino_m = 4;
+  if (getenv("DPT_CPU_WINO_TILE") && *getenv("DPT_CPU_WINO_TILE")) {
+    const char *tt = getenv("DPT_CPU_WINO_TILE");
+    if (strcmp(tt, "2") && strcmp(tt, "4")) {
+      rc = dpt_err_set(err, DPT_E_INPUT, "cpu backend: DPT_CPU_WINO_TILE='%s': use 4 (the default, F(4x4,3x3)) or 2 "
+                       "(F(2x2,3x3): slower, about a quarter of the rounding error)", tt);
+      goto fail;
+    }
+    cb->wino_m = atoi(tt);
+  }
 
   for (int i = 0; i < m->n_layers; i++) {
     const struct dpt_layer_desc *d = &m->layers[i];

@@ -77,7 +77,7 @@ struct cpu_backend {
   dnnl_memory_t in_user, out_user, dout_user, dx_user; /* plain edge views */
   dnnl_primitive_t in_reorder, out_reorder, dout_reorder, dx_reorder;
   size_t bytes_total;
-  int conv_direct;        /* DPT_CPU_CONV=direct: oneDNN's direct convolutions only (no Winograd) */
+  int conv_mode;          /* DPT_CPU_CONV: auto (Winograd where it pays), direct, winograd (wherever it can) */
   int wino_m;             /* Winograd output tile: F(4x4,3x3) (DPT_CPU_WINO_TILE=2: F(2x2,3x3)) */
   void *wino_ws;          /* [wino_bytes] the Winograd convolutions' workspace, shared */
   size_t wino_bytes;
@@ -100,6 +100,8 @@ struct cpu_backend {
 };
 
 #define CB(be) ((struct cpu_backend *)(be))
+
+enum { DPT_CPU_CONV_AUTO, DPT_CPU_CONV_DIRECT, DPT_CPU_CONV_WINOGRAD };
 
 /* Run a oneDNN call in a function with `int rc`, `struct dpt_err *err` and a `fail:` label. */
 #define DN(call, layer)                                                                           \

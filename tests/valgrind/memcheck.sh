@@ -22,12 +22,12 @@ build=$(cd "${1:?usage: memcheck.sh BUILD_DIR [EXCLUDE_REGEX]}" && pwd)
 #    initialisers leak and read uninitialised memory inside NVIDIA's closed libraries
 #    (trainer.gpu.cuda_plan, the host-side planning, needs none of them and does run);
 #  trainer.cpu_isa*: a full-width ResNet-50 training step at 224 px through oneDNN's JIT kernels;
-#  trainer.test_ref*.isa_*, trainer.test_ref_f64.direct: the reference tests again with oneDNN capped
-#    to another ISA or its direct convolutions instead of Winograd (other JIT
+#  trainer.test_ref*.isa_*, trainer.test_ref_f64.direct, trainer.test_gradcheck.winograd: the
+#    reference tests again with oneDNN capped to another ISA, or the other convolution algorithm (other JIT
 #    kernels, the same dpt code as the uncapped runs, which stay in);
 #  *_fuzz* deterministic mutation loops: thousands of iterations; the same parsers run under
 #    valgrind through fuzz_regress.* (the committed corpus).
-exclude=${2:-'^(node_facts_live_machine|trainer\.test_(gradcheck|model|ref)|trainer\.cpu_isa(\.avx2)?|trainer\.test_ref(_f64)?\.(isa_.*|direct)|trainer\.gpu\.(?!cuda_plan$).*|tree_fuzz_mutations|spank_opts_fuzz|node_fuzz.*)$'}
+exclude=${2:-'^(node_facts_live_machine|trainer\.test_(gradcheck|model|ref)|trainer\.cpu_isa(\.avx2)?|trainer\.test_ref(_f64)?\.(isa_.*|direct)|trainer\.test_gradcheck\.winograd|trainer\.gpu\.(?!cuda_plan$).*|tree_fuzz_mutations|spank_opts_fuzz|node_fuzz.*)$'}
 log_dir=$build/valgrind
 mkdir -p "$log_dir"
 exec python3 - "$build" "$here/dpt.supp" "$exclude" "$log_dir" <<'PY'
