@@ -763,9 +763,10 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
     for (int i = 0; i < cb->n_tensors; i++) shared += cb->t[i].pooled ? cb->t[i].bytes : 0;
     fprintf(stderr, "cpu backend memory: total %.1f MB: activation tensors %.1f (%.1f of them forward-only, "
             "in %d shared buffers) + gradients <= %.1f (%d shared buffers) + blocked weights %.1f "
-            "(+%.1f shared for their gradients) + workspaces %.1f + private inputs %.1f + scratch %.1f + "
-            "slabs %.1f MB\n", cb->bytes_total / 1e6, act / 1e6, shared / 1e6, cb->n_apool, pool / 1e6,
-            cb->n_pool, wblk / 1e6, cb->dw_bytes / 1e6, ws / 1e6, priv / 1e6, 2.0 * cb->scratch_bytes / 1e6,
+            "(+%.1f shared for their gradients) + workspaces %.1f + Winograd workspace %.1f + private inputs %.1f + "
+            "scratch %.1f + slabs %.1f MB\n", cb->bytes_total / 1e6, act / 1e6, shared / 1e6, cb->n_apool, pool / 1e6,
+            cb->n_pool, wblk / 1e6, cb->dw_bytes / 1e6, ws / 1e6, cb->wino_bytes / 1e6, priv / 1e6,
+            2.0 * cb->scratch_bytes / 1e6,
             (2 * m->n_params + m->n_state) * 4 / 1e6);
   }
   *out = be;

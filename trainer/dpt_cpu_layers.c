@@ -20,7 +20,7 @@ static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   int rc;
   if (L->use_wino) {
-    if ((rc = dpt_wino_forward(&L->wino, cb->t[d->in[0]].buf, l->params, L->wino_u, cb->t[d->out].buf, cb->wino_ws, err)))
+    if ((rc = dpt_wino_forward(&L->wino, cb->t[d->in[0]].buf, l->params, cb->t[d->out].buf, cb->wino_ws, err)))
       dpt_err_prefix(err, "layer '%s'", d->name);
     return rc;
   }
@@ -53,7 +53,7 @@ static int conv_backward_wino(struct dpt_layer *l, struct dpt_err *err)
     cb->pub.grad_written[d->in[0]] = 1;
     dx = acc ? cb->scratch : in->diff;
   }
-  if ((rc = dpt_wino_backward(&L->wino, in->buf, L->wino_u, out->diff, dx, l->grads, cb->wino_ws, err))) {
+  if ((rc = dpt_wino_backward(&L->wino, in->buf, l->params, out->diff, dx, l->grads, cb->wino_ws, err))) {
     dpt_err_prefix(err, "layer '%s'", d->name);
     return rc;
   }
@@ -133,8 +133,6 @@ static int conv_create_wino(struct cpu_backend *cb, struct cpu_layer *L, struct 
     if (rc) return rc;
     size_t b = dpt_wino_workspace(&L->wino);
     if (b > cb->wino_bytes) cb->wino_bytes = b;
-    if (!(L->wino_u = dpt_cpu_alloc(cb, dpt_wino_weights_size(&L->wino))))
-      return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory (Winograd weights of '%s')", d->name);
     L->use_wino = 1;
     return 0;
   }
@@ -719,7 +717,6 @@ void dpt_cpu_layer_destroy(struct dpt_layer *l)
   free(L->dw_blk);
   free(L->src_buf);
   free(L->dsrc_buf);
-  free(L->wino_u);
   l->impl = NULL;
 }
 

@@ -53,7 +53,6 @@ struct cpu_layer {
   /* CONV 3x3/1 by Winograd F(2x2,3x3) (dpt_wino; none of the primitives above) */
   int use_wino;
   struct dpt_wino wino;
-  float *wino_u;                      /* its transformed weights, forward to backward */
 };
 
 struct cpu_backend {

@@ -29,7 +29,7 @@ int dpt_wino_init(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk
   return 0;
 }
 
-/* dU [P][K][C], V [P][T][C], M [P][T][K] with P = alpha^2 points, T tiles of one chunk */
+/* U [P][K][C], dU [P][K][C], V [P][T][C], M [P][T][K] with P = alpha^2 points, T tiles of one chunk */
 static size_t tiles(const struct dpt_wino *w) { return (size_t)w->nc * w->th * w->tw; }
 #define PAD DPT_WINO_PAD
 #define sU dpt_wino_su
@@ -37,10 +37,8 @@ static size_t tiles(const struct dpt_wino *w) { return (size_t)w->nc * w->th * w
 
 size_t dpt_wino_workspace(const struct dpt_wino *w)
 {
-  return (npts(w) * (sU(w) + tiles(w) * (w->C + w->K) + 2 * PAD)) * sizeof(float);
+  return (npts(w) * (2 * sU(w) + tiles(w) * (w->C + w->K) + 2 * PAD)) * sizeof(float);
 }
-
-size_t dpt_wino_weights_size(const struct dpt_wino *w) { return npts(w) * sU(w) * sizeof(float); }
 
 static const struct dpt_wino_tf *tf(const struct dpt_wino *w) { return w->avx2 ? &dpt_wino_tf_avx2 : &dpt_wino_tf_base; }
 
@@ -66,10 +64,10 @@ static int gemms(const struct dpt_wino *w, const char *what, char ta, char tb, i
                      w->C, w->K, w->H, w->W, what, dnnl_status2str(bad));
 }
 
-int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, float *U, float *y, void *ws,
+int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, float *y, void *ws,
                      struct dpt_err *err)
 {
-  float *V = (float *)ws + npts(w) * sU(w);
+  float *U = ws, *V = U + 2 * npts(w) * sU(w);
   tf(w)->wt(w, g, U);
   for (int n0 = 0; n0 < w->N; n0 += w->nc) {
     int ni = w->N - n0 < w->nc ? w->N - n0 : w->nc, T = ni * w->th * w->tw, rc;
@@ -85,10 +83,11 @@ int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, f
   return 0;
 }
 
-int dpt_wino_backward(const struct dpt_wino *w, const float *x, const float *U, const float *dy, float *dx,
+int dpt_wino_backward(const struct dpt_wino *w, const float *x, const float *g, const float *dy, float *dx,
                       float *dg, void *ws, struct dpt_err *err)
 {
-  float *dU = ws, *V = dU + npts(w) * sU(w);
+  float *U = ws, *dU = U + npts(w) * sU(w), *V = dU + npts(w) * sU(w);
+  if (dx) tf(w)->wt(w, g, U); /* again: a layer's own U would cost 131 MB for ResNet-50 */
   for (int n0 = 0; n0 < w->N; n0 += w->nc) {
     int ni = w->N - n0 < w->nc ? w->N - n0 : w->nc, T = ni * w->th * w->tw, rc;
     size_t sV = (size_t)T * w->C + PAD, sM = (size_t)T * w->K + PAD;

@@ -47,17 +47,13 @@ int dpt_wino_init(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk
 /* Bytes of workspace forward and backward need (one buffer may serve many layers). */
 size_t dpt_wino_workspace(const struct dpt_wino *w);
 
-/* Bytes of the transformed weights U [16][K][C]: the layer's own, from forward to backward. */
-size_t dpt_wino_weights_size(const struct dpt_wino *w);
-
-/* y[N][K/blk][H][W][blk] = conv(x[N][C/blk][H][W][blk], g[K][C][3][3]); U = g transformed,
- * for the backward that follows. */
-int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, float *U, float *y, void *ws,
+/* y[N][K/blk][H][W][blk] = conv(x[N][C/blk][H][W][blk], g[K][C][3][3]). */
+int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, float *y, void *ws,
                      struct dpt_err *err);
 
 /* dg[K][C][3][3] = the weight gradient (overwritten); dx (when not NULL, overwritten) the
- * input gradient, both from dy (the layout of y), x and U of the forward before. */
-int dpt_wino_backward(const struct dpt_wino *w, const float *x, const float *U, const float *dy, float *dx,
+ * input gradient, both from dy (the layout of y), x and g. */
+int dpt_wino_backward(const struct dpt_wino *w, const float *x, const float *g, const float *dy, float *dx,
                       float *dg, void *ws, struct dpt_err *err);
 
 #endif

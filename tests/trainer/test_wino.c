@@ -116,7 +116,6 @@ static void one_case(int N, int C, int K, int H, int W, int blk, int mt, int nc)
   float *xf = malloc(nx * 4), *gf = malloc(ng * 4), *dyf = malloc(ny * 4), *yf = malloc(ny * 4);
   float *dxf = malloc(nx * 4), *dgf = malloc(ng * 4), *dgf2 = malloc(ng * 4);
   void *ws = malloc(dpt_wino_workspace(&w));
-  float *U = malloc(dpt_wino_weights_size(&w));
   unsigned s = 12345u + (unsigned)(N * 7 + C * 13 + K * 17 + H * 19 + W * 23);
   for (size_t i = 0; i < nx; i++) x[i] = (float)urand(&s);
   for (size_t i = 0; i < ng; i++) g[i] = (float)(urand(&s) * 0.3);
@@ -186,9 +185,9 @@ static void one_case(int N, int C, int K, int H, int W, int blk, int mt, int nc)
             }
         }
       }
-  CHECK(dpt_wino_forward(&w, xf, gf, U, yf, ws, &err) == 0, "%s: forward: %s", what, err.msg);
-  CHECK(dpt_wino_backward(&w, xf, U, dyf, dxf, dgf, ws, &err) == 0, "%s: backward: %s", what, err.msg);
-  CHECK(dpt_wino_backward(&w, xf, U, dyf, NULL, dgf2, ws, &err) == 0, "%s: backward without dx: %s", what,
+  CHECK(dpt_wino_forward(&w, xf, gf, yf, ws, &err) == 0, "%s: forward: %s", what, err.msg);
+  CHECK(dpt_wino_backward(&w, xf, gf, dyf, dxf, dgf, ws, &err) == 0, "%s: backward: %s", what, err.msg);
+  CHECK(dpt_wino_backward(&w, xf, gf, dyf, NULL, dgf2, ws, &err) == 0, "%s: backward without dx: %s", what,
         err.msg);
   double worst[3] = {0, 0, 0}; /* error / bound */
   int bad = 0;
@@ -224,7 +223,7 @@ static void one_case(int N, int C, int K, int H, int W, int blk, int mt, int nc)
   printf("%-44s error/bound: y %.3f  dx %.3f  dg %.3f  (%d chunk(s))\n", what, worst[0], worst[1], worst[2],
          (N + w.nc - 1) / w.nc);
   free(x), free(g), free(dy), free(y), free(dx), free(dg), free(yb), free(dxb), free(dgb);
-  free(xf), free(gf), free(dyf), free(yf), free(dxf), free(dgf), free(dgf2), free(ws), free(U), free(Ua), free(Va), free(Ma);
+  free(xf), free(gf), free(dyf), free(yf), free(dxf), free(dgf), free(dgf2), free(ws), free(Ua), free(Va), free(Ma);
 }
 
 int main(void)
