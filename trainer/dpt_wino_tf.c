@@ -84,8 +84,16 @@ TF2D(tf_a4, a4, 4, 6)
 TF2D(tf_g4, g4, 3, 6)
 TF2D(tf_gt4, gt4, 6, 3)
 
-static inline __attribute__((always_inline)) void cp(float *d, const float *s, int nl) { LANES d[l] = s[l]; }
-static inline __attribute__((always_inline)) void zero(float *d, int nl) { LANES d[l] = 0; }
+/* 8 floats at a time, a constant size: inline moves (a loop over nl floats becomes a call to
+ * memcpy, measured at 5% of a training step) */
+static inline __attribute__((always_inline)) void cp(float *d, const float *s, int nl)
+{
+  for (int l8 = 0; l8 < nl; l8 += 8) memcpy(d + l8, s + l8, 8 * sizeof(float));
+}
+static inline __attribute__((always_inline)) void zero(float *d, int nl)
+{
+  for (int l8 = 0; l8 < nl; l8 += 8) memset(d + l8, 0, 8 * sizeof(float));
+}
 
 
 /* V[p][t][c] = (BT d_t BT^T)[p] for the chunk's images n0 .. n0+ni-1; the channel blocks
