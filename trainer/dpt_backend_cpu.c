@@ -678,7 +678,7 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
     const char *tt = getenv("DPT_CPU_WINO_TILE");
     if (strcmp(tt, "2") && strcmp(tt, "4")) {
       rc = dpt_err_set(err, DPT_E_INPUT, "cpu backend: DPT_CPU_WINO_TILE='%s': use 4 (the default, F(4x4,3x3)) or 2 "
-                       "(F(2x2,3x3): slower, about a quarter of the rounding error)", tt);
+                       "(F(2x2,3x3): slower, a smaller rounding error)", tt);
       goto fail;
     }
     cb->wino_m = atoi(tt);
