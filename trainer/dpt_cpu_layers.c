@@ -11,6 +11,28 @@
 
 #include "dpt_cpu_priv.h"
 
+/* ---- weights in backward (convolution and inner product) ---------------- */
+
+/* The weight gradient just computed in the primitive's layout -> the plain slab. */
+static int dw_to_slab(struct cpu_backend *cb, struct cpu_layer *L, const char *name, struct dpt_err *err)
+{
+  if (!L->dw_reorder) return 0;
+  dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->dw_prim}, {DNNL_ARG_TO, L->dw_user}};
+  return dpt_cpu_exec(cb, L->dw_reorder, 2, a, "weight gradient reorder", name, err);
+}
+
+/* The weights in backward-data's layout: the forward's copy, or a reorder of the slab into
+ * the shared buffer when backward-data wants another layout. */
+static int w_for_bwd_data(struct cpu_backend *cb, struct cpu_layer *L, const char *name, dnnl_memory_t *w,
+                          struct dpt_err *err)
+{
+  *w = L->w_prim;
+  if (!L->w_reorder_bwd) return 0;
+  dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->w_user}, {DNNL_ARG_TO, L->w_prim_bwd}};
+  *w = L->w_prim_bwd;
+  return dpt_cpu_exec(cb, L->w_reorder_bwd, 2, a, "weight reorder", name, err);
+}
+
 /* ---- convolution -------------------------------------------------------- */
 
 static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
@@ -75,17 +97,10 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
                             {DNNL_ARG_DIFF_WEIGHTS, L->dw_prim}};
     if ((rc = dpt_cpu_exec(cb, L->bwd_w, 3, a, "convolution backward weights", d->name, err))) return rc;
   }
-  if (L->dw_reorder) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->dw_prim}, {DNNL_ARG_TO, L->dw_user}};
-    if ((rc = dpt_cpu_exec(cb, L->dw_reorder, 2, a, "weight gradient reorder", d->name, err))) return rc;
-  }
+  if ((rc = dw_to_slab(cb, L, d->name, err))) return rc;
   if (!in->need_diff) return 0;
-  dnnl_memory_t w = L->w_prim;
-  if (L->w_reorder_bwd) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->w_user}, {DNNL_ARG_TO, L->w_prim_bwd}};
-    if ((rc = dpt_cpu_exec(cb, L->w_reorder_bwd, 2, a, "weight reorder", d->name, err))) return rc;
-    w = L->w_prim_bwd;
-  }
+  dnnl_memory_t w;
+  if ((rc = w_for_bwd_data(cb, L, d->name, &w, err))) return rc;
   int acc;
   dnnl_memory_t tgt = dpt_cpu_diff_target(cb, d->in[0], L->scratch_mem, &acc);
   dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, out->diff_mem},
@@ -497,17 +512,10 @@ static int fc_backward(struct dpt_layer *l, struct dpt_err *err)
                             {DNNL_ARG_DIFF_BIAS, L->db_mem}};
     if ((rc = dpt_cpu_exec(cb, L->bwd_w, 4, a, "inner product backward weights", d->name, err))) return rc;
   }
-  if (L->dw_reorder) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->dw_prim}, {DNNL_ARG_TO, L->dw_user}};
-    if ((rc = dpt_cpu_exec(cb, L->dw_reorder, 2, a, "weight gradient reorder", d->name, err))) return rc;
-  }
+  if ((rc = dw_to_slab(cb, L, d->name, err))) return rc;
   if (!in->need_diff) return 0;
-  dnnl_memory_t w = L->w_prim;
-  if (L->w_reorder_bwd) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, L->w_user}, {DNNL_ARG_TO, L->w_prim_bwd}};
-    if ((rc = dpt_cpu_exec(cb, L->w_reorder_bwd, 2, a, "weight reorder", d->name, err))) return rc;
-    w = L->w_prim_bwd;
-  }
+  dnnl_memory_t w;
+  if ((rc = w_for_bwd_data(cb, L, d->name, &w, err))) return rc;
   int acc;
   dnnl_memory_t tgt = dpt_cpu_diff_target(cb, d->in[0], L->scratch_mem, &acc);
   dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, out->diff_mem},
