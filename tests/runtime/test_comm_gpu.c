@@ -108,8 +108,9 @@ static void property(void)
   static const char *const hosts[] = {"h0", "h1"}, *const bus[] = {"0000:17:00.0", "0000:65:00.0", "0000:CA:00.0"};
   unsigned s = 12345;
   for (int t = 0; t < 2000; t++) {
-    int n = 1 + (int)((s = s * 1103515245u + 12345u) >> 16) % 7, slot[8];
-    const char *h[8], *b[8];
+    /* zero-filled: GCC 12 at -O3 cannot see that only the n written slots are read */
+    int n = 1 + (int)((s = s * 1103515245u + 12345u) >> 16) % 7, slot[8] = {0};
+    const char *h[8] = {0}, *b[8] = {0};
     for (int q = 0; q < n; q++) {
       slot[q] = (int)((s = s * 1103515245u + 12345u) >> 16) % 6;
       h[q] = hosts[slot[q] / 3], b[q] = bus[slot[q] % 3];

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""bench/gpu/check_summary.py — the summary of bench/gpu/check.sh (issue 22's device check).
+
+  check_summary.py line OUTDIR PHASE RC SECONDS LIMIT
+      reads OUTDIR/logs/PHASE.log (and the harness's PHASE.json for resnet/fused/compile), appends
+      one line "phase  pass|fail|timeout  seconds  limit  figure" to OUTDIR/phases.tsv, prints it
+  check_summary.py write OUTDIR [--commit C] [--budget S]
+      OUTDIR/phases.tsv + logs -> OUTDIR/summary.json (dpt.gpu-check/1) and OUTDIR/summary.md
+
+Only the standard library: it runs on the GPU machine's python and in CI on canned logs."""
+import argparse
+import json
+import os
+import re
+import sys
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def status_of(rc):
+    rc = int(rc)
+    return "pass" if rc == 0 else "timeout" if rc in (124, 137) else "fail"
+
+
+def versions(log):
+    v = {k: val.strip() for k, val in re.findall(r"^VERSION (\S+) (.*)$", log, re.M)}
+    m = re.search(r"^(NVIDIA [^,\n]+), ([0-9.]+), (\d+ MiB)", log, re.M)  # nvidia-smi --query-gpu csv row
+    if m:
+        v["gpu"], v["driver"], v["memory"] = m.group(1).strip(), m.group(2), m.group(3)
+    return v
+
+
+def cudnn_str(n):
+    try:
+        n = int(n)
+    except (TypeError, ValueError):
+        return str(n)
+    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 90000 else str(n)
+
+
+def nccl_str(n):
+    try:
+        n = int(n)
+    except (TypeError, ValueError):
+        return str(n)
+    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 20000 else str(n)
+
+
+def fig_versions(log, outdir):
+    v = versions(log)
+    parts = [v.get("gpu", "GPU ?"), "driver " + v.get("driver", "?"), "cuDNN " + cudnn_str(v.get("cudnn", "?")),
+             "NCCL " + nccl_str(v.get("nccl", "?")), "NVRTC " + v.get("nvrtc", "?")]
+    t = v.get("torch", "")
+    parts.append("torch " + t.split()[0] if t else "torch ?")
+    return ", ".join(parts)
+
+
+def fig_smoke(log, outdir):
+    res = re.findall(r"^SMOKE (\S+) (ok|fail)(.*)$", log, re.M)
+    if not res:
+        return "no precision finished"
+    return "; ".join(f"{p} ok" if s == "ok" else f"{p} FAIL{rest}" for p, s, rest in res)
+
+
+def fig_ctest(log, outdir):
+    m = re.search(r"(\d+)% tests passed, (\d+) tests? failed out of (\d+)", log)
+    if not m:
+        return "no ctest summary (ended early?)"
+    failed, total = int(m.group(2)), int(m.group(3))
+    skipped = len(re.findall(r"\*\*\*Skipped|Not Run", log)) if "Skipped" in log or "Not Run" in log else 0
+    names = re.findall(r"^\s*\d+ - (\S+) \((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|[^)]*)\)",
+                       log.split("The following tests FAILED:")[-1], re.M) if failed else []
+    s = f"{total - failed - skipped}/{total} passed, {skipped} skipped"
+    if names:
+        s += "; failed: " + ", ".join(f"{n} ({why})" for n, why in names)
+    return s
+
+
+def fig_mnist(log, outdir):
+    acc = re.findall(r"epoch (\d+) validation: top-1 ([0-9.]+)%", log)
+    if not acc:
+        return "no validation line"
+    ep, top1 = acc[-1]
+    m = re.findall(r"([0-9.]+) img/s", log)
+    return f"top-1 {top1}% after epoch {ep}" + (f", {m[-1]} img/s" if m else "")
+
+
+def bench_doc(outdir, name):
+    p = os.path.join(outdir, "logs", name + ".json")
+    try:
+        with open(p) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def fig_bench(name):
+    def fig(log, outdir):
+        doc = bench_doc(outdir, name)
+        if not doc:
+            m = re.findall(r"^(?:run\.sh|bench): .*$", log, re.M)
+            return "no results written" + (f" ({m[-1][:200]})" if m else "")
+        parts = []
+        for r in doc.get("runs", []):
+            if "images_per_s" in r:
+                parts.append(f"{r['config']} {r['images_per_s']:.0f} img/s")
+            else:
+                parts.append(f"{r['config']} " + ("not run" if "not_run" in r else "FAIL: " + str(r.get("error", "?"))[:160]))
+        for row in doc.get("rows", []):
+            for v in row.get("vs", []):
+                if "images_per_s_ratio" in v:
+                    parts.append(f"{row['dpt_config']}/{v['config']} {v['images_per_s_ratio']:.2f}x"
+                                 + (f" (mem {v['peak_memory_ratio']:.2f}x)" if "peak_memory_ratio" in v else ""))
+        return "; ".join(parts) or "no run"
+    return fig
+
+
+def fig_sanitize(log, outdir):
+    errs = re.findall(r"ERROR SUMMARY: (\d+) error", log)
+    skip = re.findall(r"SKIPPED gpu-sanitize[^\n]*", log)
+    if skip and not errs:
+        return skip[0]
+    return f"{len(errs)} run(s), errors: {', '.join(errs) or 'none reported'}"
+
+
+def fig_jpeg(log, outdir):
+    out = {}
+    for dev, js in re.findall(r"^JPEG (gpu|cpu) (\{.*\})$", log, re.M):
+        try:
+            out[dev] = json.loads(js)
+        except ValueError:
+            pass
+    if not out:
+        last = [x for x in log.strip().splitlines() if x.strip()]
+        return "no measurement" + (f" ({last[-1][:200]})" if last else "")
+    parts = []
+    for dev in ("gpu", "cpu"):
+        d = out.get(dev)
+        if d:
+            ips = d.get("images_per_s")
+            cores = d.get("cores_used")
+            parts.append((f"{dev} {ips:.0f} img/s" if isinstance(ips, (int, float)) else f"{dev} ?")
+                         + (f" on {cores:.1f} cores" if isinstance(cores, (int, float)) else ""))
+    return ", ".join(parts)
+
+
+FIGURES = {"versions": fig_versions, "smoke": fig_smoke, "ctest": fig_ctest, "mnist": fig_mnist,
+           "resnet": fig_bench("resnet"), "fused": fig_bench("fused"), "compile": fig_bench("compile"),
+           "sanitize": fig_sanitize, "jpeg": fig_jpeg}
+
+
+def line(a):
+    log = read(os.path.join(a.outdir, "logs", a.phase + ".log"))
+    try:
+        fig = FIGURES[a.phase](log, a.outdir)
+    except Exception as e:  # a figure that cannot be read must not lose the phase's line
+        fig = f"(figure not parsed: {type(e).__name__}: {e})"
+    st = status_of(a.rc)
+    if st == "timeout":
+        fig = f"stopped at its {a.limit}-s limit; " + fig
+    fig = " ".join(fig.split())
+    row = f"{a.phase}\t{st}\t{int(a.seconds)}\t{int(a.limit)}\t{fig}"
+    with open(os.path.join(a.outdir, "phases.tsv"), "a") as f:
+        f.write(row + "\n")
+    print(f"== {a.phase}: {st} in {int(a.seconds)} s: {fig}", flush=True)
+    return 0
+
+
+def write(a):
+    phases = []
+    for ln in read(os.path.join(a.outdir, "phases.tsv")).splitlines():
+        f = ln.split("\t")
+        if len(f) >= 5:
+            phases.append({"phase": f[0], "status": f[1], "seconds": int(f[2]), "limit_s": int(f[3]),
+                           "figure": "\t".join(f[4:])})
+    v = versions(read(os.path.join(a.outdir, "logs", "versions.log")))
+    benches = {n: bench_doc(a.outdir, n) for n in ("resnet", "fused", "compile")}
+    doc = {"schema": "dpt.gpu-check/1", "commit": a.commit, "budget_s": a.budget, "versions": v, "phases": phases,
+           "bench": {n: {"rows": d.get("rows"), "goals": d.get("goals"), "runs": [
+               {k: r.get(k) for k in ("config", "batch", "images_per_s", "peak_bytes", "error", "not_run") if k in r}
+               for r in d.get("runs", [])]} for n, d in benches.items() if d}}
+    with open(os.path.join(a.outdir, "summary.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    L = ["# dpt GPU device check (bench/gpu/check.sh)", "",
+         f"- dpt commit: {a.commit}",
+         f"- device: {v.get('gpu', '?')}, driver {v.get('driver', '?')}, {v.get('memory', '?')}",
+         f"- cuDNN {cudnn_str(v.get('cudnn', '?'))}, NCCL {nccl_str(v.get('nccl', '?'))}, "
+         f"NVRTC {v.get('nvrtc', '?')}, CUDA runtime {v.get('cudart', '?')}, torch {v.get('torch', '?')}",
+         f"- budget: {a.budget} s", "",
+         "| phase | result | seconds (limit) | figure |", "|---|---|---|---|"]
+    for p in phases:
+        L.append(f"| {p['phase']} | {p['status']} | {p['seconds']} ({p['limit_s']}) | {p['figure'].replace('|', '/')} |")
+    for n, d in benches.items():
+        if d and d.get("goals"):
+            L += ["", f"## {n}: goals", "", "| goal | target | measured | met |", "|---|---|---|---|"]
+            L += [f"| {g['goal']} | {g['target']} | {g['measured']} | {'met' if g['met'] else 'NOT met'} |"
+                  for g in d["goals"]]
+    with open(os.path.join(a.outdir, "summary.md"), "w") as f:
+        f.write("\n".join(L) + "\n")
+    return 0
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("line")
+    p.add_argument("outdir")
+    p.add_argument("phase", choices=sorted(FIGURES))
+    p.add_argument("rc", type=int)
+    p.add_argument("seconds", type=int)
+    p.add_argument("limit", type=int)
+    p = sub.add_parser("write")
+    p.add_argument("outdir")
+    p.add_argument("--commit", default="unknown")
+    p.add_argument("--budget", type=int, default=0)
+    a = ap.parse_args(argv)
+    return line(a) if a.cmd == "line" else write(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
