@@ -230,6 +230,12 @@ def measure(key, fw, label, extra, bs, a, work, tag, timeout):
         if prof:
             argv += ["--profile-steps", str(prof), "--trace", ptrace]
         step_re = re.compile(r"^STEP \d+ ")
+        # the peer's own installation: PyTorch loads the cuDNN / NCCL it was built with (its wheels'),
+        # so the LD_LIBRARY_PATH set for dpt-train (another cuDNN, say) is not passed on, unless
+        # TORCH_LD_LIBRARY_PATH names one for it
+        env.pop("LD_LIBRARY_PATH", None)
+        if os.environ.get("TORCH_LD_LIBRARY_PATH"):
+            env["LD_LIBRARY_PATH"] = os.environ["TORCH_LD_LIBRARY_PATH"]
     rec = {"config": key, "framework": fw, "label": label, "precision": PRECISION[key], "batch": bs,
            "warmup_steps": a.warmup, "timed_steps": a.steps, "command": shlex.join(argv), "log": os.path.basename(log)}
     print(f"bench: {tag}: {fw} {label}, batch {bs}, {total} steps (timeout {timeout:.0f} s)", file=sys.stderr, flush=True)

@@ -7,6 +7,8 @@
 #   versions   nvidia-smi, the driver, CUDA runtime, cuDNN, NCCL, NVRTC, PyTorch; dpt-train's start line
 #   smoke      dpt-train --backend cuda, 2 steps of ResNet-50 at 64 px, fp32 / tf32 / mixed / bf16:
 #              ok, or the first failing call it names
+#   profile    the kernel breakdown (CUPTI) of 2 steps of ResNet-50, 224 px, batch 256, at fp32 and mixed:
+#              the kernels that take the step's time, per step
 #   ctest      ctest -L '^gpu$' (per-test limit), passed / failed / skipped
 #   mnist      the main job (Fashion-MNIST, width 1/8, 3 epochs) on one GPU: top-1
 #   resnet     ResNet-50, 224 px, synthetic, batch 256, the default path at each precision against
@@ -21,12 +23,14 @@
 # --budget bounds the whole call (default 450 s): a phase gets min(its limit, what is left), and a
 # phase with less than 20 s left is recorded as skipped.  Without a GPU it says so and exits 0.
 # BUILD (default $DPT_GPU_BUILD, set by .gpu/env.sh), FMNIST (default .gpudata/fashion-mnist, else
-# /usr/share/datasets/fashion-mnist), TORCH_PYTHON (default python3).
+# /usr/share/datasets/fashion-mnist), TORCH_PYTHON (default python3), CUDNN_LIB_DIR (a cuDNN for
+# dpt-train put first on LD_LIBRARY_PATH: the one the build's headers name, where the machine's
+# own is older; PyTorch keeps its own), RESNET_KEYS (the resnet phase's configurations).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-ALL="versions smoke ctest mnist resnet fused compile sanitize jpeg"
-declare -A LIMIT=([versions]=40 [smoke]=120 [ctest]=180 [mnist]=100 [resnet]=220 [fused]=150 [compile]=300
+ALL="versions smoke profile ctest mnist resnet fused compile sanitize jpeg"
+declare -A LIMIT=([versions]=40 [smoke]=120 [profile]=90 [ctest]=180 [mnist]=100 [resnet]=220 [fused]=150 [compile]=300
                   [sanitize]=150 [jpeg]=100)
 usage() { echo "usage: bench/gpu/check.sh OUTDIR [--only PHASES] [--budget SECONDS] [--dry-run]" \
   "(phases: ${ALL// /,})" >&2; exit 2; }
@@ -68,6 +72,10 @@ export DPT_BUILD_COMMIT=$commit
 py=${TORCH_PYTHON:-python3}
 fm=${FMNIST:-$root/.gpudata/fashion-mnist}
 [[ -d "$fm" ]] || fm=/usr/share/datasets/fashion-mnist
+if [[ -n "${CUDNN_LIB_DIR:-}" ]]; then
+  [[ -e "$CUDNN_LIB_DIR/libcudnn.so.9" ]] || { echo "check.sh: CUDNN_LIB_DIR=$CUDNN_LIB_DIR has no libcudnn.so.9" >&2; exit 2; }
+  export LD_LIBRARY_PATH=$CUDNN_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 mkdir -p "$out/logs" || exit 2
 out=$(cd "$out" && pwd)
 logs=$out/logs
@@ -135,6 +143,17 @@ ph_smoke() {
   return $rc
 }
 
+ph_profile() {
+  local p rc=0
+  for p in fp32 mixed; do
+    "$T" --backend cuda --precision "$p" --dataset synthetic --image-size 224 --num-classes 1000 --width 1 \
+      --synthetic-images 1280 --batch-size 256 --iterations 5 --log-every 1 --no-val --no-flip --no-report \
+      --profile-steps 2 --profile-out "$logs/profile-$p.json" || rc=1
+    "$py" "$here/check_summary.py" kernels "$logs/profile-$p.tsv" --label "$p" || rc=1
+  done
+  return $rc
+}
+
 ph_ctest() {
   (cd "$build" && ctest -L '^gpu$' --timeout "${CTEST_TIMEOUT:-90}" --output-on-failure)
 }
@@ -148,7 +167,8 @@ bench() { # bench KEYS BUDGET NAME
     DPT_BENCH_KEEP=1 bash "$here/run.sh" "$build" "$logs/$3"
 }
 ph_resnet() {
-  bench dpt-fp32,torch-fp32,dpt-tf32,torch-tf32-cl,dpt-fp16,torch-fp16-cl,dpt-bf16,torch-bf16-cl "$(($1 - 10))" resnet
+  bench "${RESNET_KEYS:-dpt-fp32,torch-fp32,dpt-tf32,torch-tf32-cl,dpt-fp16,torch-fp16-cl,dpt-bf16,torch-bf16-cl}" \
+    "$(($1 - 10))" resnet
 }
 ph_fused() { PROFILE_STEPS=3 bench dpt-tf32-fused,dpt-fp16-fused,dpt-bf16-fused "$(($1 - 10))" fused; }
 ph_compile() { bench torch-fp16-compile,torch-bf16-compile "$(($1 - 10))" compile; }

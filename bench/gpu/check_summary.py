@@ -150,7 +150,46 @@ def fig_jpeg(log, outdir):
     return ", ".join(parts)
 
 
-FIGURES = {"versions": fig_versions, "smoke": fig_smoke, "ctest": fig_ctest, "mnist": fig_mnist,
+def kernel_table(tsv):
+    """dpt-train --profile-steps' records (step, kind, stream, start ns, end ns, name) -> steps, per-step span
+    (first start to last end) and [(ms per step, launches per step, name)] by time, most first."""
+    per, steps = {}, {}
+    for ln in read(tsv).splitlines():
+        f = ln.split("\t", 5)
+        if len(f) < 6 or not f[3].isdigit() or not f[4].isdigit():
+            continue
+        st, t0, t1 = int(f[0]), int(f[3]), int(f[4])
+        a, b = steps.get(st, (t0, t1))
+        steps[st] = (min(a, t0), max(b, t1))
+        name = f[5] if f[1] == "kernel" else f[1]
+        ms, cnt = per.get(name, (0.0, 0))
+        per[name] = (ms + (t1 - t0) / 1e6, cnt + 1)
+    n = max(len(steps), 1)
+    span = sum(b - a for a, b in steps.values()) / 1e6 / n
+    rows = sorted(((ms / n, cnt / n, name) for name, (ms, cnt) in per.items()), reverse=True)
+    return len(steps), span, rows
+
+
+def kernels(a):
+    n, span, rows = kernel_table(a.tsv)
+    if not rows:
+        print(f"KERNELS {a.label}: no records in {a.tsv}")
+        return 1
+    busy = sum(r[0] for r in rows)
+    print(f"KERNELS {a.label}: {n} step(s), span {span:.1f} ms/step, kernel time {busy:.1f} ms/step, "
+          f"{sum(r[1] for r in rows):.0f} launches/step; top: "
+          + "; ".join(f"{ms:.1f} ms x{c:.1f} {nm[:90]}" for ms, c, nm in rows[:3]))
+    for ms, c, nm in rows[:a.top]:
+        print(f"  {ms:9.2f} ms/step {100 * ms / busy if busy else 0:5.1f}% {c:6.1f}x  {nm[:160]}")
+    return 0
+
+
+def fig_profile(log, outdir):
+    ks = re.findall(r"^KERNELS (.*)$", log, re.M)
+    return " || ".join(k[:400] for k in ks) if ks else "no kernel records"
+
+
+FIGURES = {"versions": fig_versions, "smoke": fig_smoke, "profile": fig_profile, "ctest": fig_ctest, "mnist": fig_mnist,
            "resnet": fig_bench("resnet"), "fused": fig_bench("fused"), "compile": fig_bench("compile"),
            "sanitize": fig_sanitize, "jpeg": fig_jpeg}
 
@@ -219,8 +258,12 @@ def main(argv):
     p.add_argument("outdir")
     p.add_argument("--commit", default="unknown")
     p.add_argument("--budget", type=int, default=0)
+    p = sub.add_parser("kernels")
+    p.add_argument("tsv")
+    p.add_argument("--label", default="")
+    p.add_argument("--top", type=int, default=25)
     a = ap.parse_args(argv)
-    return line(a) if a.cmd == "line" else write(a)
+    return {"line": line, "write": write, "kernels": kernels}[a.cmd](a)
 
 
 if __name__ == "__main__":
