@@ -156,9 +156,11 @@ def kernel_table(tsv):
     per, steps = {}, {}
     for ln in read(tsv).splitlines():
         f = ln.split("\t", 5)
-        if len(f) < 6 or not f[3].isdigit() or not f[4].isdigit():
+        if len(f) < 6 or not f[3].isdigit() or not f[4].isdigit() or not f[0].lstrip("-").isdigit():
             continue
         st, t0, t1 = int(f[0]), int(f[3]), int(f[4])
+        if st < 0:  # recorded outside the profiled steps (set-up, the last step's tail)
+            continue
         a, b = steps.get(st, (t0, t1))
         steps[st] = (min(a, t0), max(b, t1))
         name = f[5] if f[1] == "kernel" else f[1]

@@ -81,6 +81,10 @@ struct cu_layer {
                                        legacy ops of this layer through them) */
   float *bn_vec;                    /* fused step, BN: [7][C] sum, sum of squares, equivalent scale,
                                        bias, backward coefficients cy, cx, cb (dpt_cuda_fstep.h) */
+  int bn_ex;                        /* BN training through cudnnBatchNormalization*Ex (NHWC persistent
+                                       kernels, ReLU inside when the layer has one); 0: the plain calls */
+  void *bn_reserve;                 /* Ex: forward -> backward reserve space [bn_reserve_bytes] */
+  size_t bn_reserve_bytes;
 };
 
 struct cu_backend {
@@ -96,7 +100,9 @@ struct cu_backend {
   struct cu_layer *l;               /* [n_layers] */
   struct cu_algo *algo;             /* [plan.n_shapes] */
   void *region[DPT_CUDA_NREGIONS];  /* one allocation each (plan.region[] bytes) */
-  void *ws;                         /* shared convolution workspace [ws_bytes] */
+  void *ws;                         /* shared convolution (and BN Ex) workspace [ws_bytes] */
+  size_t bn_ws_bytes;               /* the largest BN Ex forward / backward workspace */
+  cudnnActivationDescriptor_t relu; /* BN Ex: the ReLU fused into BN+ReLU layers */
   size_t ws_bytes;
   float *in32, *out32, *dout32, *dx32; /* fp32 staging: input, logits, dlogits, dinput */
   void *in_own;                     /* the input tensor's arena slot; t[0].buf is the caller's batch
@@ -380,6 +386,11 @@ static cudnnBatchNormMode_t bn_train_mode(const struct cu_backend *cb)
   return cb->plan.bn_persistent_train ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
 }
 
+static cudnnBatchNormOps_t bn_ex_ops(const struct dpt_layer_desc *d)
+{
+  return d->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN;
+}
+
 static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
 {
   struct cu_layer *L = l->impl;
@@ -389,6 +400,14 @@ static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   int rc = 0, li = L->idx, C = d->c_out;
   double eps = cb->pub.opts.bn_eps;
   if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
+  if (training && L->bn_ex) { /* as PyTorch's channels_last path: NHWC persistent kernels, ReLU inside */
+    DNN_CK(cudnnBatchNormalizationForwardTrainingEx,
+           (cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, bn_ex_ops(d), &one, &zero, x->desc, x->buf, NULL, NULL,
+            y->desc, y->buf, L->pdesc, l->params, l->params + C, (double)cb->pub.opts.bn_momentum, l->state,
+            l->state + C, eps, L->save_mean, L->save_istd, d->relu ? cb->relu : NULL, cb->ws, cb->bn_ws_bytes,
+            L->bn_reserve, L->bn_reserve_bytes), li, "");
+    return layer_sync(cb, li, err);
+  }
   if (training)
     DNN_CK(cudnnBatchNormalizationForwardTraining,
            (cb->dnn, bn_train_mode(cb), &one, &zero, x->desc, x->buf, y->desc, y->buf, L->pdesc,
@@ -415,6 +434,16 @@ static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
   double eps = cb->pub.opts.bn_eps;
   if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
   const void *dz = y->diff;
+  if (L->bn_ex) { /* ReLU's backward inside (from y and the reserve space); dgamma / dbeta as below */
+    float b = 0.0f;
+    void *dxe = x->diff ? diff_target(cb, d->in[0], &b) : L->discard;
+    DNN_CK(cudnnBatchNormalizationBackwardEx,
+           (cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, bn_ex_ops(d), &one, &b, &one, &zero, x->desc, x->buf,
+            d->relu ? y->desc : NULL, d->relu ? y->buf : NULL, y->desc, y->diff, NULL, NULL, x->desc, dxe, L->pdesc,
+            l->params, l->params + C, l->grads, l->grads + C, eps, L->save_mean, L->save_istd,
+            d->relu ? cb->relu : NULL, cb->ws, cb->bn_ws_bytes, L->bn_reserve, L->bn_reserve_bytes), li, "");
+    return layer_sync(cb, li, err);
+  }
   if (d->relu) { /* dz = relu'(y) * dy; y > 0 exactly where the BN output was > 0 */
     KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, L->scratch, tensor_dtype(cb, d->out), 0, t_elems(cb, d->out),
                                 cb->stream), li, "");
@@ -1206,6 +1235,7 @@ static void cu_destroy(struct dpt_backend *be)
   dpt_optim_layout_free(&cb->olay);
   while (cb->n_allocs) dfree(cb, cb->allocs[0]);
   if (cb->blas) cublasDestroy(cb->blas);
+  if (cb->relu) cudnnDestroyActivationDescriptor(cb->relu);
   if (cb->dnn) cudnnDestroy(cb->dnn);
   if (cb->stream) cudaStreamDestroy(cb->stream);
   if (cb->up_stream) cudaStreamDestroy(cb->up_stream);
@@ -1818,6 +1848,83 @@ static int note(struct cu_backend *cb, const char *fmt, ...)
   return 0;
 }
 
+/* BN training through cudnnBatchNormalizationForwardTrainingEx / BackwardEx (issue 22), as
+ * PyTorch's channels_last path runs it: NHWC, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, workspace and
+ * reserve space, and BN+ReLU as one op (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) where the layer has its
+ * ReLU.  The plain calls ran cuDNN's generic 1C11 kernels on NHWC: 92% of a mixed-precision
+ * ResNet-50 step on an H200 (bench/results/gpu-check-h200.md).  A layer whose sizes cuDNN refuses
+ * keeps the plain calls (said at start); DPT_CUDA_BN=legacy keeps them all. */
+static int bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
+{
+  const struct dpt_model *m = cb->pub.model;
+  const char *env = getenv("DPT_CUDA_BN");
+  const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+  int rc = 0, n_bn = 0, n_ex = 0, n_no = 0;
+  size_t total = 0;
+  char *base = NULL;
+  cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
+  const char *first_no = NULL;
+  if (env && *env && strcmp(env, "ex") && strcmp(env, "legacy"))
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: DPT_CUDA_BN='%s' is not ex or legacy: unset it (ex: "
+                       "cudnnBatchNormalization*Ex, the default) or set legacy (the plain calls)", env);
+  int want = !(env && !strcmp(env, "legacy"));
+  if (want) {
+    DNN_CK(cudnnCreateActivationDescriptor, (&cb->relu), -1, "BN+ReLU activation");
+    DNN_CK(cudnnSetActivationDescriptor, (cb->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), -1,
+           "BN+ReLU activation");
+  }
+  for (int li = 0; li < m->n_layers; li++) {
+    const struct dpt_layer_desc *d = &m->layers[li];
+    struct cu_layer *L = &cb->l[li];
+    if (d->type != DPT_LAYER_BN) continue;
+    n_bn++;
+    if (!want) continue;
+    const struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
+    cudnnActivationDescriptor_t act = d->relu ? cb->relu : NULL;
+    size_t wf = 0, wb = 0, rs = 0;
+    cudnnStatus_t st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(cb->dnn, mode, bn_ex_ops(d), x->desc,
+                                                                                 NULL, y->desc, L->pdesc, act, &wf);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = cudnnGetBatchNormalizationBackwardExWorkspaceSize(cb->dnn, mode, bn_ex_ops(d), x->desc,
+                                                             d->relu ? y->desc : NULL, y->desc, NULL, x->desc,
+                                                             L->pdesc, act, &wb);
+    if (st == CUDNN_STATUS_SUCCESS)
+      st = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cb->dnn, mode, bn_ex_ops(d), act, x->desc, &rs);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      if (!first_no) first_no = d->name;
+      last = st;
+      n_no++;
+      continue;
+    }
+    L->bn_ex = 1;
+    L->bn_reserve_bytes = rs;
+    total += (rs + 255) & ~(size_t)255;
+    if (wf > cb->bn_ws_bytes) cb->bn_ws_bytes = wf;
+    if (wb > cb->bn_ws_bytes) cb->bn_ws_bytes = wb;
+    n_ex++;
+  }
+  if (total) {
+    if ((rc = dalloc(cb, (void **)&base, total, "BN reserve space (cudnnBatchNormalization*Ex)", err))) goto fail;
+    for (int li = 0; li < m->n_layers; li++)
+      if (cb->l[li].bn_ex && cb->l[li].bn_reserve_bytes) {
+        cb->l[li].bn_reserve = base;
+        base += (cb->l[li].bn_reserve_bytes + 255) & ~(size_t)255;
+      }
+  }
+  if (!want)
+    note(cb, "batch norm: the plain cuDNN calls for its %d layer(s) (DPT_CUDA_BN=legacy)", n_bn);
+  else if (n_no)
+    note(cb, "batch norm: %d of %d layer(s) through cudnnBatchNormalization*Ex (NHWC persistent, BN+ReLU fused); "
+         "%d on the plain calls: cuDNN %ld refused their sizes (%s, first '%s')", n_ex, n_bn, n_no,
+         (long)cudnnGetVersion(), cudnnGetErrorString(last), first_no);
+  else if (n_bn)
+    note(cb, "batch norm: %d layer(s) through cudnnBatchNormalization*Ex (NHWC persistent, BN+ReLU fused), "
+         "reserve %.1f MB, workspace %.1f MB", n_bn, total / 1e6, cb->bn_ws_bytes / 1e6);
+  return 0;
+fail:
+  return rc;
+}
+
 /* The fused step (--fuse): the engine cache and the errata, then every fused op's cuDNN graph
  * built on the arena (its engine from the cache, else timed: dpt_cudnn_graph).  An op with no
  * engine here keeps its layer on the legacy calls (dpt_cuda_fuse_deny) and the plan is made
@@ -2153,6 +2260,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     free(hs);
     if (rc) goto fail;
   }
+  if ((rc = bn_ex_prepare(cb, err))) goto fail;
   /* algorithms: once per distinct shape of the convolutions on legacy calls, under the workspace
    * limit (the weight copies the measured search runs on came with the parameters) */
   {
@@ -2175,6 +2283,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
       if (a->ws_filter > cb->ws_bytes) cb->ws_bytes = a->ws_filter;
     }
     if (cb->fx.workspace > cb->ws_bytes) cb->ws_bytes = cb->fx.workspace; /* the fused ops' plans share it */
+    if (cb->bn_ws_bytes > cb->ws_bytes) cb->ws_bytes = cb->bn_ws_bytes;   /* and the BN Ex calls */
     if (cb->ws_bytes && (rc = dalloc(cb, &cb->ws, cb->ws_bytes, "convolution workspace", err))) goto fail;
     cb->fx.ctx.workspace = cb->ws;
     cb->fx.ctx.workspace_limit = cb->ws_bytes;
