@@ -59,6 +59,7 @@ struct cu_tensor {
 
 struct cu_algo {
   int fwd, bwd_data, bwd_filter;   /* cudnnConvolution*Algo_t */
+  int math_fwd, math_data, math_filter; /* cudnnMathType_t the choice was made with (set before each call) */
   size_t ws_fwd, ws_data, ws_filter;
 };
 
@@ -342,6 +343,7 @@ static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   int rc = 0, li = L->idx;
   const void *w = L->w16; /* KRSC copy in the compute type: written by the fused optimizer */
   (void)cp;
+  DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_fwd), li, "");
   DNN_CK(cudnnConvolutionForward, (cb->dnn, &one, cb->t[d->in[0]].desc, cb->t[d->in[0]].buf,
                                    L->fdesc, w, L->cdesc, (cudnnConvolutionFwdAlgo_t)a->fwd, cb->ws,
                                    a->ws_fwd, &zero, cb->t[d->out].desc, cb->t[d->out].buf), li, "");
@@ -359,6 +361,7 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   const struct cu_algo *a = &cb->algo[cp->shape_id];
   struct cu_tensor *in = &cb->t[d->in[0]], *out = &cb->t[d->out];
   int rc = 0, li = L->idx;
+  DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_filter), li, "");
   DNN_CK(cudnnConvolutionBackwardFilter, (cb->dnn, &one, in->desc, in->buf, out->desc, out->diff,
                                           L->cdesc, (cudnnConvolutionBwdFilterAlgo_t)a->bwd_filter,
                                           cb->ws, a->ws_filter, &zero, L->fdesc, L->dw16), li, "");
@@ -369,6 +372,7 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   if (in->diff) {
     float beta;
     void *dx = diff_target(cb, d->in[0], &beta);
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_data), li, "");
     DNN_CK(cudnnConvolutionBackwardData, (cb->dnn, &one, L->fdesc, L->w16,
                                           out->desc, out->diff, L->cdesc,
                                           (cudnnConvolutionBwdDataAlgo_t)a->bwd_data, cb->ws,
@@ -699,6 +703,22 @@ static const struct dpt_layer_ops fused_ops = {fused_forward, fused_backward, la
 
 /* ---- algorithm choice, once per distinct convolution shape ------------------ */
 
+/* The math type the algorithm search may use: fp32 FMA only (TF32 off, the oracle); tf32, fp16,
+ * bf16 tensor-core math (cuDNN then lists its tensor-core kernels, and the measured search picks
+ * among them).  The choice's own math type (cuDNN may list an algorithm under another) is set on
+ * the descriptor before each call that runs it. */
+static cudnnMathType_t conv_search_math(const struct cu_backend *cb)
+{
+  return cb->plan.precision == DPT_CUDA_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+/* The math type a chosen algorithm runs with: the one cuDNN listed it under, except at fp32,
+ * which stays FMA (cuDNN's DEFAULT_MATH would let float convolutions use TF32). */
+static cudnnMathType_t conv_run_math(const struct cu_backend *cb, cudnnMathType_t listed)
+{
+  return cb->plan.precision == DPT_CUDA_FP32 ? CUDNN_FMA_MATH : listed;
+}
+
 /* Algorithms of convolution shape `shape`, searched on conv rep (a convolution of that shape
  * that runs on the legacy calls: its tensors exist). */
 static int choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err)
@@ -717,6 +737,7 @@ static int choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit,
   enum { REQ = 16 };
   {
     cudnnConvolutionFwdAlgoPerf_t p[REQ];
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_search_math(cb)), li, "");
     if (cb->copts.algo_search)
       DNN_CK(cudnnFindConvolutionForwardAlgorithmEx, (cb->dnn, x->desc, x->buf, L->fdesc, w, L->cdesc,
                                                       y->desc, y->buf, REQ, &n, p, cb->ws, limit), li,
@@ -730,10 +751,17 @@ static int choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit,
                                          p[i].determinism == CUDNN_DETERMINISTIC};
     if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
     a->fwd = c[pick].algo;
+    a->math_fwd = (int)conv_run_math(cb, p[pick].mathType);
     a->ws_fwd = c[pick].memory;
+    size_t q = 0; /* the workspace of that algorithm with that math type, as the call will run it */
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_run_math(cb, p[pick].mathType)), li, "");
+    DNN_CK(cudnnGetConvolutionForwardWorkspaceSize, (cb->dnn, x->desc, L->fdesc, L->cdesc, y->desc, p[pick].algo, &q),
+           li, "");
+    if (q > a->ws_fwd) a->ws_fwd = q;
   }
   {
     cudnnConvolutionBwdFilterAlgoPerf_t p[REQ];
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_search_math(cb)), li, "");
     if (cb->copts.algo_search)
       DNN_CK(cudnnFindConvolutionBackwardFilterAlgorithmEx, (cb->dnn, x->desc, x->buf, y->desc, y->diff,
                                                              L->cdesc, L->fdesc, dw, REQ, &n, p,
@@ -747,12 +775,20 @@ static int choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit,
                                          p[i].determinism == CUDNN_DETERMINISTIC};
     if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
     a->bwd_filter = c[pick].algo;
+    a->math_filter = (int)conv_run_math(cb, p[pick].mathType);
     a->ws_filter = c[pick].memory;
+    size_t q = 0;
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_run_math(cb, p[pick].mathType)), li, "");
+    DNN_CK(cudnnGetConvolutionBackwardFilterWorkspaceSize, (cb->dnn, x->desc, y->desc, L->cdesc, L->fdesc,
+                                                            p[pick].algo, &q), li, "");
+    if (q > a->ws_filter) a->ws_filter = q;
   }
   a->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  a->math_data = a->math_filter;
   a->ws_data = 0;
   if (x->diff) {
     cudnnConvolutionBwdDataAlgoPerf_t p[REQ];
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_search_math(cb)), li, "");
     if (cb->copts.algo_search)
       DNN_CK(cudnnFindConvolutionBackwardDataAlgorithmEx, (cb->dnn, L->fdesc, w, y->desc, y->diff,
                                                            L->cdesc, x->desc, dx, REQ, &n, p, cb->ws,
@@ -766,7 +802,13 @@ static int choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit,
                                          p[i].determinism == CUDNN_DETERMINISTIC};
     if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
     a->bwd_data = c[pick].algo;
+    a->math_data = (int)conv_run_math(cb, p[pick].mathType);
     a->ws_data = c[pick].memory;
+    size_t q = 0;
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_run_math(cb, p[pick].mathType)), li, "");
+    DNN_CK(cudnnGetConvolutionBackwardDataWorkspaceSize, (cb->dnn, L->fdesc, y->desc, L->cdesc, x->desc,
+                                                          p[pick].algo, &q), li, "");
+    if (q > a->ws_data) a->ws_data = q;
   }
   return 0;
 none:
@@ -1742,8 +1784,7 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), li, "");
     /* fp32: FMA only (TF32 off, the oracle); tf32, fp16, bf16: tensor-core math
      * (cuDNN then lists its tensor-core kernels, and the measured search picks among them) */
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, cb->plan.precision == DPT_CUDA_FP32 ? CUDNN_FMA_MATH
-                                         : CUDNN_TENSOR_OP_MATH), li, "");
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_search_math(cb)), li, "");
     int dims[4];
     DNN_CK(cudnnGetConvolution2dForwardOutputDim, (L->cdesc, cb->t[d->in[0]].desc, L->fdesc, &dims[0],
                                                    &dims[1], &dims[2], &dims[3]), li, "");
