@@ -62,6 +62,10 @@ fi
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "check.sh: no GPU here (nvidia-smi -L fails): nothing run, nothing written"; exit 0
 fi
+if [[ -n "${CUDA_VISIBLE_DEVICES+set}" && ( -z "$CUDA_VISIBLE_DEVICES" || "$CUDA_VISIBLE_DEVICES" == -* ) ]]; then
+  echo "check.sh: no GPU here (CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides every GPU): nothing run, nothing written"
+  exit 0
+fi
 build=${BUILD:-${DPT_GPU_BUILD:-}}
 [[ -n "$build" && -x "$build/trainer/dpt-train" ]] ||
   { echo "check.sh: no dpt-train in BUILD='$build': source .gpu/env.sh (pack with ../shared/gpu/pack.sh)" >&2; exit 2; }

@@ -168,7 +168,7 @@ def kernel_table(tsv):
         per[name] = (ms + (t1 - t0) / 1e6, cnt + 1)
     n = max(len(steps), 1)
     span = sum(b - a for a, b in steps.values()) / 1e6 / n
-    rows = sorted(((ms / n, cnt / n, name) for name, (ms, cnt) in per.items()), reverse=True)
+    rows = sorted(((ms / n, cnt / n, name) for name, (ms, cnt) in per.items()), key=lambda r: (-r[0], r[2]))
     return len(steps), span, rows
 
 

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""bench.gpu.check: bench/gpu/check.sh's summary writer on the canned logs of a real device visit
+(tests/trainer/gpu-check/logs: an H200, 2026-11-28), and check.sh's usage paths without a GPU.
+  - `check_summary.py line` turns each phase's log into one line with the figure a reader needs:
+    the versions, every precision of the smoke run, ctest's counts and failed tests, the main job's
+    top-1, the harness's img/s and ratios, the kernel table; exit status 124 reads as a timeout;
+    an empty log still gives its line;
+  - `check_summary.py write` makes summary.md / summary.json (schema dpt.gpu-check/1) from them;
+  - `check_summary.py kernels` on hand-made records: per-step times, launches, out-of-step
+    records left out;
+  - check.sh --dry-run lists the phases, an unknown phase or option exits 2, and without a GPU it
+    says so, exits 0 and writes nothing.
+usage: test_gpu_check.py BENCH_GPU_DIR CANNED_LOGS_DIR"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+bench, canned = sys.argv[1], sys.argv[2]
+summ = os.path.join(bench, "check_summary.py")
+fails = []
+
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(*args, env=None):
+    return subprocess.run(list(args), capture_output=True, text=True, env=env)
+
+
+tmp = tempfile.mkdtemp(prefix="dpt-test-gpu-check.")
+try:
+    out = os.path.join(tmp, "out")
+    shutil.copytree(canned, os.path.join(out, "logs"))
+    open(os.path.join(out, "logs", "jpeg.log"), "w").close()  # a phase that printed nothing
+    # kernels: two steps, one record outside the steps, a copy; 3 and 1 ms per step
+    tsv = os.path.join(tmp, "k.tsv")
+    with open(tsv, "w") as f:
+        f.write("0\tkernel\t7\t0\t2000000\tconv_a\n0\tkernel\t7\t2000000\t3000000\tbn_b\n"
+                "1\tkernel\t7\t10000000\t14000000\tconv_a\n1\tmemcpy\t7\t14000000\t15000000\t\n"
+                "-1\tkernel\t7\t20000000\t90000000\tsetup\nnot a record\n")
+    r = run(sys.executable, summ, "kernels", tsv, "--label", "t")
+    check(r.returncode == 0, f"kernels: exit {r.returncode}")
+    first = r.stdout.splitlines()[0] if r.stdout else ""
+    check(first.startswith("KERNELS t: 2 step(s), span 4.0 ms/step, kernel time 4.0 ms/step, 2 launches/step"),
+          f"kernels: '{first}'")
+    check(" 3.00 ms/step" in r.stdout and "conv_a" in r.stdout and "setup" not in r.stdout,
+          f"kernels table: {r.stdout}")
+    with open(os.path.join(out, "logs", "profile.log"), "w") as f:  # the profile phase's log: two tables
+        for label in ("fp32", "mixed"):
+            f.write(run(sys.executable, summ, "kernels", tsv, "--label", label).stdout)
+
+    for phase, rc in [("versions", 0), ("smoke", 0), ("profile", 0), ("ctest", 8), ("mnist", 0), ("resnet", 0),
+                      ("jpeg", 124)]:
+        r = run(sys.executable, summ, "line", out, phase, str(rc), "12", "90")
+        check(r.returncode == 0, f"line {phase}: exit {r.returncode}: {r.stderr}")
+    rows = {ln.split("\t")[0]: ln.split("\t") for ln in open(os.path.join(out, "phases.tsv")).read().splitlines()}
+    check(len(rows) == 7, f"phases.tsv has {len(rows)} phases, want 7")
+    want = {
+        "versions": ("pass", ["NVIDIA H200", "driver 580.159.04", "cuDNN 9.14.0", "NCCL 2.28.3", "NVRTC 13.0"]),
+        "smoke": ("pass", ["fp32 ok; tf32 ok; mixed ok; bf16 ok"]),
+        "profile": ("pass", ["fp32: 2 step(s), span 4.0 ms/step", " || mixed: 2 step(s), span 4.0 ms/step",
+                             "top: 3.0 ms x1.0 conv_a; 0.5 ms x0.5 bn_b; 0.5 ms x0.5 memcpy"]),
+        "ctest": ("fail", ["7/16 passed, 1 skipped", "trainer.gpu.shared_gpu (Failed)",
+                           "trainer.gpu.fused_vs_unfused (NUMERICAL)", "trainer.gpu.fused (Failed)"]),
+        "mnist": ("pass", ["top-1 91.91% after epoch 3", "2879.5 img/s"]),
+        "resnet": ("pass", ["torch-fp32 1054 img/s", "dpt-fp16 364 img/s", "torch-bf16-cl not run",
+                            "dpt-fp16/torch-fp16-cl 0.07x (mem 1.03x)"]),
+        "jpeg": ("timeout", ["stopped at its 90-s limit", "no measurement"]),
+    }
+    for phase, (status, parts) in want.items():
+        f = rows.get(phase, ["", "", "", "", ""])
+        check(f[1] == status, f"{phase}: status '{f[1]}', want '{status}'")
+        for p in parts:
+            check(p in f[4], f"{phase}: '{p}' not in the figure '{f[4]}'")
+    r = run(sys.executable, summ, "write", out, "--commit", "b12a521", "--budget", "345")
+    check(r.returncode == 0, f"write: exit {r.returncode}: {r.stderr}")
+    doc = json.load(open(os.path.join(out, "summary.json")))
+    check(doc.get("schema") == "dpt.gpu-check/1", f"schema {doc.get('schema')}")
+    check([p["phase"] for p in doc["phases"]] == list(want), f"phases {[p['phase'] for p in doc['phases']]}")
+    check(doc["versions"].get("gpu") == "NVIDIA H200" and doc["versions"].get("cudnn") == "91400",
+          f"versions {doc['versions']}")
+    check("resnet" in doc["bench"] and any(x["config"] == "torch-tf32-cl" and round(x["images_per_s"]) == 3116
+                                           for x in doc["bench"]["resnet"]["runs"]), "bench.resnet runs")
+    md = open(os.path.join(out, "summary.md")).read()
+    check("| ctest | fail | 12 (90) | 7/16 passed" in md, "summary.md: the ctest row")
+    check("- dpt commit: b12a521" in md and "cuDNN 9.14.0" in md, "summary.md: commit / versions")
+    check("## resnet: goals" in md and "| dpt-train fp16 runs at batch 256 | runs | 364 img/s | met |" in md,
+          "summary.md: the harness's goals")
+
+    # check.sh without a GPU, and its usage errors
+    sh = os.path.join(bench, "check.sh")
+    r = run("bash", sh, "--dry-run")
+    check(r.returncode == 0 and "versions  limit" in r.stdout and "jpeg      limit" in r.stdout,
+          f"--dry-run: {r.returncode} {r.stdout}")
+    r = run("bash", sh, "--dry-run", "--only", "ctest,resnet")
+    check(r.returncode == 0 and len([x for x in r.stdout.splitlines() if "limit" in x]) == 2, f"--only: {r.stdout}")
+    r = run("bash", sh, os.path.join(tmp, "x"), "--only", "nope")
+    check(r.returncode == 2 and "unknown phase 'nope'" in r.stderr, f"bad phase: {r.returncode} {r.stderr}")
+    r = run("bash", sh, os.path.join(tmp, "x"), "--budget", "ten")
+    check(r.returncode == 2, f"bad budget: exit {r.returncode}")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="-1")
+    r = run("bash", sh, os.path.join(tmp, "nogpu"), env=env)
+    check(r.returncode == 0 and "no GPU here" in r.stdout, f"no GPU: {r.returncode} {r.stdout} {r.stderr}")
+    check(not os.path.exists(os.path.join(tmp, "nogpu")), "no GPU: wrote its OUTDIR")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+print(f"bench.gpu.check: {len(fails)} failure(s)")
+sys.exit(1 if fails else 0)
