@@ -2340,6 +2340,11 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
    * a step, but the pooled memory starts clean for compute-sanitizer's initcheck */
   CUDA_CK(cudaMemsetAsync, (cb->region[DPT_CUDA_R_ARENA], 0, cb->plan.region[DPT_CUDA_R_ARENA], cb->stream), -1,
           "arena");
+  /* a fresh optimizer: zero momentum.  A caller that steps without sgd_init (trainer.gpu.ref)
+   * otherwise reads cudaMalloc's leftovers as velocity: the likely cause of its parameters being
+   * 8.8e-4 off PyTorch's after one step on the first GPU run, with step 1's gradients in bounds */
+  CUDA_CK(cudaMemsetAsync, (cb->region[DPT_CUDA_R_SGD], 0, cb->plan.region[DPT_CUDA_R_SGD], cb->stream), -1,
+          "SGD momentum buffer");
   if ((rc = stream_sync(cb, -1, "creation", err))) goto fail;
   *out = be;
   return 0;
