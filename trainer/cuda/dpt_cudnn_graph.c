@@ -350,7 +350,10 @@ static void build_ops(struct gb *g)
   const struct dpt_cg_desc *d = &o->d;
   int io = d->io, sb = d->sb;
   int64_t n = d->n, c = d->c, h = d->h, w = d->w, k = d->k, r = d->r;
-  int64_t p = out_hw(d->h, d->r, d->stride, d->pad), q = out_hw(d->w, d->r, d->stride, d->pad);
+  /* the output side of a convolution; the other patterns keep the input's (their stride is 0: dividing
+   * by it was the SIGFPE that ended every fused run on the first GPU visit) */
+  int64_t p = is_conv(d->pattern) ? out_hw(d->h, d->r, d->stride, d->pad) : d->h;
+  int64_t q = is_conv(d->pattern) ? out_hw(d->w, d->r, d->stride, d->pad) : d->w;
   const char *tag = "";
   switch (d->pattern) {
   case DPT_CG_CONV_STATS:

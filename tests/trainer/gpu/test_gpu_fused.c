@@ -247,6 +247,11 @@ static struct dpt_cg_desc desc(int pattern, int io, const struct geo *g, int rel
   memset(&d, 0, sizeof d);
   d.pattern = pattern;
   d.n = g->n, d.c = g->c, d.h = g->h, d.w = g->w, d.k = g->k, d.r = g->r, d.stride = g->stride, d.pad = g->pad;
+  /* as the backend describes them (dpt_cuda_fstep.c): only a convolution has a geometry; the others'
+   * stride 0 once reached a division (SIGFPE in every fused dpt-train on the first GPU visit) */
+  if (pattern != DPT_CG_CONV_STATS && pattern != DPT_CG_SBR_CONV_STATS && pattern != DPT_CG_DGRAD_DRELU_DBN &&
+      pattern != DPT_CG_DGRAD && pattern != DPT_CG_WGRAD && pattern != DPT_CG_SBR_WGRAD)
+    d.k = d.r = d.stride = d.pad = 0;
   d.io = io;
   d.sb = DPT_CG_F32;
   d.relu = relu;
