@@ -157,4 +157,10 @@ int dpt_comm_enqueue_join(struct dpt_comm *comm, void **done, struct dpt_err *er
  * use order.  Returns how many (up to cap are written). */
 int dpt_comm_peers(const struct dpt_comm *comm, int *send_to, int *recv_from, int cap);
 
+#ifdef DPT_HAVE_NCCL
+/* ncclGetVersion's code (e.g. 22803 for NCCL 2.28.3: the library loaded, not the headers); -1 when
+ * it fails.  dpt-train's start line and job report name it (issue 22). */
+int dpt_comm_nccl_version(void);
+#endif
+
 #endif /* DPT_COMM_H */

@@ -43,6 +43,12 @@ static int cuda_err(struct dpt_comm *c, cudaError_t e, const char *call, struct 
                      c->host_of[c->rank], cudaGetErrorString(e));
 }
 
+int dpt_comm_nccl_version(void)
+{
+  int v = 0;
+  return ncclGetVersion(&v) == ncclSuccess ? v : -1;
+}
+
 int dpt_comm_nccl_bus_id(int gpu, char *out, size_t len, struct dpt_err *err)
 {
   cudaError_t ce = cudaDeviceGetPCIBusId(out, (int)len, gpu);

@@ -28,7 +28,7 @@ struct dpt_watchdog {
   _Atomic double last;      /* last progress (monotonic seconds) */
   atomic_int waiting_on;
   atomic_int expired;
-  char msg[1024];
+  char msg[2048];           /* room for every part at its longest: GCC proves no truncation at -O0 and -Os */
   dpt_watchdog_handler_fn handler;
   void *handler_arg;
   dpt_watchdog_suspect_fn suspect;
@@ -402,7 +402,7 @@ static void fire(struct dpt_watchdog *wd, const char *what, double idle, int pee
    * dpt-launch names the rank the survivors suspect (a hung one has no record) */
   dpt_watchdog_set_phase(WATCHDOG_FIRED, -1);
   if (srank >= 0) {
-    char line[128];
+    char line[192]; /* the phrase, a rank and a 127-byte node name */
     snprintf(line, sizeof line, WATCHDOG_FIRED "; suspect rank %d on %s", srank, snode);
     phase_line(line);
   }

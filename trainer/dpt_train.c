@@ -35,6 +35,9 @@
 #include "dpt_ckpt.h"
 #include "dpt_cpu_impl.h" /* the CPU and ISA the job report names */
 #include "dpt_cuda_capture.h" /* the steps announced to the backend (--cuda-graph) */
+#ifdef DPT_HAVE_CUDA_BACKEND
+#include "dpt_cuda_versions.h" /* the start line's and the report's GPU library versions */
+#endif
 #include "dpt_data.h"
 #include "dpt_model.h"
 #include "dpt_optim.h"
@@ -1437,11 +1440,58 @@ static int run_resume(struct run *r, struct dpt_err *err)
 }
 
 /* The run's configuration: into the job report, and rank 0's banner. */
+/* The GPU, driver and libraries a cuda run uses (issue 22): line[] for the start line, and the
+ * job report's software.gpu / software.libraries. */
+static void cuda_versions(struct run *r, char *line, size_t len)
+{
+  line[0] = '\0';
+#ifdef DPT_HAVE_CUDA_BACKEND
+  if (strcmp(r->be->ops->name, "cuda")) return;
+  struct dpt_cuda_versions v;
+  dpt_cuda_versions_get(getenv("DPT_CUDA_DEVICE") ? atoi(getenv("DPT_CUDA_DEVICE")) : 0, &v); /* the backend's */
+  int n = dpt_cuda_versions_str(&v, line, len);
+  long nccl = -1;
+#ifdef DPT_HAVE_NCCL
+  nccl = dpt_comm_nccl_version();
+  if (n > 0 && (size_t)n < len)
+    snprintf(line + n, len - (size_t)n, nccl > 0 ? ", NCCL %ld.%ld.%ld" : ", NCCL ?", nccl / 10000, nccl / 100 % 100,
+             nccl % 100);
+#else
+  (void)n;
+#endif
+#ifdef DPT_TRAIN_HAVE_COMM
+  if (r->rep) {
+    char b[48];
+    dpt_report_set_software(r->rep, "gpu", v.device[0] ? v.device : NULL);
+    snprintf(b, sizeof b, "%d.%d", v.driver / 1000, v.driver % 1000 / 10);
+    dpt_report_set_library(r->rep, "cuda_driver", v.driver ? b : NULL);
+    snprintf(b, sizeof b, "%d.%d", v.runtime / 1000, v.runtime % 1000 / 10);
+    dpt_report_set_library(r->rep, "cuda_runtime", v.runtime ? b : NULL);
+    dpt_cuda_versions_cudnn(v.cudnn, b, sizeof b);
+    dpt_report_set_library(r->rep, "cudnn", b);
+    dpt_cuda_versions_cudnn(v.cudnn_built, b, sizeof b);
+    dpt_report_set_library(r->rep, "cudnn_headers", b);
+    snprintf(b, sizeof b, "%d.%d.%d", v.cublas / 10000, v.cublas / 100 % 100, v.cublas % 100);
+    dpt_report_set_library(r->rep, "cublas", v.cublas ? b : NULL);
+    snprintf(b, sizeof b, "%d.%d", v.nvrtc_major, v.nvrtc_minor);
+    dpt_report_set_library(r->rep, "nvrtc", v.nvrtc_major >= 0 ? b : NULL);
+    snprintf(b, sizeof b, "%ld.%ld.%ld", nccl / 10000, nccl / 100 % 100, nccl % 100);
+    dpt_report_set_library(r->rep, "nccl", nccl > 0 ? b : NULL);
+  }
+#endif
+  (void)nccl;
+#else
+  (void)r, (void)len;
+#endif
+}
+
 static void run_describe(struct run *r)
 {
   struct opts *o = &r->o;
   struct dpt_backend *be = r->be;
   int R = r->R;
+  char gpu_line[512];
+  cuda_versions(r, gpu_line, sizeof gpu_line);
 #ifdef DPT_TRAIN_HAVE_COMM
   struct dpt_report *rep = r->rep;
   if (rep) {
@@ -1500,6 +1550,7 @@ static void run_describe(struct run *r)
            R > 1 ? o->comm : "", o->dbuf ? ", double buffering" : "", r->sch.peak_lr, o->schedule,
            o->warmup_epochs, r->total_steps, r->total_epochs);
     printf("dpt-train: input: %s\n", r->input_desc);
+    if (gpu_line[0]) printf("dpt-train: cuda: %s\n", gpu_line);
     const char *notes = be->ops->notes ? be->ops->notes(be) : "";
     for (const char *p = notes; p && *p;) { /* what the backend decided at start-up */
       const char *nl = strchr(p, '\n');

@@ -114,13 +114,12 @@ static int make(int argc, char **argv)
   long n = 3000, k = 10, seed = 1, threads = 0;
   if (argc < 3) return usage();
   const char *dir = argv[2];
-  for (int i = 3; i < argc; i++) {
+  for (int i = 3; i < argc; i += 2) { /* option value pairs */
     long *v = !strcmp(argv[i], "--images") ? &n : !strcmp(argv[i], "--classes") ? &k
             : !strcmp(argv[i], "--seed") ? &seed : !strcmp(argv[i], "--threads") ? &threads : NULL;
     long hi = v == &n ? 10000000 : v == &k ? 100000 : v == &threads ? 1024 : 1L << 40;
     if (!v) return usage();
     if (num(argv[i], i + 1 < argc ? argv[i + 1] : NULL, v == &n || v == &k ? 1 : 0, hi, v)) return 2;
-    i++;
   }
   char p[4096];
   snprintf(p, sizeof p, "%s", dir);

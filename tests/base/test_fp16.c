@@ -11,6 +11,15 @@
 
 #include "dpt_fp16.h"
 
+#ifndef __FLT16_MANT_DIG__
+/* The reference is the compiler's _Float16: GCC 12 has it on x86-64, clang before 15 does not
+ * (Debian 12's clang 14 builds the project too). */
+int main(void)
+{
+  printf("SKIPPED test_fp16: this compiler has no _Float16 (the reference); GCC runs it\n");
+  return 77;
+}
+#else
 static int failures;
 
 static uint16_t ref_half(float f)
@@ -182,3 +191,4 @@ int main(void)
   printf("fp16: %s (%d failures)\n", failures ? "FAILED" : "ok", failures);
   return failures ? 1 : 0;
 }
+#endif /* __FLT16_MANT_DIG__ */

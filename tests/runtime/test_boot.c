@@ -52,7 +52,7 @@ int main(int argc, char **argv)
   const struct dpt_plan *plan;
   int p, me;
 
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) { /* option value pairs */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) {
       fprintf(stderr, "test_boot: %s needs a value\n", a);
@@ -74,7 +74,6 @@ int main(int argc, char **argv)
       fprintf(stderr, "test_boot: unknown option %s\n", a);
       return 2;
     }
-    i++;
   }
   dpt_err_clear(&err);
   dpt_boot_opts_init(&o);
