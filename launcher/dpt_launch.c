@@ -69,7 +69,7 @@ static volatile sig_atomic_t got_signal = 0;
  * meant to $DPT_LAUNCH_STATUS_DIR/forwarded ("T": SIGTERM, "U": a real
  * SIGUSR2), and each rank supervisor turns a SIGUSR2 back into SIGTERM unless
  * that file says "U" (or is unreadable: a node without the launcher's /tmp). */
-static char g_forwarded[PATH_MAX]; /* "" until the status directory exists */
+static char g_forwarded[PATH_MAX + 16]; /* "" until the status directory exists; its path + "/forwarded" */
 static int g_supervisor;           /* this process is a rank supervisor (--exec-rank) */
 
 static void forward(int sig)
