@@ -53,6 +53,9 @@ CONFIGS = [
     ("dpt-fp32-fused", "dpt", "fp32 (TF32 off), fused + CUDA graphs",
      ["--precision", "fp32", "--fuse", "on", "--cuda-graph", "on"]),
     ("torch-fp32", "torch", "fp32 (TF32 off), NCHW", ["--mode", "fp32"]),
+    # dpt runs fp32 in NHWC: is cuDNN's float NHWC slow for PyTorch too (the H200 visit: dpt's fp32
+    # data gradients took 819 ms of a 2 s step)?
+    ("torch-fp32-cl", "torch", "fp32 (TF32 off), channels_last", ["--mode", "fp32", "--channels-last"]),
     ("dpt-tf32", "dpt", "tf32", ["--precision", "tf32"]),
     ("dpt-tf32-fused", "dpt", "tf32, fused + CUDA graphs", ["--precision", "tf32", "--fuse", "on", "--cuda-graph", "on"]),
     ("torch-tf32", "torch", "tf32, NCHW", ["--mode", "tf32"]),
@@ -70,7 +73,7 @@ CONFIGS = [
      ["--mode", "bf16", "--channels-last", "--compile"]),
 ]
 PRECISION = {"dpt-fp32-fused": "fp32", "dpt-tf32-fused": "tf32", "dpt-fp16-fused": "fp16", "dpt-bf16-fused": "bf16",
-             "dpt-fp32": "fp32", "torch-fp32": "fp32", "dpt-tf32": "tf32", "torch-tf32": "tf32",
+             "dpt-fp32": "fp32", "torch-fp32": "fp32", "torch-fp32-cl": "fp32", "dpt-tf32": "tf32", "torch-tf32": "tf32",
              "torch-tf32-cl": "tf32", "dpt-fp16": "fp16", "torch-fp16-cl": "fp16", "torch-fp16-compile": "fp16",
              "dpt-bf16": "bf16", "torch-bf16-cl": "bf16", "torch-bf16-compile": "bf16"}
 # issue 14's table (dpt-train before the issue, bs 256, H100): the floor for dpt's images/s

@@ -2301,6 +2301,10 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     free(hs);
     if (rc) goto fail;
   }
+  if ((long)cudnnGetVersion() < (long)CUDNN_VERSION) /* the H200 visit's machine: 9.14 under 9.19 headers */
+    note(cb, "warning: cuDNN %ld at run time is older than the %ld dpt was built with: put a cuDNN >= the "
+         "build's first on LD_LIBRARY_PATH (what it lacks, dpt cannot use)", (long)cudnnGetVersion(),
+         (long)CUDNN_VERSION);
   if ((rc = bn_ex_prepare(cb, err))) goto fail;
   /* algorithms: once per distinct shape of the convolutions on legacy calls, under the workspace
    * limit (the weight copies the measured search runs on came with the parameters) */
