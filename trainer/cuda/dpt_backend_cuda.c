@@ -23,156 +23,7 @@
  * writes its input's gradient with beta = 0 the first time and beta = 1 when
  * another consumer already wrote it (residual forks), so no extra
  * accumulation pass is needed. */
-#include "dpt_backend_cuda.h"
-
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#include <cudnn.h>
-
-#include "dpt_cuda_capture.h"
-#include "dpt_cuda_fstep.h"
-#include "dpt_cuda_graph.h"
-#include "dpt_cuda_kernels.h"
-#include "dpt_cuda_optim.h"
-#include "dpt_cudnn_errata.h"
-#include "dpt_data.h" /* struct dpt_input_format */
-#include "dpt_engine_cache.h"
-#include "dpt_optim_layout.h"
-
-/* regions + workspace, search workspace, pending slab, the fused step's tuning workspace, the
- * cuBLAS workspace (graph capture), the fused optimizer's tables */
-#define MAX_ALLOCS (DPT_CUDA_NREGIONS + 8)
-#define NSTAGE 2 /* pinned host staging slots for the input batch and the labels */
-
-struct cu_tensor {
-  cudnnTensorDescriptor_t desc; /* [N, c_stored, h, w], NHWC fp32 / fp16 / bf16 */
-  void *buf;                    /* activation */
-  void *diff;                   /* its gradient (NULL when not needed) */
-};
-
-struct cu_algo {
-  int fwd, bwd_data, bwd_filter;   /* cudnnConvolution*Algo_t */
-  int math_fwd, math_data, math_filter; /* cudnnMathType_t the choice was made with (set before each call) */
-  size_t ws_fwd, ws_data, ws_filter;
-};
-
-struct cu_backend;
-
-struct cu_layer {
-  struct cu_backend *cb;
-  int idx;
-  int conv;                         /* index in plan.conv, -1 */
-  cudnnFilterDescriptor_t fdesc;    /* conv filter [K, C_stored, R, S] */
-  cudnnConvolutionDescriptor_t cdesc;
-  cudnnTensorDescriptor_t pdesc;    /* BN scale/bias/mean/var [1, C, 1, 1] fp32; FC bias [1, K, 1, 1] */
-  cudnnPoolingDescriptor_t pool;
-  float *save_mean, *save_istd;     /* BN [C] each, from forward training */
-  void *w16, *dw16;                 /* conv: KRSC weight copy [K, R, S, C_stored] in the compute type and
-                                       the shared weight-gradient buffer; FC (16-bit): [K, C] weights */
-  void *scratch;                    /* BN+ReLU / add+ReLU backward: relu'(y) * dy [output's size] */
-  void *discard;                    /* BN whose input has no gradient: its dx [input's size] */
-  const struct dpt_layer_ops *legacy; /* the layer's legacy calls (the fused step runs the plan's
-                                       legacy ops of this layer through them) */
-  float *bn_vec;                    /* fused step, BN: [7][C] sum, sum of squares, equivalent scale,
-                                       bias, backward coefficients cy, cx, cb (dpt_cuda_fstep.h) */
-  int bn_ex;                        /* BN training through cudnnBatchNormalization*Ex (NHWC persistent
-                                       kernels, ReLU inside when the layer has one); 0: the plain calls */
-  void *bn_reserve;                 /* Ex: forward -> backward reserve space [bn_reserve_bytes] */
-  size_t bn_reserve_bytes;
-};
-
-struct cu_backend {
-  struct dpt_backend pub;
-  struct dpt_cuda_opts copts;
-  struct dpt_cuda_plan plan;
-  int dev;
-  int sync_debug;
-  cudaStream_t stream;
-  cudnnHandle_t dnn;
-  cublasHandle_t blas;
-  struct cu_tensor *t;              /* [n_tensors] */
-  struct cu_layer *l;               /* [n_layers] */
-  struct cu_algo *algo;             /* [plan.n_shapes] */
-  void *region[DPT_CUDA_NREGIONS];  /* one allocation each (plan.region[] bytes) */
-  void *ws;                         /* shared convolution (and BN Ex) workspace [ws_bytes] */
-  size_t bn_ws_bytes;               /* the largest BN Ex forward / backward workspace */
-  cudnnActivationDescriptor_t relu; /* BN Ex: the ReLU fused into BN+ReLU layers */
-  size_t ws_bytes;
-  float *in32, *out32, *dout32, *dx32; /* fp32 staging: input, logits, dlogits, dinput */
-  void *in_own;                     /* the input tensor's arena slot; t[0].buf is the caller's batch
-                                       instead after forward_device (read in place) */
-  void *dy16;                       /* 16-bit: FC output gradient cast [N, K] (FC-cast region) */
-  long host_syncs;                  /* host waits on the stream so far (dpt_backend_cuda_host_syncs) */
-  long stage_waits;                 /* waits for a staging slot's upload of NSTAGE steps ago that blocked */
-  int overflow_armed;               /* the next sgd_step reads the device overflow flag */
-  /* host -> device without host waits: pinned staging (one cudaHostAlloc), the input uploads
-   * on their own stream, each slot reused only after its upload (event) of NSTAGE steps ago */
-  cudaStream_t up_stream;           /* input uploads: staging -> in32, overlapping the compute */
-  cudaEvent_t in_free;              /* compute stream, after the input cast: in32 may be overwritten */
-  cudaEvent_t x_ev[NSTAGE], lab_ev[NSTAGE]; /* staging slot's input / labels upload done */
-  int x_used[NSTAGE], lab_used[NSTAGE], x_slot, lab_slot;
-  void *pinned;                     /* cudaHostAlloc: the slots, then the readback area */
-  size_t pinned_bytes;
-  float *stage_x[NSTAGE];           /* [N, C, H, W] host NCHW images */
-  int *stage_lab[NSTAGE];           /* [N] */
-  double *tot_host;                 /* [4] loss totals read back */
-  struct dpt_loss_scaler *scaler_host; /* the scaler read back / to upload */
-  double *tot;                      /* device [4]: loss sum, top-1, top-5, rows since loss_totals */
-  struct dpt_loss_scaler *scaler;   /* device: mixed precision's dynamic loss scaling */
-  size_t unscaled_lo;               /* backward: gradient slab [unscaled_lo, n_params) is unscaled */
-  int mask_ready;                   /* dpt_backend_cuda_sgd_step uploaded its mask */
-  float *velocity;                  /* [n_params] SGD momentum (lazy) */
-  float sgd_momentum, sgd_wd;       /* ops->sgd_init's hyper-parameters */
-  int sgd_nesterov, sgd_ready;
-  unsigned char *mask;              /* [n_params] weight-decay mask (lazy) */
-  int *labels, *rank, *flag;        /* [N], [N], [1] */
-  float *loss_rows;                 /* [N] */
-  cudaEvent_t *bucket_ev;           /* [n_ev] one per gradient bucket (dpt_backend_set_buckets) */
-  int n_ev;
-  cudaEvent_t stash_ev;             /* double buffering: completes with pending <- grads */
-  void *allocs[MAX_ALLOCS];
-  size_t alloc_bytes[MAX_ALLOCS];
-  int n_allocs;
-  size_t bytes, peak;
-  int dtype;                        /* DPT_DT_F32 / F16 / BF16: activations and weight copies */
-  /* the fused optimizer (issue 15): one launch per step writes the fp32 update and the weight
-   * copies in the compute type (no per-layer cast kernels) */
-  struct dpt_optim_layout olay;
-  struct dpt_cuda_optim_tables otab;
-  float *lr_dev;                    /* device float: the step's learning rate (graph steps) */
-  /* the fused step (--fuse) */
-  int fused;
-  struct dpt_cuda_fstep fx;
-  unsigned char *legacy;            /* [n_layers] layers kept on legacy calls (a pattern without engine) */
-  struct dpt_engine_cache ecache;
-  struct dpt_cudnn_errata errata;
-  int ecache_open, errata_loaded;
-  char notes[4096];                 /* ops->notes */
-  /* CUDA-graph capture of announced steps (--cuda-graph) */
-  struct dpt_cap_state cap;
-  struct dpt_cuda_graphs graphs;
-  int gstep;                        /* the current call belongs to a captured / replayed / eager graph-mode step */
-  int gmode, gslot;                 /* its dpt_cap_mode and key slot */
-  struct dpt_cap_step step;         /* what ops->step_begin announced */
-  float step_lr;
-  int launch_seg;                   /* segment to end (capture) and launch at the end of this call, -1 */
-  cudaEvent_t lab_free;             /* after the loss kernel: the device labels may be overwritten */
-  cudaEvent_t pre_wait[4];          /* upload events the stream waits for before the step's work */
-  int n_pre_wait;
-  void *blas_ws;                    /* cuBLAS workspace (captured GEMMs allocate nothing) */
-  int said_uncaptured;              /* the reason a step ran uncaptured was said */
-  struct dpt_cap_item *bw_items;    /* [bw_cap] the graph step's backward items, bw_done of bw_n reported */
-  int bw_cap, bw_n, bw_done;
-};
-
-#define CB(be) ((struct cu_backend *)(be))
+#include "dpt_backend_cuda_priv.h"
 
 /* The loss scale on the device (mixed precision), else NULL (= 1). */
 static const float *dscale(const struct cu_backend *cb)
@@ -180,7 +31,6 @@ static const float *dscale(const struct cu_backend *cb)
   return cb->plan.precision == DPT_CUDA_MIXED ? &cb->scaler->scale : NULL;
 }
 
-static const float one = 1.0f, zero = 0.0f;
 
 /* ---- error reporting: call, layer, shape ---------------------------------- */
 
@@ -201,7 +51,7 @@ static void layer_shape(const struct cu_backend *cb, int li, char *buf, size_t l
              d->stride, d->pad);
 }
 
-static int call_fail(struct cu_backend *cb, int li, const char *what, const char *call,
+int dpt_cuda_call_fail(struct cu_backend *cb, int li, const char *what, const char *call,
                      const char *why, struct dpt_err *err)
 {
   char shape[192];
@@ -211,43 +61,8 @@ static int call_fail(struct cu_backend *cb, int li, const char *what, const char
                      call, name, shape, cb->dev, why);
 }
 
-/* Every CUDA / cuDNN / cuBLAS call and kernel launch goes through one of these;
- * li is the layer index (or -1 with `what` naming the non-layer context). */
-#define CUDA_CK(fn, args, li, what)                                                               \
-  do {                                                                                            \
-    cudaError_t e_ = fn args;                                                                     \
-    if (e_ != cudaSuccess) {                                                                      \
-      rc = call_fail(cb, (li), (what), #fn, cudaGetErrorString(e_), err);                         \
-      goto fail;                                                                                  \
-    }                                                                                             \
-  } while (0)
-#define KERN_CK(fn, args, li, what)                                                               \
-  do {                                                                                            \
-    int e_ = fn args;                                                                             \
-    if (e_ != 0) {                                                                                \
-      rc = call_fail(cb, (li), (what), #fn " (kernel launch)",                                    \
-                     cudaGetErrorString((cudaError_t)e_), err);                                   \
-      goto fail;                                                                                  \
-    }                                                                                             \
-  } while (0)
-#define DNN_CK(fn, args, li, what)                                                                \
-  do {                                                                                            \
-    cudnnStatus_t s_ = fn args;                                                                   \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                                                             \
-      rc = call_fail(cb, (li), (what), #fn, cudnnGetErrorString(s_), err);                        \
-      goto fail;                                                                                  \
-    }                                                                                             \
-  } while (0)
-#define BLAS_CK(fn, args, li, what)                                                               \
-  do {                                                                                            \
-    cublasStatus_t s_ = fn args;                                                                  \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                            \
-      rc = call_fail(cb, (li), (what), #fn, cublasGetStatusString(s_), err);                      \
-      goto fail;                                                                                  \
-    }                                                                                             \
-  } while (0)
 
-static int dalloc(struct cu_backend *cb, void **p, size_t bytes, const char *what, struct dpt_err *err)
+int dpt_cuda_dalloc(struct cu_backend *cb, void **p, size_t bytes, const char *what, struct dpt_err *err)
 {
   int rc = 0;
   *p = NULL;
@@ -289,7 +104,7 @@ static void dfree(struct cu_backend *cb, void *p)
 
 /* Every host wait on the stream goes through here: counted (tests check the
  * waits per step), and the error names the context. */
-static int stream_sync(struct cu_backend *cb, int li, const char *what, struct dpt_err *err)
+int dpt_cuda_stream_sync(struct cu_backend *cb, int li, const char *what, struct dpt_err *err)
 {
   int rc = 0;
   if (cb->graphs.capturing)
@@ -302,522 +117,14 @@ fail:
   return rc;
 }
 
-static int layer_sync(struct cu_backend *cb, int li, struct dpt_err *err)
-{
-  return cb->sync_debug ? stream_sync(cb, li, "sync", err) : 0;
-}
 
-static size_t t_elems(const struct cu_backend *cb, int tid)
-{
-  const struct dpt_cuda_tensor_plan *p = &cb->plan.t[tid];
-  return (size_t)p->n * p->c_stored * p->h * p->w;
-}
 
-/* Input gradient target of a layer: beta 0 first, 1 when accumulating. */
-static void *diff_target(struct cu_backend *cb, int tid, float *beta)
-{
-  *beta = cb->pub.grad_written[tid] ? 1.0f : 0.0f;
-  cb->pub.grad_written[tid] = 1;
-  return cb->t[tid].diff;
-}
 
 static cudnnDataType_t tensor_type(const struct cu_backend *cb, const struct dpt_cuda_tensor_plan *p)
 {
   return p->elem_bytes == 4 ? CUDNN_DATA_FLOAT : cb->dtype == DPT_DT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
 }
 
-static int tensor_dtype(const struct cu_backend *cb, int tid)
-{
-  return cb->plan.t[tid].elem_bytes == 4 ? DPT_DT_F32 : cb->dtype;
-}
-
-/* ---- convolution ---------------------------------------------------------- */
-
-static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
-  const struct cu_algo *a = &cb->algo[cp->shape_id];
-  int rc = 0, li = L->idx;
-  const void *w = L->w16; /* KRSC copy in the compute type: written by the fused optimizer */
-  (void)cp;
-  DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_fwd), li, "");
-  DNN_CK(cudnnConvolutionForward, (cb->dnn, &one, cb->t[d->in[0]].desc, cb->t[d->in[0]].buf,
-                                   L->fdesc, w, L->cdesc, (cudnnConvolutionFwdAlgo_t)a->fwd, cb->ws,
-                                   a->ws_fwd, &zero, cb->t[d->out].desc, cb->t[d->out].buf), li, "");
-  return layer_sync(cb, li, err);
-fail:
-  return rc;
-}
-
-static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
-  const struct cu_algo *a = &cb->algo[cp->shape_id];
-  struct cu_tensor *in = &cb->t[d->in[0]], *out = &cb->t[d->out];
-  int rc = 0, li = L->idx;
-  DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_filter), li, "");
-  DNN_CK(cudnnConvolutionBackwardFilter, (cb->dnn, &one, in->desc, in->buf, out->desc, out->diff,
-                                          L->cdesc, (cudnnConvolutionBwdFilterAlgo_t)a->bwd_filter,
-                                          cb->ws, a->ws_filter, &zero, L->fdesc, L->dw16), li, "");
-  /* gradient packing: KRSC -> fp32 KCRS slab (mixed: still loss-scaled; backward unscales
-   * the slab by ranges, bucket by bucket) */
-  KERN_CK(dpt_cuda_nhwc_to_nchw32, (L->dw16, cb->dtype, l->grads, cp->k, cp->c_logical, (size_t)cp->r * cp->s,
-                                    cp->c, 1.0f, cb->stream), li, "");
-  if (in->diff) {
-    float beta;
-    void *dx = diff_target(cb, d->in[0], &beta);
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_data), li, "");
-    DNN_CK(cudnnConvolutionBackwardData, (cb->dnn, &one, L->fdesc, L->w16,
-                                          out->desc, out->diff, L->cdesc,
-                                          (cudnnConvolutionBwdDataAlgo_t)a->bwd_data, cb->ws,
-                                          a->ws_data, &beta, in->desc, dx), li, "");
-  }
-  return layer_sync(cb, li, err);
-fail:
-  return rc;
-}
-
-/* ---- batch normalisation (+ ReLU) ------------------------------------------ */
-
-static cudnnBatchNormMode_t bn_train_mode(const struct cu_backend *cb)
-{
-  return cb->plan.bn_persistent_train ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
-}
-
-static cudnnBatchNormOps_t bn_ex_ops(const struct dpt_layer_desc *d)
-{
-  return d->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN;
-}
-
-static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  int rc = 0, li = L->idx, C = d->c_out;
-  double eps = cb->pub.opts.bn_eps;
-  if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
-  if (training && L->bn_ex) { /* as PyTorch's channels_last path: NHWC persistent kernels, ReLU inside */
-    DNN_CK(cudnnBatchNormalizationForwardTrainingEx,
-           (cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, bn_ex_ops(d), &one, &zero, x->desc, x->buf, NULL, NULL,
-            y->desc, y->buf, L->pdesc, l->params, l->params + C, (double)cb->pub.opts.bn_momentum, l->state,
-            l->state + C, eps, L->save_mean, L->save_istd, d->relu ? cb->relu : NULL, cb->ws, cb->bn_ws_bytes,
-            L->bn_reserve, L->bn_reserve_bytes), li, "");
-    return layer_sync(cb, li, err);
-  }
-  if (training)
-    DNN_CK(cudnnBatchNormalizationForwardTraining,
-           (cb->dnn, bn_train_mode(cb), &one, &zero, x->desc, x->buf, y->desc, y->buf, L->pdesc,
-            l->params, l->params + C, (double)cb->pub.opts.bn_momentum, l->state, l->state + C, eps,
-            L->save_mean, L->save_istd), li, "");
-  else
-    DNN_CK(cudnnBatchNormalizationForwardInference,
-           (cb->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x->desc, x->buf, y->desc, y->buf,
-            L->pdesc, l->params, l->params + C, l->state, l->state + C, eps), li, "");
-  if (d->relu)
-    KERN_CK(dpt_cuda_relu, (y->buf, y->buf, tensor_dtype(cb, d->out), t_elems(cb, d->out), cb->stream), li, "");
-  return layer_sync(cb, li, err);
-fail:
-  return rc;
-}
-
-static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  int rc = 0, li = L->idx, C = d->c_out;
-  double eps = cb->pub.opts.bn_eps;
-  if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
-  const void *dz = y->diff;
-  if (L->bn_ex) { /* ReLU's backward inside (from y and the reserve space); dgamma / dbeta as below */
-    float b = 0.0f;
-    void *dxe = x->diff ? diff_target(cb, d->in[0], &b) : L->discard;
-    DNN_CK(cudnnBatchNormalizationBackwardEx,
-           (cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, bn_ex_ops(d), &one, &b, &one, &zero, x->desc, x->buf,
-            d->relu ? y->desc : NULL, d->relu ? y->buf : NULL, y->desc, y->diff, NULL, NULL, x->desc, dxe, L->pdesc,
-            l->params, l->params + C, l->grads, l->grads + C, eps, L->save_mean, L->save_istd,
-            d->relu ? cb->relu : NULL, cb->ws, cb->bn_ws_bytes, L->bn_reserve, L->bn_reserve_bytes), li, "");
-    return layer_sync(cb, li, err);
-  }
-  if (d->relu) { /* dz = relu'(y) * dy; y > 0 exactly where the BN output was > 0 */
-    KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, L->scratch, tensor_dtype(cb, d->out), 0, t_elems(cb, d->out),
-                                cb->stream), li, "");
-    dz = L->scratch;
-  }
-  float beta = 0.0f;
-  void *dx = x->diff ? diff_target(cb, d->in[0], &beta) : L->discard;
-  /* dgamma / dbeta in fp32, loss-scaled like every parameter gradient until backward's
-   * range unscale (the scale lives on the device: no host scalar to give cuDNN) */
-  DNN_CK(cudnnBatchNormalizationBackward,
-         (cb->dnn, bn_train_mode(cb), &one, &beta, &one, &zero, x->desc, x->buf, y->desc, dz,
-          x->desc, dx, L->pdesc, l->params, l->grads, l->grads + C, eps, L->save_mean, L->save_istd),
-         li, "");
-  return layer_sync(cb, li, err);
-fail:
-  return rc;
-}
-
-/* ---- ReLU ------------------------------------------------------------------ */
-
-static int relu_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  int rc = 0;
-  (void)x;
-  KERN_CK(dpt_cuda_relu, (cb->t[d->in[0]].buf, y->buf, tensor_dtype(cb, d->out), t_elems(cb, d->out), cb->stream),
-          L->idx, "");
-  return layer_sync(cb, L->idx, err);
-fail:
-  return rc;
-}
-
-static int relu_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  int rc = 0;
-  if (!x->diff) return 0;
-  float beta;
-  void *dx = diff_target(cb, d->in[0], &beta);
-  KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, dx, tensor_dtype(cb, d->out), beta != 0.0f, t_elems(cb, d->out),
-                              cb->stream), L->idx, "");
-  return layer_sync(cb, L->idx, err);
-fail:
-  return rc;
-}
-
-/* ---- pooling (max, global average) ----------------------------------------- */
-
-static int pool_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  int rc = 0;
-  DNN_CK(cudnnPoolingForward, (cb->dnn, L->pool, &one, x->desc, x->buf, &zero, y->desc, y->buf),
-         L->idx, "");
-  return layer_sync(cb, L->idx, err);
-fail:
-  return rc;
-}
-
-static int pool_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  int rc = 0;
-  if (!x->diff) return 0;
-  float beta;
-  void *dx = diff_target(cb, d->in[0], &beta);
-  DNN_CK(cudnnPoolingBackward, (cb->dnn, L->pool, &one, y->desc, y->buf, y->desc, y->diff, x->desc,
-                                x->buf, &beta, x->desc, dx), L->idx, "");
-  return layer_sync(cb, L->idx, err);
-fail:
-  return rc;
-}
-
-/* ---- fully connected (cuBLAS) ---------------------------------------------- *
- * Row-major x [N, D], W [K, D], y [N, K] are column-major x^T, W^T, y^T:
- *   y^T  = W  x^T      gemm(T, N, K, N, D)
- *   dW^T = x^T dy      gemm(N, T, D, K, N)     (dW row-major [K, D])
- *   dx^T = W^T dy^T    gemm(N, N, D, N, K)                                    */
-
-static cublasComputeType_t fc_compute(const struct cu_backend *cb)
-{
-  return cb->plan.precision == DPT_CUDA_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
-
-static cudaDataType_t fc_type(const struct cu_backend *cb)
-{
-  return cb->dtype == DPT_DT_F16 ? CUDA_R_16F : cb->dtype == DPT_DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
-static int fc_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  int rc = 0, li = L->idx, N = cb->pub.opts.batch, K = d->c_out, D = (int)(d->w_len / (size_t)K);
-  cudaDataType_t xt = fc_type(cb);
-  const void *w = L->w16 ? L->w16 : (const void *)l->params; /* 16 bits: the fused optimizer's copy */
-  BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_T, CUBLAS_OP_N, K, N, D, &one, w, xt, D, x->buf, xt, D,
-                         &zero, y->buf, CUDA_R_32F, K, fc_compute(cb), CUBLAS_GEMM_DEFAULT), li, "");
-  DNN_CK(cudnnAddTensor, (cb->dnn, &one, L->pdesc, l->params + d->w_len, &one, y->desc, y->buf), li, "");
-  return layer_sync(cb, li, err);
-fail:
-  return rc;
-}
-
-static int fc_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  int rc = 0, li = L->idx, N = cb->pub.opts.batch, K = d->c_out, D = (int)(d->w_len / (size_t)K);
-  cudaDataType_t xt = fc_type(cb);
-  const void *dy = y->diff; /* mixed: already loss-scaled (backward scales the output gradient) */
-  if (L->w16) { /* the fp32 output gradient enters the 16-bit graph */
-    KERN_CK(dpt_cuda_f32_to, (y->diff, cb->dy16, cb->dtype, 1.0f, (size_t)N * K, cb->stream), li, "");
-    dy = cb->dy16;
-  }
-  BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_N, CUBLAS_OP_T, D, K, N, &one, x->buf, xt, D, dy, xt,
-                         K, &zero, l->grads, CUDA_R_32F, D, fc_compute(cb), CUBLAS_GEMM_DEFAULT), li, "");
-  DNN_CK(cudnnConvolutionBackwardBias, (cb->dnn, &one, y->desc, y->diff, &zero, L->pdesc,
-                                        l->grads + d->w_len), li, "");
-  if (x->diff) {
-    float beta;
-    void *dx = diff_target(cb, d->in[0], &beta);
-    BLAS_CK(cublasGemmEx, (cb->blas, CUBLAS_OP_N, CUBLAS_OP_N, D, N, K, &one,
-                           L->w16 ? L->w16 : (const void *)l->params, xt, D, dy, xt, K, &beta, dx, xt,
-                           D, fc_compute(cb), CUBLAS_GEMM_DEFAULT), li, "");
-  }
-  return layer_sync(cb, li, err);
-fail:
-  return rc;
-}
-
-/* ---- residual add (+ ReLU) ------------------------------------------------- */
-
-static int add_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *a = &cb->t[d->in[0]], *b = &cb->t[d->in[1]], *y = &cb->t[d->out];
-  int rc = 0;
-  KERN_CK(dpt_cuda_add, (a->buf, b->buf, y->buf, tensor_dtype(cb, d->out), d->relu, t_elems(cb, d->out), cb->stream),
-          L->idx, "");
-  return layer_sync(cb, L->idx, err);
-fail:
-  return rc;
-}
-
-static int add_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_layer_desc *d = l->desc;
-  struct cu_tensor *y = &cb->t[d->out];
-  int rc = 0;
-  const void *g = y->diff;
-  int dt = tensor_dtype(cb, d->out);
-  if (d->relu) {
-    KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, L->scratch, dt, 0, t_elems(cb, d->out), cb->stream), L->idx, "");
-    g = L->scratch;
-  }
-  for (int k = 0; k < 2; k++) {
-    struct cu_tensor *x = &cb->t[d->in[k]];
-    if (!x->diff) continue;
-    float beta;
-    void *dx = diff_target(cb, d->in[k], &beta);
-    if (beta == 0.0f)
-      CUDA_CK(cudaMemcpyAsync, (dx, g, cb->plan.t[d->in[k]].bytes, cudaMemcpyDeviceToDevice,
-                                cb->stream), L->idx, "");
-    else
-      KERN_CK(dpt_cuda_acc, (dx, g, dt, t_elems(cb, d->out), cb->stream), L->idx, "");
-  }
-  return layer_sync(cb, L->idx, err);
-fail:
-  return rc;
-}
-
-static void layer_destroy(struct dpt_layer *l)
-{
-  struct cu_layer *L = l->impl;
-  if (!L) return;
-  if (L->fdesc) cudnnDestroyFilterDescriptor(L->fdesc);
-  if (L->cdesc) cudnnDestroyConvolutionDescriptor(L->cdesc);
-  if (L->pdesc) cudnnDestroyTensorDescriptor(L->pdesc);
-  if (L->pool) cudnnDestroyPoolingDescriptor(L->pool);
-  l->impl = NULL;
-}
-
-static const struct dpt_layer_ops conv_ops = {conv_forward, conv_backward, layer_destroy};
-static const struct dpt_layer_ops bn_ops = {bn_forward, bn_backward, layer_destroy};
-static const struct dpt_layer_ops relu_ops = {relu_forward, relu_backward, layer_destroy};
-static const struct dpt_layer_ops pool_ops = {pool_forward, pool_backward, layer_destroy};
-static const struct dpt_layer_ops fc_ops = {fc_forward, fc_backward, layer_destroy};
-static const struct dpt_layer_ops add_ops = {add_forward, add_backward, layer_destroy};
-
-/* ---- the fused step (--fuse): layer i runs the fusion plan's ops named after it --------- *
- * Forward: the plan's forward ops of the layer in order, a legacy op through the layer's own
- * calls.  Backward (dpt_backend_backward_walk's step of layer i): its backward ops; the
- * gradients they write are marked delivered, and so are the layer's inputs (a BN applied in
- * its consumer has no gradient tensor of its own: its consumer's ops wrote its input's). */
-
-static int fused_forward(struct dpt_layer *l, int training, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_fuse_plan *fp = cb->plan.fuse;
-  int rc = 0, li = L->idx;
-  for (int i = fp->fwd_first[li]; fp->fwd_n[li] && i < fp->fwd_first[li] + fp->fwd_n[li]; i++) {
-    if (fp->ops[i].kind == DPT_FOP_LEGACY_FWD) rc = L->legacy->forward(l, training, err);
-    else rc = dpt_cuda_fstep_run(&cb->fx, i, training, err);
-    if (rc) return rc;
-  }
-  return layer_sync(cb, li, err);
-}
-
-static int fused_backward(struct dpt_layer *l, struct dpt_err *err)
-{
-  struct cu_layer *L = l->impl;
-  struct cu_backend *cb = L->cb;
-  const struct dpt_fuse_plan *fp = cb->plan.fuse;
-  const struct dpt_layer_desc *d = l->desc;
-  int rc = 0, li = L->idx;
-  for (int i = fp->bwd_first[li]; fp->bwd_n[li] && i < fp->bwd_first[li] + fp->bwd_n[li]; i++) {
-    const struct dpt_fop *op = &fp->ops[i];
-    if (op->kind == DPT_FOP_LEGACY_BWD) {
-      if ((rc = L->legacy->backward(l, err))) return rc;
-      continue;
-    }
-    if ((rc = dpt_cuda_fstep_run(&cb->fx, i, 1, err))) return rc;
-    for (int k = 0; k < op->n_out; k++)
-      if (op->out[k].kind == DPT_FREF_DIFF) cb->pub.grad_written[op->out[k].id] = 1;
-  }
-  for (int k = 0; k < (d->type == DPT_LAYER_ADD ? 2 : 1); k++) cb->pub.grad_written[d->in[k]] = 1;
-  return layer_sync(cb, li, err);
-}
-
-static const struct dpt_layer_ops fused_ops = {fused_forward, fused_backward, layer_destroy};
-
-/* ---- algorithm choice, once per distinct convolution shape ------------------ */
-
-/* The math type the algorithm search may use: fp32 FMA only (TF32 off, the oracle); tf32, fp16,
- * bf16 tensor-core math (cuDNN then lists its tensor-core kernels, and the measured search picks
- * among them).  The choice's own math type (cuDNN may list an algorithm under another) is set on
- * the descriptor before each call that runs it. */
-static cudnnMathType_t conv_search_math(const struct cu_backend *cb)
-{
-  return cb->plan.precision == DPT_CUDA_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
-}
-
-/* The math type a chosen algorithm runs with: the one cuDNN listed it under, except at fp32,
- * which stays FMA (cuDNN's DEFAULT_MATH would let float convolutions use TF32). */
-static cudnnMathType_t conv_run_math(const struct cu_backend *cb, cudnnMathType_t listed)
-{
-  return cb->plan.precision == DPT_CUDA_FP32 ? CUDNN_FMA_MATH : listed;
-}
-
-/* Algorithms of convolution shape `shape`, searched on conv rep (a convolution of that shape
- * that runs on the legacy calls: its tensors exist). */
-static int choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err)
-{
-  const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[rep];
-  int li = cp->layer, rc = 0, n = 0, pick;
-  const struct dpt_layer_desc *d = &cb->pub.model->layers[li];
-  struct cu_layer *L = &cb->l[li];
-  struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-  const void *w = L->w16;
-  void *dw = L->dw16;
-  void *dx = x->diff;
-  struct cu_algo *a = &cb->algo[shape];
-  struct dpt_cuda_algo_cand c[16];
-  int det = cb->copts.deterministic;
-  enum { REQ = 16 };
-  {
-    cudnnConvolutionFwdAlgoPerf_t p[REQ];
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_search_math(cb)), li, "");
-    if (cb->copts.algo_search)
-      DNN_CK(cudnnFindConvolutionForwardAlgorithmEx, (cb->dnn, x->desc, x->buf, L->fdesc, w, L->cdesc,
-                                                      y->desc, y->buf, REQ, &n, p, cb->ws, limit), li,
-             "");
-    else
-      DNN_CK(cudnnGetConvolutionForwardAlgorithm_v7, (cb->dnn, x->desc, L->fdesc, L->cdesc, y->desc,
-                                                      REQ, &n, p), li, "");
-    for (int i = 0; i < n; i++)
-      c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
-                                         cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
-                                         p[i].determinism == CUDNN_DETERMINISTIC};
-    if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
-    a->fwd = c[pick].algo;
-    a->math_fwd = (int)conv_run_math(cb, p[pick].mathType);
-    a->ws_fwd = c[pick].memory;
-    size_t q = 0; /* the workspace of that algorithm with that math type, as the call will run it */
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_run_math(cb, p[pick].mathType)), li, "");
-    DNN_CK(cudnnGetConvolutionForwardWorkspaceSize, (cb->dnn, x->desc, L->fdesc, L->cdesc, y->desc, p[pick].algo, &q),
-           li, "");
-    if (q > a->ws_fwd) a->ws_fwd = q;
-  }
-  {
-    cudnnConvolutionBwdFilterAlgoPerf_t p[REQ];
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_search_math(cb)), li, "");
-    if (cb->copts.algo_search)
-      DNN_CK(cudnnFindConvolutionBackwardFilterAlgorithmEx, (cb->dnn, x->desc, x->buf, y->desc, y->diff,
-                                                             L->cdesc, L->fdesc, dw, REQ, &n, p,
-                                                             cb->ws, limit), li, "");
-    else
-      DNN_CK(cudnnGetConvolutionBackwardFilterAlgorithm_v7, (cb->dnn, x->desc, y->desc, L->cdesc,
-                                                             L->fdesc, REQ, &n, p), li, "");
-    for (int i = 0; i < n; i++)
-      c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
-                                         cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
-                                         p[i].determinism == CUDNN_DETERMINISTIC};
-    if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
-    a->bwd_filter = c[pick].algo;
-    a->math_filter = (int)conv_run_math(cb, p[pick].mathType);
-    a->ws_filter = c[pick].memory;
-    size_t q = 0;
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_run_math(cb, p[pick].mathType)), li, "");
-    DNN_CK(cudnnGetConvolutionBackwardFilterWorkspaceSize, (cb->dnn, x->desc, y->desc, L->cdesc, L->fdesc,
-                                                            p[pick].algo, &q), li, "");
-    if (q > a->ws_filter) a->ws_filter = q;
-  }
-  a->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-  a->math_data = a->math_filter;
-  a->ws_data = 0;
-  if (x->diff) {
-    cudnnConvolutionBwdDataAlgoPerf_t p[REQ];
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_search_math(cb)), li, "");
-    if (cb->copts.algo_search)
-      DNN_CK(cudnnFindConvolutionBackwardDataAlgorithmEx, (cb->dnn, L->fdesc, w, y->desc, y->diff,
-                                                           L->cdesc, x->desc, dx, REQ, &n, p, cb->ws,
-                                                           limit), li, "");
-    else
-      DNN_CK(cudnnGetConvolutionBackwardDataAlgorithm_v7, (cb->dnn, L->fdesc, y->desc, L->cdesc,
-                                                           x->desc, REQ, &n, p), li, "");
-    for (int i = 0; i < n; i++)
-      c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
-                                         cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
-                                         p[i].determinism == CUDNN_DETERMINISTIC};
-    if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
-    a->bwd_data = c[pick].algo;
-    a->math_data = (int)conv_run_math(cb, p[pick].mathType);
-    a->ws_data = c[pick].memory;
-    size_t q = 0;
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_run_math(cb, p[pick].mathType)), li, "");
-    DNN_CK(cudnnGetConvolutionBackwardDataWorkspaceSize, (cb->dnn, L->fdesc, y->desc, L->cdesc, x->desc,
-                                                          p[pick].algo, &q), li, "");
-    if (q > a->ws_data) a->ws_data = q;
-  }
-  return 0;
-none:
-  return call_fail(cb, li, "", "convolution algorithm choice",
-                   "no algorithm fits the workspace limit (raise workspace_cap, lower the batch, "
-                   "or allow non-deterministic algorithms)", err) ;
-fail:
-  return rc;
-}
 
 /* ---- backend ops ------------------------------------------------------------ */
 
@@ -843,7 +150,7 @@ static int stage_wait(struct cu_backend *cb, cudaEvent_t ev, int *used, const ch
     cb->stage_waits++;
     CUDA_CK(cudaEventSynchronize, (ev), -1, what);
   } else if (q != cudaSuccess) {
-    return call_fail(cb, -1, what, "cudaEventQuery", cudaGetErrorString(q), err);
+    return dpt_cuda_call_fail(cb, -1, what, "cudaEventQuery", cudaGetErrorString(q), err);
   }
   *used = 0;
   return 0;
@@ -1018,7 +325,7 @@ static int forward_layers(struct cu_backend *cb, int training, float *out, struc
   if (out) { /* the host wants the logits: wait for them (the device loss path passes NULL: no wait) */
     CUDA_CK(cudaMemcpyAsync, (out, cb->out32, n_elems(op) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
             "output");
-    return stream_sync(cb, -1, "end of forward (an asynchronous fault in any layer; DPT_CUDA_SYNC_DEBUG=1 "
+    return dpt_cuda_stream_sync(cb, -1, "end of forward (an asynchronous fault in any layer; DPT_CUDA_SYNC_DEBUG=1 "
                        "names it)", err);
   }
   return 0;
@@ -1184,7 +491,7 @@ static int backward_walk(struct cu_backend *cb, const float *dout, float *dx, st
             "input gradient");
     CUDA_CK(cudaMemcpyAsync, (dx, cb->dx32, n_elems(ip) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
             "input gradient");
-    if ((rc = stream_sync(cb, -1, "end of backward", err))) goto fail;
+    if ((rc = dpt_cuda_stream_sync(cb, -1, "end of backward", err))) goto fail;
   }
   return 0;
 fail:
@@ -1235,7 +542,7 @@ static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host
           -1, what);
   /* new parameters: their copies in the compute type too (the fused optimizer's copy pass) */
   if (which == DPT_SLAB_PARAMS && to_backend && (rc = refresh_copies(cb, err))) return rc;
-  return stream_sync(cb, -1, what, err);
+  return dpt_cuda_stream_sync(cb, -1, what, err);
 fail:
   return rc;
 }
@@ -1253,7 +560,7 @@ static void cu_destroy(struct dpt_backend *be)
   if (cb->up_stream) cudaStreamSynchronize(cb->up_stream);
   if (be->layers)
     for (int i = 0; i < be->model->n_layers; i++)
-      if (be->layers[i].impl) layer_destroy(&be->layers[i]);
+      if (be->layers[i].impl) dpt_cuda_layer_destroy(&be->layers[i]);
   if (cb->t)
     for (int i = 0; i < cb->plan.n_tensors; i++)
       if (cb->t[i].desc) cudnnDestroyTensorDescriptor(cb->t[i].desc);
@@ -1306,7 +613,7 @@ static int cu_sgd_init(struct dpt_backend *be, float momentum, float weight_deca
   if (mask)
     CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1,
             "weight-decay mask");
-  if ((rc = stream_sync(cb, -1, "SGD set-up", err))) return rc;
+  if ((rc = dpt_cuda_stream_sync(cb, -1, "SGD set-up", err))) return rc;
   cb->sgd_momentum = momentum;
   cb->sgd_wd = weight_decay;
   cb->sgd_nesterov = nesterov;
@@ -1334,7 +641,7 @@ static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, str
                       * return (a pinned buffer is read by DMA: wait for it) */
     CUDA_CK(cudaMemcpyAsync, (be->grads, grads, n * 4, cudaMemcpyHostToDevice, cb->stream), -1,
             "SGD gradient upload");
-    if ((rc = stream_sync(cb, -1, "SGD gradient upload", err))) return rc;
+    if ((rc = dpt_cuda_stream_sync(cb, -1, "SGD gradient upload", err))) return rc;
   }
   /* mixed precision: the step is skipped on the device when the overflow flag that
    * dpt_backend_cuda_check_overflow set after the all-reduce says so (no host wait); the fused
@@ -1370,7 +677,7 @@ static int cu_sync(struct dpt_backend *be, struct dpt_err *err)
   struct cu_backend *cb = CB(be);
   int rc = 0;
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "sync");
-  return stream_sync(cb, -1, "end of backward (an asynchronous fault in any layer; DPT_CUDA_SYNC_DEBUG=1 "
+  return dpt_cuda_stream_sync(cb, -1, "end of backward (an asynchronous fault in any layer; DPT_CUDA_SYNC_DEBUG=1 "
                      "names it)", err);
 fail:
   return rc;
@@ -1390,11 +697,11 @@ static int cu_pending_init(struct dpt_backend *be, struct dpt_err *err)
   void *p;
   if (be->pending) return 0;
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "pending gradient slab");
-  if ((rc = dalloc(cb, &p, be->model->n_params * sizeof(float), "pending gradient slab", err))) return rc;
+  if ((rc = dpt_cuda_dalloc(cb, &p, be->model->n_params * sizeof(float), "pending gradient slab", err))) return rc;
   be->pending = p;
   CUDA_CK(cudaMemsetAsync, (p, 0, be->model->n_params * sizeof(float), cb->stream), -1, "pending gradient slab");
   CUDA_CK(cudaEventCreateWithFlags, (&cb->stash_ev, cudaEventDisableTiming), -1, "pending gradient event");
-  return stream_sync(cb, -1, "pending gradient slab", err);
+  return dpt_cuda_stream_sync(cb, -1, "pending gradient slab", err);
 fail:
   return rc;
 }
@@ -1553,7 +860,7 @@ static int cu_loss_totals(struct dpt_backend *be, struct dpt_loss_totals *t, str
   CUDA_CK(cudaMemcpyAsync, (cb->tot_host, cb->tot, 4 * sizeof(double), cudaMemcpyDeviceToHost, cb->stream), -1,
           "loss totals");
   CUDA_CK(cudaMemsetAsync, (cb->tot, 0, 4 * sizeof(double), cb->stream), -1, "loss totals");
-  if ((rc = stream_sync(cb, -1, "loss totals (an asynchronous fault in the steps since the last ones; "
+  if ((rc = dpt_cuda_stream_sync(cb, -1, "loss totals (an asynchronous fault in the steps since the last ones; "
                         "DPT_CUDA_SYNC_DEBUG=1 names its layer)", err)))
     return rc;
   t->loss_sum = cb->tot_host[0];
@@ -1585,7 +892,7 @@ static int cu_scaler_get(struct dpt_backend *be, struct dpt_loss_scaler *s, stru
   CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss scaler");
   CUDA_CK(cudaMemcpyAsync, (cb->scaler_host, cb->scaler, sizeof *s, cudaMemcpyDeviceToHost, cb->stream), -1,
           "loss scaler");
-  if ((rc = stream_sync(cb, -1, "loss scaler", err))) return rc;
+  if ((rc = dpt_cuda_stream_sync(cb, -1, "loss scaler", err))) return rc;
   *s = *cb->scaler_host;
   return 0;
 fail:
@@ -1601,7 +908,7 @@ static int cu_scaler_set(struct dpt_backend *be, const struct dpt_loss_scaler *s
   *cb->scaler_host = *s; /* no copy into it is in flight: scaler_get waits for its own */
   CUDA_CK(cudaMemcpyAsync, (cb->scaler, cb->scaler_host, sizeof *s, cudaMemcpyHostToDevice, cb->stream), -1,
           "loss scaler");
-  return stream_sync(cb, -1, "loss scaler", err);
+  return dpt_cuda_stream_sync(cb, -1, "loss scaler", err);
 fail:
   return rc;
 }
@@ -1773,7 +1080,7 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
   l->state = d->type == DPT_LAYER_BN ? cb->pub.state + d->s_off : NULL;
   switch (d->type) {
   case DPT_LAYER_CONV: {
-    l->ops = &conv_ops;
+    l->ops = &dpt_cuda_conv_ops;
     for (int c = 0; c < cb->plan.n_conv; c++)
       if (cb->plan.conv[c].layer == li) L->conv = c;
     const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
@@ -1784,7 +1091,7 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), li, "");
     /* fp32: FMA only (TF32 off, the oracle); tf32, fp16, bf16: tensor-core math
      * (cuDNN then lists its tensor-core kernels, and the measured search picks among them) */
-    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, conv_search_math(cb)), li, "");
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, dpt_cuda_conv_search_math(cb)), li, "");
     int dims[4];
     DNN_CK(cudnnGetConvolution2dForwardOutputDim, (L->cdesc, cb->t[d->in[0]].desc, L->fdesc, &dims[0],
                                                    &dims[1], &dims[2], &dims[3]), li, "");
@@ -1801,14 +1108,14 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
     break;
   }
   case DPT_LAYER_BN:
-    l->ops = &bn_ops;
+    l->ops = &dpt_cuda_bn_ops;
     DNN_CK(cudnnCreateTensorDescriptor, (&L->pdesc), li, "");
     DNN_CK(cudnnDeriveBNTensorDescriptor, (L->pdesc, cb->t[d->in[0]].desc, CUDNN_BATCHNORM_SPATIAL), li, "");
     break;
-  case DPT_LAYER_RELU: l->ops = &relu_ops; break;
+  case DPT_LAYER_RELU: l->ops = &dpt_cuda_relu_ops; break;
   case DPT_LAYER_MAXPOOL:
   case DPT_LAYER_GAP: {
-    l->ops = &pool_ops;
+    l->ops = &dpt_cuda_pool_ops;
     int maxp = d->type == DPT_LAYER_MAXPOOL;
     DNN_CK(cudnnCreatePoolingDescriptor, (&L->pool), li, "");
     DNN_CK(cudnnSetPooling2dDescriptor, (L->pool, maxp ? CUDNN_POOLING_MAX_DETERMINISTIC
@@ -1819,7 +1126,7 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
     break;
   }
   case DPT_LAYER_FC:
-    l->ops = &fc_ops;
+    l->ops = &dpt_cuda_fc_ops;
     if (x->h * x->w != 1 || x->c_stored != x->c) {
       char shape[192];
       layer_shape(cb, li, shape, sizeof shape);
@@ -1831,7 +1138,7 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
            li, "");
     if (half) L->w16 = wr + cb->plan.wcopy_off[li];
     break;
-  case DPT_LAYER_ADD: l->ops = &add_ops; break;
+  case DPT_LAYER_ADD: l->ops = &dpt_cuda_add_ops; break;
   default:
     return dpt_err_set(err, DPT_E_INPUT, "cuda backend: layer %d '%s' has unknown type %d", li, d->name,
                        d->type);
@@ -1876,8 +1183,7 @@ static void *fx_resolve(void *ctx, const struct dpt_fx_ref *r)
   }
 }
 
-static int note(struct cu_backend *cb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int note(struct cu_backend *cb, const char *fmt, ...)
+int dpt_cuda_note(struct cu_backend *cb, const char *fmt, ...)
 {
   size_t n = strlen(cb->notes);
   va_list ap;
@@ -1889,82 +1195,6 @@ static int note(struct cu_backend *cb, const char *fmt, ...)
   return 0;
 }
 
-/* BN training through cudnnBatchNormalizationForwardTrainingEx / BackwardEx (issue 22), as
- * PyTorch's channels_last path runs it: NHWC, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, workspace and
- * reserve space, and BN+ReLU as one op (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) where the layer has its
- * ReLU.  The plain calls ran cuDNN's generic 1C11 kernels on NHWC: 92% of a mixed-precision
- * ResNet-50 step on an H200 (bench/results/gpu-check-h200.md).  A layer whose sizes cuDNN refuses
- * keeps the plain calls (said at start); DPT_CUDA_BN=legacy keeps them all. */
-static int bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
-{
-  const struct dpt_model *m = cb->pub.model;
-  const char *env = getenv("DPT_CUDA_BN");
-  const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-  int rc = 0, n_bn = 0, n_ex = 0, n_no = 0;
-  size_t total = 0;
-  char *base = NULL;
-  cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
-  const char *first_no = NULL;
-  if (env && *env && strcmp(env, "ex") && strcmp(env, "legacy"))
-    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: DPT_CUDA_BN='%s' is not ex or legacy: unset it (ex: "
-                       "cudnnBatchNormalization*Ex, the default) or set legacy (the plain calls)", env);
-  int want = !(env && !strcmp(env, "legacy"));
-  if (want) {
-    DNN_CK(cudnnCreateActivationDescriptor, (&cb->relu), -1, "BN+ReLU activation");
-    DNN_CK(cudnnSetActivationDescriptor, (cb->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), -1,
-           "BN+ReLU activation");
-  }
-  for (int li = 0; li < m->n_layers; li++) {
-    const struct dpt_layer_desc *d = &m->layers[li];
-    struct cu_layer *L = &cb->l[li];
-    if (d->type != DPT_LAYER_BN) continue;
-    n_bn++;
-    if (!want) continue;
-    const struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
-    cudnnActivationDescriptor_t act = d->relu ? cb->relu : NULL;
-    size_t wf = 0, wb = 0, rs = 0;
-    cudnnStatus_t st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(cb->dnn, mode, bn_ex_ops(d), x->desc,
-                                                                                 NULL, y->desc, L->pdesc, act, &wf);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = cudnnGetBatchNormalizationBackwardExWorkspaceSize(cb->dnn, mode, bn_ex_ops(d), x->desc,
-                                                             d->relu ? y->desc : NULL, y->desc, NULL, x->desc,
-                                                             L->pdesc, act, &wb);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cb->dnn, mode, bn_ex_ops(d), act, x->desc, &rs);
-    if (st != CUDNN_STATUS_SUCCESS) {
-      if (!first_no) first_no = d->name;
-      last = st;
-      n_no++;
-      continue;
-    }
-    L->bn_ex = 1;
-    L->bn_reserve_bytes = rs;
-    total += (rs + 255) & ~(size_t)255;
-    if (wf > cb->bn_ws_bytes) cb->bn_ws_bytes = wf;
-    if (wb > cb->bn_ws_bytes) cb->bn_ws_bytes = wb;
-    n_ex++;
-  }
-  if (total) {
-    if ((rc = dalloc(cb, (void **)&base, total, "BN reserve space (cudnnBatchNormalization*Ex)", err))) goto fail;
-    for (int li = 0; li < m->n_layers; li++)
-      if (cb->l[li].bn_ex && cb->l[li].bn_reserve_bytes) {
-        cb->l[li].bn_reserve = base;
-        base += (cb->l[li].bn_reserve_bytes + 255) & ~(size_t)255;
-      }
-  }
-  if (!want)
-    note(cb, "batch norm: the plain cuDNN calls for its %d layer(s) (DPT_CUDA_BN=legacy)", n_bn);
-  else if (n_no)
-    note(cb, "batch norm: %d of %d layer(s) through cudnnBatchNormalization*Ex (NHWC persistent, BN+ReLU fused); "
-         "%d on the plain calls: cuDNN %ld refused their sizes (%s, first '%s')", n_ex, n_bn, n_no,
-         (long)cudnnGetVersion(), cudnnGetErrorString(last), first_no);
-  else if (n_bn)
-    note(cb, "batch norm: %d layer(s) through cudnnBatchNormalization*Ex (NHWC persistent, BN+ReLU fused), "
-         "reserve %.1f MB, workspace %.1f MB", n_bn, total / 1e6, cb->bn_ws_bytes / 1e6);
-  return 0;
-fail:
-  return rc;
-}
 
 /* The fused step (--fuse): the engine cache and the errata, then every fused op's cuDNN graph
  * built on the arena (its engine from the cache, else timed: dpt_cudnn_graph).  An op with no
@@ -1988,12 +1218,12 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   {
     struct dpt_err ce = {0};
     if (dpt_engine_cache_open(&cb->ecache, &id, cb->copts.engine_cache_dir, &ce)) { /* no place for it: timed each run */
-      note(cb, "fused step: no engine cache (%s): every engine is timed at start", ce.msg);
+      dpt_cuda_note(cb, "fused step: no engine cache (%s): every engine is timed at start", ce.msg);
       if ((rc = dpt_engine_cache_open(&cb->ecache, &id, "off", err))) return rc;
     }
   }
   cb->ecache_open = 1;
-  if (cb->ecache.warning[0]) note(cb, "%s", cb->ecache.warning);
+  if (cb->ecache.warning[0]) dpt_cuda_note(cb, "%s", cb->ecache.warning);
   {
     char dir[1024] = "", epath[1100];
     snprintf(dir, sizeof dir, "%s", cb->ecache.path);
@@ -2009,7 +1239,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   size_t fr = 0, tot = 0;
   CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "fused step tuning workspace");
   size_t limit = dpt_cuda_workspace_limit(fr, 0, cb->copts.workspace_cap);
-  if (limit && (rc = dalloc(cb, &tws, limit, "fused step tuning workspace", err))) return rc;
+  if (limit && (rc = dpt_cuda_dalloc(cb, &tws, limit, "fused step tuning workspace", err))) return rc;
   struct dpt_cg_ctx ctx = {.dnn = cb->dnn, .device = cb->dev, .cudnn_version = id.cudnn, .cache = &cb->ecache,
                            .errata = cb->errata_loaded ? &cb->errata : NULL, .workspace = tws,
                            .workspace_limit = limit, .max_candidates = 0};
@@ -2053,7 +1283,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
       break;
     if (cb->plan.region[DPT_CUDA_R_ARENA] > had) {
       dfree(cb, cb->region[DPT_CUDA_R_ARENA]);
-      if ((rc = dalloc(cb, &cb->region[DPT_CUDA_R_ARENA], cb->plan.region[DPT_CUDA_R_ARENA],
+      if ((rc = dpt_cuda_dalloc(cb, &cb->region[DPT_CUDA_R_ARENA], cb->plan.region[DPT_CUDA_R_ARENA],
                        dpt_cuda_region_name(DPT_CUDA_R_ARENA), err)))
         break;
     } else {
@@ -2066,15 +1296,15 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   if (rc) return rc;
   struct dpt_err se = {0};
   if (cb->fx.timed && dpt_engine_cache_store(&cb->ecache, &se))
-    note(cb, "fused step: warning: the engine choices were not stored: %s", se.msg);
+    dpt_cuda_note(cb, "fused step: warning: the engine choices were not stored: %s", se.msg);
   const struct dpt_fuse_counts *c = &cb->plan.fuse->counts;
-  note(cb, "fused step: %d of %d ops through cuDNN graphs, engines: %d from the cache %s, %d timed%s%s; %d legacy "
+  dpt_cuda_note(cb, "fused step: %d of %d ops through cuDNN graphs, engines: %d from the cache %s, %d timed%s%s; %d legacy "
        "layer ops (pooling, FC, loss%s)", cb->fx.n, c->ops_fwd + c->ops_bwd, cb->fx.from_cache,
        cb->ecache.path[0] ? cb->ecache.path : "(off)", cb->fx.timed, cb->fx.timed && cb->ecache.path[0] ? " and stored" : "",
        cb->errata_loaded ? "" : " (no errata file)", c->legacy_fwd + c->legacy_bwd,
        c->legacy_fwd > 3 ? ", convolutions whose channels are not a multiple of the tensor-core one" : "");
   if (nfell)
-    note(cb, "fused step: %d layer(s) back on the legacy calls, no cuDNN engine for their pattern here: %s%s", nfell,
+    dpt_cuda_note(cb, "fused step: %d layer(s) back on the legacy calls, no cuDNN engine for their pattern here: %s%s", nfell,
          fell, nfell > 4 ? "; ..." : "");
   return 0;
 fail:
@@ -2177,7 +1407,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   size_t np = m->n_params;
   int N = opts->batch, o = m->layers[m->n_layers - 1].out;
   for (int r = 0; r < DPT_CUDA_NREGIONS; r++) /* one allocation per region: a fixed handful */
-    if ((rc = dalloc(cb, &cb->region[r], cb->plan.region[r], dpt_cuda_region_name(r), err))) goto fail;
+    if ((rc = dpt_cuda_dalloc(cb, &cb->region[r], cb->plan.region[r], dpt_cuda_region_name(r), err))) goto fail;
   be->params = cb->region[DPT_CUDA_R_PARAMS];
   be->grads = cb->region[DPT_CUDA_R_GRADS];
   be->state = cb->region[DPT_CUDA_R_STATE];
@@ -2266,7 +1496,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     if (rc) goto fail;
     int e = dpt_cuda_optim_upload(&cb->olay, &cb->otab, cb->stream);
     if (e) {
-      rc = call_fail(cb, -1, "fused optimizer tables", "dpt_cuda_optim_upload", cudaGetErrorString((cudaError_t)e), err);
+      rc = dpt_cuda_call_fail(cb, -1, "fused optimizer tables", "dpt_cuda_optim_upload", cudaGetErrorString((cudaError_t)e), err);
       goto fail;
     }
     cb->bytes += ((size_t)cb->olay.n_seg * sizeof(struct dpt_optim_seg) + 255) / 256 * 256 +
@@ -2281,7 +1511,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     }
     if (cb->fused) { /* the plan's ops of the layer; its legacy calls for the plan's legacy ops */
       cb->l[i].legacy = be->layers[i].ops;
-      be->layers[i].ops = &fused_ops;
+      be->layers[i].ops = &dpt_cuda_fused_ops;
     }
   }
   /* initial parameters: the same bytes as every other backend */
@@ -2302,10 +1532,10 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     if (rc) goto fail;
   }
   if ((long)cudnnGetVersion() < (long)CUDNN_VERSION) /* the H200 visit's machine: 9.14 under 9.19 headers */
-    note(cb, "warning: cuDNN %ld at run time is older than the %ld dpt was built with: put a cuDNN >= the "
+    dpt_cuda_note(cb, "warning: cuDNN %ld at run time is older than the %ld dpt was built with: put a cuDNN >= the "
          "build's first on LD_LIBRARY_PATH (what it lacks, dpt cannot use)", (long)cudnnGetVersion(),
          (long)CUDNN_VERSION);
-  if ((rc = bn_ex_prepare(cb, err))) goto fail;
+  if ((rc = dpt_cuda_bn_ex_prepare(cb, err))) goto fail;
   /* algorithms: once per distinct shape of the convolutions on legacy calls, under the workspace
    * limit (the weight copies the measured search runs on came with the parameters) */
   {
@@ -2313,11 +1543,11 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "workspace sizing");
     size_t limit = dpt_cuda_workspace_limit(fr, 0, copts->workspace_cap);
     if (copts->algo_search && limit) {
-      if ((rc = dalloc(cb, &cb->ws, limit, "algorithm search workspace", err))) goto fail;
+      if ((rc = dpt_cuda_dalloc(cb, &cb->ws, limit, "algorithm search workspace", err))) goto fail;
     }
     for (int s = 0; s < cb->plan.n_shapes; s++) {
       int rep = legacy_rep(cb, s);
-      if (rep >= 0 && (rc = choose_algos(cb, s, rep, limit, err))) goto fail;
+      if (rep >= 0 && (rc = dpt_cuda_choose_algos(cb, s, rep, limit, err))) goto fail;
     }
     if (cb->ws) dfree(cb, cb->ws);
     cb->ws = NULL;
@@ -2329,15 +1559,15 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     }
     if (cb->fx.workspace > cb->ws_bytes) cb->ws_bytes = cb->fx.workspace; /* the fused ops' plans share it */
     if (cb->bn_ws_bytes > cb->ws_bytes) cb->ws_bytes = cb->bn_ws_bytes;   /* and the BN Ex calls */
-    if (cb->ws_bytes && (rc = dalloc(cb, &cb->ws, cb->ws_bytes, "convolution workspace", err))) goto fail;
+    if (cb->ws_bytes && (rc = dpt_cuda_dalloc(cb, &cb->ws, cb->ws_bytes, "convolution workspace", err))) goto fail;
     cb->fx.ctx.workspace = cb->ws;
     cb->fx.ctx.workspace_limit = cb->ws_bytes;
   }
   if (be->graph) { /* captured GEMMs: cuBLAS works in a workspace of ours, allocated now */
     size_t bw = (size_t)32 << 20;
-    if ((rc = dalloc(cb, &cb->blas_ws, bw, "cuBLAS workspace", err))) goto fail;
+    if ((rc = dpt_cuda_dalloc(cb, &cb->blas_ws, bw, "cuBLAS workspace", err))) goto fail;
     BLAS_CK(cublasSetWorkspace, (cb->blas, cb->blas_ws, bw), -1, "cuBLAS workspace");
-    note(cb, "CUDA graphs: on: each step key (training, validation, micro-batch; dpt_cuda_capture) runs eagerly "
+    dpt_cuda_note(cb, "CUDA graphs: on: each step key (training, validation, micro-batch; dpt_cuda_capture) runs eagerly "
          "once, is captured the next time and replayed after that");
   }
   /* the algorithm search ran on the arena: every buffer is rewritten by its first writer in
@@ -2349,7 +1579,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
    * 8.8e-4 off PyTorch's after one step on the first GPU run, with step 1's gradients in bounds */
   CUDA_CK(cudaMemsetAsync, (cb->region[DPT_CUDA_R_SGD], 0, cb->plan.region[DPT_CUDA_R_SGD], cb->stream), -1,
           "SGD momentum buffer");
-  if ((rc = stream_sync(cb, -1, "creation", err))) goto fail;
+  if ((rc = dpt_cuda_stream_sync(cb, -1, "creation", err))) goto fail;
   *out = be;
   return 0;
 fail:
@@ -2399,7 +1629,7 @@ int dpt_backend_cuda_loss(struct dpt_backend *be, const int *labels, float smoot
   if ((rc = loss_enqueue(cb, labels, smoothing, grad_scale, err))) goto fail;
   CUDA_CK(cudaMemcpyAsync, (loss, cb->loss_rows, (size_t)N * 4, cudaMemcpyDeviceToHost, cb->stream), -1, "loss");
   CUDA_CK(cudaMemcpyAsync, (rank, cb->rank, (size_t)N * 4, cudaMemcpyDeviceToHost, cb->stream), -1, "loss");
-  if ((rc = stream_sync(cb, -1, "loss", err))) goto fail;
+  if ((rc = dpt_cuda_stream_sync(cb, -1, "loss", err))) goto fail;
   double s = 0;
   int t1 = 0, t5 = 0;
   for (int i = 0; i < N; i++) {
@@ -2429,7 +1659,7 @@ int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum, 
   if ((rc = optim_launch(cb, be->grads, lr, NULL, momentum, weight_decay, nesterov, mask ? cb->mask : NULL, NULL, 0,
                          err)))
     return rc;
-  return stream_sync(cb, -1, "SGD", err);
+  return dpt_cuda_stream_sync(cb, -1, "SGD", err);
 fail:
   return rc;
 }
@@ -2444,7 +1674,7 @@ int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host, int to_b
                             to_backend ? (void *)host : (void *)cb->velocity, n,
                             to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
           -1, "SGD momentum buffer");
-  return stream_sync(cb, -1, "SGD momentum buffer", err);
+  return dpt_cuda_stream_sync(cb, -1, "SGD momentum buffer", err);
 fail:
   return rc;
 }
@@ -2458,7 +1688,7 @@ int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int 
           "gradient check");
   CUDA_CK(cudaMemcpyAsync, (&flag, cb->flag, sizeof flag, cudaMemcpyDeviceToHost, cb->stream), -1,
           "gradient check");
-  if ((rc = stream_sync(cb, -1, "gradient check", err))) return rc;
+  if ((rc = dpt_cuda_stream_sync(cb, -1, "gradient check", err))) return rc;
   *finite = !flag;
   return 0;
 fail:

@@ -1,0 +1,242 @@
+/* dpt_backend_cuda_priv.h — the cuda backend's own structures, shared by its rooms:
+ * dpt_backend_cuda.c (creation, the step's calls, the loss, the optimizer, graph steps) and
+ * dpt_cuda_layers.c (the layers' legacy cuDNN / cuBLAS calls, the fused step's per-layer
+ * dispatch, the convolution algorithm choice, batch norm's Ex set-up).  Not a public header. */
+#ifndef DPT_BACKEND_CUDA_PRIV_H
+#define DPT_BACKEND_CUDA_PRIV_H
+
+#include "dpt_backend_cuda.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "dpt_cuda_capture.h"
+#include "dpt_cuda_fstep.h"
+#include "dpt_cuda_graph.h"
+#include "dpt_cuda_kernels.h"
+#include "dpt_cuda_optim.h"
+#include "dpt_cudnn_errata.h"
+#include "dpt_data.h" /* struct dpt_input_format */
+#include "dpt_engine_cache.h"
+#include "dpt_optim_layout.h"
+
+
+/* regions + workspace, search workspace, pending slab, the fused step's tuning workspace, the
+ * cuBLAS workspace (graph capture), the fused optimizer's tables */
+#define MAX_ALLOCS (DPT_CUDA_NREGIONS + 8)
+#define NSTAGE 2 /* pinned host staging slots for the input batch and the labels */
+
+struct cu_tensor {
+  cudnnTensorDescriptor_t desc; /* [N, c_stored, h, w], NHWC fp32 / fp16 / bf16 */
+  void *buf;                    /* activation */
+  void *diff;                   /* its gradient (NULL when not needed) */
+};
+
+struct cu_algo {
+  int fwd, bwd_data, bwd_filter;   /* cudnnConvolution*Algo_t */
+  int math_fwd, math_data, math_filter; /* cudnnMathType_t the choice was made with (set before each call) */
+  size_t ws_fwd, ws_data, ws_filter;
+};
+
+struct cu_backend;
+
+struct cu_layer {
+  struct cu_backend *cb;
+  int idx;
+  int conv;                         /* index in plan.conv, -1 */
+  cudnnFilterDescriptor_t fdesc;    /* conv filter [K, C_stored, R, S] */
+  cudnnConvolutionDescriptor_t cdesc;
+  cudnnTensorDescriptor_t pdesc;    /* BN scale/bias/mean/var [1, C, 1, 1] fp32; FC bias [1, K, 1, 1] */
+  cudnnPoolingDescriptor_t pool;
+  float *save_mean, *save_istd;     /* BN [C] each, from forward training */
+  void *w16, *dw16;                 /* conv: KRSC weight copy [K, R, S, C_stored] in the compute type and
+                                       the shared weight-gradient buffer; FC (16-bit): [K, C] weights */
+  void *scratch;                    /* BN+ReLU / add+ReLU backward: relu'(y) * dy [output's size] */
+  void *discard;                    /* BN whose input has no gradient: its dx [input's size] */
+  const struct dpt_layer_ops *legacy; /* the layer's legacy calls (the fused step runs the plan's
+                                       legacy ops of this layer through them) */
+  float *bn_vec;                    /* fused step, BN: [7][C] sum, sum of squares, equivalent scale,
+                                       bias, backward coefficients cy, cx, cb (dpt_cuda_fstep.h) */
+  int bn_ex;                        /* BN training through cudnnBatchNormalization*Ex (NHWC persistent
+                                       kernels, ReLU inside when the layer has one); 0: the plain calls */
+  void *bn_reserve;                 /* Ex: forward -> backward reserve space [bn_reserve_bytes] */
+  size_t bn_reserve_bytes;
+};
+
+struct cu_backend {
+  struct dpt_backend pub;
+  struct dpt_cuda_opts copts;
+  struct dpt_cuda_plan plan;
+  int dev;
+  int sync_debug;
+  cudaStream_t stream;
+  cudnnHandle_t dnn;
+  cublasHandle_t blas;
+  struct cu_tensor *t;              /* [n_tensors] */
+  struct cu_layer *l;               /* [n_layers] */
+  struct cu_algo *algo;             /* [plan.n_shapes] */
+  void *region[DPT_CUDA_NREGIONS];  /* one allocation each (plan.region[] bytes) */
+  void *ws;                         /* shared convolution (and BN Ex) workspace [ws_bytes] */
+  size_t bn_ws_bytes;               /* the largest BN Ex forward / backward workspace */
+  cudnnActivationDescriptor_t relu; /* BN Ex: the ReLU fused into BN+ReLU layers */
+  size_t ws_bytes;
+  float *in32, *out32, *dout32, *dx32; /* fp32 staging: input, logits, dlogits, dinput */
+  void *in_own;                     /* the input tensor's arena slot; t[0].buf is the caller's batch
+                                       instead after forward_device (read in place) */
+  void *dy16;                       /* 16-bit: FC output gradient cast [N, K] (FC-cast region) */
+  long host_syncs;                  /* host waits on the stream so far (dpt_backend_cuda_host_syncs) */
+  long stage_waits;                 /* waits for a staging slot's upload of NSTAGE steps ago that blocked */
+  int overflow_armed;               /* the next sgd_step reads the device overflow flag */
+  /* host -> device without host waits: pinned staging (one cudaHostAlloc), the input uploads
+   * on their own stream, each slot reused only after its upload (event) of NSTAGE steps ago */
+  cudaStream_t up_stream;           /* input uploads: staging -> in32, overlapping the compute */
+  cudaEvent_t in_free;              /* compute stream, after the input cast: in32 may be overwritten */
+  cudaEvent_t x_ev[NSTAGE], lab_ev[NSTAGE]; /* staging slot's input / labels upload done */
+  int x_used[NSTAGE], lab_used[NSTAGE], x_slot, lab_slot;
+  void *pinned;                     /* cudaHostAlloc: the slots, then the readback area */
+  size_t pinned_bytes;
+  float *stage_x[NSTAGE];           /* [N, C, H, W] host NCHW images */
+  int *stage_lab[NSTAGE];           /* [N] */
+  double *tot_host;                 /* [4] loss totals read back */
+  struct dpt_loss_scaler *scaler_host; /* the scaler read back / to upload */
+  double *tot;                      /* device [4]: loss sum, top-1, top-5, rows since loss_totals */
+  struct dpt_loss_scaler *scaler;   /* device: mixed precision's dynamic loss scaling */
+  size_t unscaled_lo;               /* backward: gradient slab [unscaled_lo, n_params) is unscaled */
+  int mask_ready;                   /* dpt_backend_cuda_sgd_step uploaded its mask */
+  float *velocity;                  /* [n_params] SGD momentum (lazy) */
+  float sgd_momentum, sgd_wd;       /* ops->sgd_init's hyper-parameters */
+  int sgd_nesterov, sgd_ready;
+  unsigned char *mask;              /* [n_params] weight-decay mask (lazy) */
+  int *labels, *rank, *flag;        /* [N], [N], [1] */
+  float *loss_rows;                 /* [N] */
+  cudaEvent_t *bucket_ev;           /* [n_ev] one per gradient bucket (dpt_backend_set_buckets) */
+  int n_ev;
+  cudaEvent_t stash_ev;             /* double buffering: completes with pending <- grads */
+  void *allocs[MAX_ALLOCS];
+  size_t alloc_bytes[MAX_ALLOCS];
+  int n_allocs;
+  size_t bytes, peak;
+  int dtype;                        /* DPT_DT_F32 / F16 / BF16: activations and weight copies */
+  /* the fused optimizer (issue 15): one launch per step writes the fp32 update and the weight
+   * copies in the compute type (no per-layer cast kernels) */
+  struct dpt_optim_layout olay;
+  struct dpt_cuda_optim_tables otab;
+  float *lr_dev;                    /* device float: the step's learning rate (graph steps) */
+  /* the fused step (--fuse) */
+  int fused;
+  struct dpt_cuda_fstep fx;
+  unsigned char *legacy;            /* [n_layers] layers kept on legacy calls (a pattern without engine) */
+  struct dpt_engine_cache ecache;
+  struct dpt_cudnn_errata errata;
+  int ecache_open, errata_loaded;
+  char notes[4096];                 /* ops->notes */
+  /* CUDA-graph capture of announced steps (--cuda-graph) */
+  struct dpt_cap_state cap;
+  struct dpt_cuda_graphs graphs;
+  int gstep;                        /* the current call belongs to a captured / replayed / eager graph-mode step */
+  int gmode, gslot;                 /* its dpt_cap_mode and key slot */
+  struct dpt_cap_step step;         /* what ops->step_begin announced */
+  float step_lr;
+  int launch_seg;                   /* segment to end (capture) and launch at the end of this call, -1 */
+  cudaEvent_t lab_free;             /* after the loss kernel: the device labels may be overwritten */
+  cudaEvent_t pre_wait[4];          /* upload events the stream waits for before the step's work */
+  int n_pre_wait;
+  void *blas_ws;                    /* cuBLAS workspace (captured GEMMs allocate nothing) */
+  int said_uncaptured;              /* the reason a step ran uncaptured was said */
+  struct dpt_cap_item *bw_items;    /* [bw_cap] the graph step's backward items, bw_done of bw_n reported */
+  int bw_cap, bw_n, bw_done;
+};
+
+#define CB(be) ((struct cu_backend *)(be))
+
+static const float one = 1.0f, zero = 0.0f;
+
+/* "cuda backend: <call> failed in layer '<name>' (<shape>) on device <d>: <why>" (li -1: `what` names
+ * the context); returns DPT_E_RUNTIME. */
+int dpt_cuda_call_fail(struct cu_backend *cb, int li, const char *what, const char *call, const char *why,
+                       struct dpt_err *err);
+/* Every CUDA / cuDNN / cuBLAS call and kernel launch goes through one of these;
+ * li is the layer index (or -1 with `what` naming the non-layer context). */
+#define CUDA_CK(fn, args, li, what)                                                 \
+  do {                                                                              \
+    cudaError_t e_ = fn args;                                                       \
+    if (e_ != cudaSuccess) {                                                        \
+      rc = dpt_cuda_call_fail(cb, (li), (what), #fn, cudaGetErrorString(e_), err);  \
+      goto fail;                                                                    \
+    }                                                                               \
+  } while (0)
+#define KERN_CK(fn, args, li, what)                                       \
+  do {                                                                    \
+    int e_ = fn args;                                                     \
+    if (e_ != 0) {                                                        \
+      rc = dpt_cuda_call_fail(cb, (li), (what), #fn " (kernel launch)",   \
+                              cudaGetErrorString((cudaError_t)e_), err);  \
+      goto fail;                                                          \
+    }                                                                     \
+  } while (0)
+#define DNN_CK(fn, args, li, what)                                                   \
+  do {                                                                               \
+    cudnnStatus_t s_ = fn args;                                                      \
+    if (s_ != CUDNN_STATUS_SUCCESS) {                                                \
+      rc = dpt_cuda_call_fail(cb, (li), (what), #fn, cudnnGetErrorString(s_), err);  \
+      goto fail;                                                                     \
+    }                                                                                \
+  } while (0)
+#define BLAS_CK(fn, args, li, what)                                                    \
+  do {                                                                                 \
+    cublasStatus_t s_ = fn args;                                                       \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+      rc = dpt_cuda_call_fail(cb, (li), (what), #fn, cublasGetStatusString(s_), err);  \
+      goto fail;                                                                       \
+    }                                                                                  \
+  } while (0)
+
+/* A device allocation of ours (zeroed, counted in the backend's bytes and peak). */
+int dpt_cuda_dalloc(struct cu_backend *cb, void **p, size_t bytes, const char *what, struct dpt_err *err);
+/* Every host wait on the stream (counted; refused inside a graph capture). */
+int dpt_cuda_stream_sync(struct cu_backend *cb, int li, const char *what, struct dpt_err *err);
+/* A line of what the backend decided at start (dpt-train prints them). */
+int dpt_cuda_note(struct cu_backend *cb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static inline int layer_sync(struct cu_backend *cb, int li, struct dpt_err *err)
+{
+  return cb->sync_debug ? dpt_cuda_stream_sync(cb, li, "sync", err) : 0;
+}
+
+static inline size_t t_elems(const struct cu_backend *cb, int tid)
+{
+  const struct dpt_cuda_tensor_plan *p = &cb->plan.t[tid];
+  return (size_t)p->n * p->c_stored * p->h * p->w;
+}
+
+/* Input gradient target of a layer: beta 0 first, 1 when accumulating. */
+static inline void *diff_target(struct cu_backend *cb, int tid, float *beta)
+{
+  *beta = cb->pub.grad_written[tid] ? 1.0f : 0.0f;
+  cb->pub.grad_written[tid] = 1;
+  return cb->t[tid].diff;
+}
+
+static inline int tensor_dtype(const struct cu_backend *cb, int tid)
+{
+  return cb->plan.t[tid].elem_bytes == 4 ? DPT_DT_F32 : cb->dtype;
+}
+
+
+/* dpt_cuda_layers.c */
+extern const struct dpt_layer_ops dpt_cuda_conv_ops, dpt_cuda_bn_ops, dpt_cuda_relu_ops, dpt_cuda_pool_ops,
+    dpt_cuda_fc_ops, dpt_cuda_add_ops, dpt_cuda_fused_ops;
+void dpt_cuda_layer_destroy(struct dpt_layer *l);
+cudnnMathType_t dpt_cuda_conv_search_math(const struct cu_backend *cb);
+int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err);
+int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err);
+
+#endif
