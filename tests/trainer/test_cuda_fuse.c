@@ -679,7 +679,7 @@ static void fused_arena(void)
   resnet(&m, 224, 1000, 0, 1.0, 3);
   for (int prec = DPT_CUDA_FP32; prec <= DPT_CUDA_BF16; prec++) {
     struct dpt_cuda_plan u, f;
-    struct dpt_cuda_plan_opts po = {1, NULL};
+    struct dpt_cuda_plan_opts po = {1, NULL, 0};
     struct dpt_err err;
     const char *pn = dpt_cuda_precision_name(prec);
     if (dpt_cuda_plan_build(&m, 256, prec, 0, &u, &err) ||

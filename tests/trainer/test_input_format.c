@@ -47,12 +47,13 @@ static void resnet(struct dpt_model *m, int in_channels, int image, double width
 }
 
 /* The cuda backend's ops->input_format without a device: the plan's format, device 0, a stream. */
-static void backend_format(const struct dpt_model *m, int batch, enum dpt_cuda_precision p, struct dpt_input_format *f,
-                           size_t *plan_bytes)
+static void backend_format_ex(const struct dpt_model *m, int batch, enum dpt_cuda_precision p, int nchw,
+                              struct dpt_input_format *f, size_t *plan_bytes)
 {
   struct dpt_cuda_plan plan;
   struct dpt_err err;
-  if (dpt_cuda_plan_build(m, batch, p, 0, &plan, &err)) {
+  struct dpt_cuda_plan_opts po = {0, NULL, nchw}; /* nchw: the backend's fp32 default (DPT_CUDA_LAYOUT) */
+  if (dpt_cuda_plan_build_ex(m, batch, p, 0, &po, &plan, &err)) {
     fprintf(stderr, "plan: %s\n", err.msg);
     exit(1);
   }
@@ -63,6 +64,12 @@ static void backend_format(const struct dpt_model *m, int batch, enum dpt_cuda_p
   f->device = 0;
   static int a_stream;
   f->stream = &a_stream; /* any non-NULL cudaStream_t: not compared */
+}
+
+static void backend_format(const struct dpt_model *m, int batch, enum dpt_cuda_precision p, struct dpt_input_format *f,
+                           size_t *plan_bytes)
+{
+  backend_format_ex(m, batch, p, 0, f, plan_bytes);
 }
 
 /* A file-backed (imagenet) dataset as dpt_data_load_imagenet leaves it: only what the
@@ -103,15 +110,19 @@ static void test_table(void)
     enum dpt_cuda_precision p;
     int c, dtype, c_stored;
     const char *desc;
+    int nchw;
   } want[] = {
-      {DPT_CUDA_FP32, 3, DPT_DATA_F32, 3, "NHWC fp32, 3 channels"},
-      {DPT_CUDA_TF32, 3, DPT_DATA_F32, 3, "NHWC fp32, 3 channels"},
-      {DPT_CUDA_MIXED, 3, DPT_DATA_F16, 8, "NHWC fp16, 8 channels (3 + 5 zero)"},
-      {DPT_CUDA_BF16, 3, DPT_DATA_BF16, 8, "NHWC bf16, 8 channels (3 + 5 zero)"},
-      {DPT_CUDA_FP32, 1, DPT_DATA_F32, 1, "NHWC fp32, 1 channel"},
-      {DPT_CUDA_TF32, 1, DPT_DATA_F32, 1, "NHWC fp32, 1 channel"},
-      {DPT_CUDA_MIXED, 1, DPT_DATA_F16, 8, "NHWC fp16, 8 channels (1 + 7 zero)"},
-      {DPT_CUDA_BF16, 1, DPT_DATA_BF16, 8, "NHWC bf16, 8 channels (1 + 7 zero)"},
+      {DPT_CUDA_FP32, 3, DPT_DATA_F32, 3, "NCHW fp32, 3 channels", 1}, /* the backend's fp32 default */
+      {DPT_CUDA_TF32, 3, DPT_DATA_F32, 3, "NCHW fp32, 3 channels", 1}, /* DPT_CUDA_LAYOUT=nchw */
+      {DPT_CUDA_FP32, 1, DPT_DATA_F32, 1, "NCHW fp32, 1 channel", 1},
+      {DPT_CUDA_FP32, 3, DPT_DATA_F32, 3, "NHWC fp32, 3 channels", 0},
+      {DPT_CUDA_TF32, 3, DPT_DATA_F32, 3, "NHWC fp32, 3 channels", 0},
+      {DPT_CUDA_MIXED, 3, DPT_DATA_F16, 8, "NHWC fp16, 8 channels (3 + 5 zero)", 0},
+      {DPT_CUDA_BF16, 3, DPT_DATA_BF16, 8, "NHWC bf16, 8 channels (3 + 5 zero)", 0},
+      {DPT_CUDA_FP32, 1, DPT_DATA_F32, 1, "NHWC fp32, 1 channel", 0},
+      {DPT_CUDA_TF32, 1, DPT_DATA_F32, 1, "NHWC fp32, 1 channel", 0},
+      {DPT_CUDA_MIXED, 1, DPT_DATA_F16, 8, "NHWC fp16, 8 channels (1 + 7 zero)", 0},
+      {DPT_CUDA_BF16, 1, DPT_DATA_BF16, 8, "NHWC bf16, 8 channels (1 + 7 zero)", 0},
   };
   struct dpt_model m3, m1;
   resnet(&m3, 3, 224, 1.0);
@@ -124,8 +135,8 @@ static void test_table(void)
     struct dpt_err err = {0};
     size_t pb;
     char desc[96], why[128];
-    backend_format(want[i].c == 3 ? &m3 : &m1, 8, want[i].p, &f, &pb);
-    CHECK(f.layout == DPT_DATA_NHWC && f.dtype == want[i].dtype && f.c == want[i].c && f.c_stored == want[i].c_stored &&
+    backend_format_ex(want[i].c == 3 ? &m3 : &m1, 8, want[i].p, want[i].nchw, &f, &pb);
+    CHECK(f.layout == (want[i].nchw ? DPT_DATA_NCHW : DPT_DATA_NHWC) && f.dtype == want[i].dtype && f.c == want[i].c && f.c_stored == want[i].c_stored &&
               f.batch == 8 && f.h == 224 && f.w == 224,
           "%s, %d channel(s): backend format layout %d dtype %d c %d c_stored %d batch %d %dx%d", pn, want[i].c,
           f.layout, f.dtype, f.c, f.c_stored, f.batch, f.h, f.w);

@@ -7,7 +7,7 @@
  * the project's full -Wall -Wextra -Werror and no warning is silenced.
  *
  * Plan first (dpt_cuda_plan.c, host-only and tested without a GPU): tensor
- * layouts (NHWC at every precision), convolution shapes and the distinct-shape
+ * layouts (NHWC; fp32 NCHW by default), convolution shapes and the distinct-shape
  * table, memory by lifetime.  Then one allocation per plan region (a fixed
  * list, whatever the depth): parameter, gradient and state slabs, SGD
  * momentum + mask, the liveness arena (activations, their gradients and the
@@ -255,8 +255,11 @@ static int cast_input(struct cu_backend *cb, int external, struct dpt_err *err)
 {
   const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
   int rc = 0;
-  KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
-                                    ip->c_stored, 1.0f, cb->stream), -1, "input");
+  if (!ip->nhwc) /* NCHW fp32 (plan.nchw): the images as they came */
+    CUDA_CK(cudaMemcpyAsync, (cb->t[0].buf, cb->in32, ip->bytes, cudaMemcpyDeviceToDevice, cb->stream), -1, "input");
+  else
+    KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
+                                      ip->c_stored, 1.0f, cb->stream), -1, "input");
   CUDA_CK(cudaEventRecordWithFlags, (cb->in_free, cb->stream, external ? cudaEventRecordExternal : cudaEventRecordDefault),
           -1, "input");
   return 0;
@@ -486,9 +489,13 @@ static int backward_walk(struct cu_backend *cb, const float *dout, float *dx, st
   cb->unscaled_lo = be->model->n_params;
   if ((rc = dpt_backend_backward_walk(be, cu_bucket_done, err)) || (rc = unscale_down_to(cb, 0, err))) goto fail;
   if (dx) {
-    KERN_CK(dpt_cuda_nhwc_to_nchw32_ds, (cb->t[0].diff, tensor_dtype(cb, 0), cb->dx32, ip->n, ip->c,
-                                         (size_t)ip->h * ip->w, ip->c_stored, 1.0f, dscale(cb), 1, cb->stream), -1,
-            "input gradient");
+    if (!ip->nhwc) /* NCHW fp32: no layout change, no loss scale */
+      CUDA_CK(cudaMemcpyAsync, (cb->dx32, cb->t[0].diff, n_elems(ip) * 4, cudaMemcpyDeviceToDevice, cb->stream), -1,
+              "input gradient");
+    else
+      KERN_CK(dpt_cuda_nhwc_to_nchw32_ds, (cb->t[0].diff, tensor_dtype(cb, 0), cb->dx32, ip->n, ip->c,
+                                           (size_t)ip->h * ip->w, ip->c_stored, 1.0f, dscale(cb), 1, cb->stream), -1,
+              "input gradient");
     CUDA_CK(cudaMemcpyAsync, (dx, cb->dx32, n_elems(ip) * 4, cudaMemcpyDeviceToHost, cb->stream), -1,
             "input gradient");
     if ((rc = dpt_cuda_stream_sync(cb, -1, "end of backward", err))) goto fail;
@@ -1085,7 +1092,8 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
       if (cb->plan.conv[c].layer == li) L->conv = c;
     const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
     DNN_CK(cudnnCreateFilterDescriptor, (&L->fdesc), li, "");
-    DNN_CK(cudnnSetFilter4dDescriptor, (L->fdesc, ct, CUDNN_TENSOR_NHWC, cp->k, cp->c, cp->r, cp->s), li, "");
+    DNN_CK(cudnnSetFilter4dDescriptor, (L->fdesc, ct, cb->plan.nchw ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC, cp->k, cp->c,
+                                         cp->r, cp->s), li, "");
     DNN_CK(cudnnCreateConvolutionDescriptor, (&L->cdesc), li, "");
     DNN_CK(cudnnSetConvolution2dDescriptor, (L->cdesc, cp->pad, cp->pad, cp->stride, cp->stride, 1, 1,
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT), li, "");
@@ -1102,9 +1110,10 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
                          "[%d,%d,%d,%d], the plan says [%d,%d,%d,%d]", d->name, shape, dims[0],
                          dims[1], dims[2], dims[3], cp->n, cp->k, cp->p, cp->q);
     }
-    /* the KRSC weight copy and the shared weight-gradient buffer: the plan's weight region */
-    L->w16 = wr + cb->plan.wcopy_off[li];
-    L->dw16 = wr + cb->plan.wgrad_off;
+    /* NHWC: the KRSC weight copy and the shared weight-gradient buffer (the plan's weight region);
+     * NCHW fp32: the slabs' own KCRS weights and gradients */
+    L->w16 = cb->plan.nchw ? (void *)l->params : wr + cb->plan.wcopy_off[li];
+    L->dw16 = cb->plan.nchw ? (void *)l->grads : wr + cb->plan.wgrad_off;
     break;
   }
   case DPT_LAYER_BN:
@@ -1276,7 +1285,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
     }
     /* the plan again without that fusion; the arena may grow */
     size_t had = cb->plan.region[DPT_CUDA_R_ARENA];
-    struct dpt_cuda_plan_opts po = {1, cb->legacy};
+    struct dpt_cuda_plan_opts po = {1, cb->legacy, 0}; /* fused: NHWC */
     dpt_cuda_plan_free(&cb->plan);
     if ((rc = dpt_cuda_plan_build_ex(m, cb->pub.opts.batch, cb->copts.precision, cb->pub.opts.need_input_grad, &po,
                                      &cb->plan, err)))
@@ -1364,9 +1373,21 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory");
     goto fail;
   }
-  struct dpt_cuda_plan_opts po = {cb->fused, cb->legacy};
+  /* fp32 in NCHW by default: the H200 visit saw cuDNN's float NHWC data gradients take 819 ms of a
+   * 2 s step, where PyTorch's fp32 NCHW step took 243 ms; nchw asks it at tf32 too */
+  const char *lay = getenv("DPT_CUDA_LAYOUT");
+  int nchw = dpt_cuda_layout_nchw(lay, copts->precision);
+  if (nchw < 0) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: DPT_CUDA_LAYOUT='%s' is not auto, nhwc or nchw: unset it "
+                     "(auto: NCHW at fp32, NHWC otherwise) or name a layout", lay);
+    goto fail;
+  }
+  struct dpt_cuda_plan_opts po = {cb->fused, cb->legacy, nchw};
   if ((rc = dpt_cuda_plan_build_ex(m, opts->batch, copts->precision, opts->need_input_grad, &po, &cb->plan, err)))
     goto fail;
+  if (cb->plan.nchw)
+    dpt_cuda_note(cb, "layout: NCHW (%s; DPT_CUDA_LAYOUT=nhwc for NHWC): convolutions read the fp32 weights in place",
+                  lay && !strcmp(lay, "nchw") ? "DPT_CUDA_LAYOUT=nchw" : "fp32's default");
   cudaGetDeviceCount(&ndev);
   if (cb->dev < 0 || cb->dev >= ndev) {
     rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: device %d requested (DPT_CUDA_DEVICE or "

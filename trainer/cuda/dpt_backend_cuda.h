@@ -42,10 +42,12 @@
  * step to step (the loader's ring); forward() from the host puts tensor 0 back in the
  * arena.
  *
- * Layout: NHWC at every precision; convolutions run on KRSC weight copies in the
- * compute type (fp32, fp16 or bf16), written by the fused optimizer (dpt_cuda_optim:
- * one launch per step does the fp32 update and the copies; a copy-only launch after the
- * host puts parameters in the slab).
+ * Layout: NHWC, convolutions on KRSC weight copies in the compute type (fp32, fp16 or
+ * bf16), written by the fused optimizer (dpt_cuda_optim: one launch per step does the fp32
+ * update and the copies; a copy-only launch after the host puts parameters in the slab).
+ * fp32 runs NCHW by default (DPT_CUDA_LAYOUT=auto|nhwc|nchw; nchw: tf32 too), on the
+ * slabs' own KCRS weights and gradients, with no copy: cuDNN's float NHWC kernels were
+ * slow on the first GPU visit (bench/results/gpu-check-h200.md).
  * bf16 (--precision bf16): bf16 activations and weights, no loss scaling.
  * Mixed precision: activations and conv/FC weights in fp16 NHWC (the fused
  * optimizer's copies), tensor-core math, the FC output

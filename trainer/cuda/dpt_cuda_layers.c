@@ -38,9 +38,10 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
                                           L->cdesc, (cudnnConvolutionBwdFilterAlgo_t)a->bwd_filter,
                                           cb->ws, a->ws_filter, &zero, L->fdesc, L->dw16), li, "");
   /* gradient packing: KRSC -> fp32 KCRS slab (mixed: still loss-scaled; backward unscales
-   * the slab by ranges, bucket by bucket) */
-  KERN_CK(dpt_cuda_nhwc_to_nchw32, (L->dw16, cb->dtype, l->grads, cp->k, cp->c_logical, (size_t)cp->r * cp->s,
-                                    cp->c, 1.0f, cb->stream), li, "");
+   * the slab by ranges, bucket by bucket); NCHW fp32 wrote the slab itself */
+  if (!cb->plan.nchw)
+    KERN_CK(dpt_cuda_nhwc_to_nchw32, (L->dw16, cb->dtype, l->grads, cp->k, cp->c_logical, (size_t)cp->r * cp->s,
+                                      cp->c, 1.0f, cb->stream), li, "");
   if (in->diff) {
     float beta;
     void *dx = diff_target(cb, d->in[0], &beta);
@@ -522,7 +523,7 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
     struct cu_layer *L = &cb->l[li];
     if (d->type != DPT_LAYER_BN) continue;
     n_bn++;
-    if (!want) continue;
+    if (!want || cb->plan.nchw) continue; /* NCHW: the plain calls, as PyTorch's NCHW path */
     const struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
     cudnnActivationDescriptor_t act = d->relu ? cb->relu : NULL;
     size_t wf = 0, wb = 0, rs = 0;
@@ -555,8 +556,9 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
         base += (cb->l[li].bn_reserve_bytes + 255) & ~(size_t)255;
       }
   }
-  if (!want)
-    dpt_cuda_note(cb, "batch norm: the plain cuDNN calls for its %d layer(s) (DPT_CUDA_BN=legacy)", n_bn);
+  if (!want || cb->plan.nchw)
+    dpt_cuda_note(cb, "batch norm: the plain cuDNN calls for its %d layer(s) (%s)", n_bn,
+                  want ? "NCHW" : "DPT_CUDA_BN=legacy");
   else if (n_no)
     dpt_cuda_note(cb, "batch norm: %d of %d layer(s) through cudnnBatchNormalization*Ex (NHWC persistent, BN+ReLU fused); "
          "%d on the plain calls: cuDNN %ld refused their sizes (%s, first '%s')", n_ex, n_bn, n_no,

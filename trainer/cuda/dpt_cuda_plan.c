@@ -241,6 +241,14 @@ int dpt_cuda_fuse_channel_multiple(enum dpt_cuda_precision p)
 
 #define ARENA_ALIGN 256
 
+int dpt_cuda_layout_nchw(const char *layout, enum dpt_cuda_precision p)
+{
+  if (!layout || !*layout || !strcmp(layout, "auto")) return p == DPT_CUDA_FP32;
+  if (!strcmp(layout, "nhwc")) return 0;
+  if (!strcmp(layout, "nchw")) return 1;
+  return -1;
+}
+
 int dpt_cuda_plan_build(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec,
                         int need_input_grad, struct dpt_cuda_plan *plan, struct dpt_err *err)
 {
@@ -261,6 +269,7 @@ int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_p
   plan->precision = prec;
   plan->batch = batch;
   plan->bn_persistent_train = half;
+  plan->nchw = po && po->fp32_nchw && !po->fuse && !half;
   plan->n_tensors = m->n_tensors;
   plan->n_steps = 2 * m->n_layers;
   plan->t = calloc((size_t)m->n_tensors, sizeof *plan->t);
@@ -292,7 +301,7 @@ int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_p
      * fp32 from 16-bit inputs, the loss and the bias gradient run in fp32. */
     int fc_out = d->producer >= 0 && m->layers[d->producer].type == DPT_LAYER_FC;
     t->c_stored = dpt_cuda_stored_channels(d->c, i == 0, prec);
-    t->nhwc = 1;
+    t->nhwc = !plan->nchw;
     t->elem_bytes = fc_out ? 4 : eb;
     t->bytes = (size_t)batch * t->c_stored * d->h * d->w * t->elem_bytes;
     plan->act_bytes += t->bytes;
@@ -317,12 +326,15 @@ int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_p
       plan->half_weight_bytes += l->w_len * 2;
     }
     if (l->type != DPT_LAYER_CONV) continue;
-    /* every conv: its KRSC weights in the compute type (cast / transposed each forward) */
+    /* every NHWC conv: its KRSC weights in the compute type (cast / transposed each forward) and
+     * the shared KRSC weight-gradient buffer; NCHW fp32 reads and writes the slabs' KCRS in place */
     size_t wl = (size_t)l->c_out * plan->t[l->in[0]].c_stored * l->kernel * l->kernel * (size_t)eb;
-    plan->wcopy_off[li] = plan->weight_copy_bytes;
-    plan->weight_copy_bytes += align_up(wl, ARENA_ALIGN);
-    if (half) plan->half_weight_bytes += 2 * wl;
-    if (wl > wgrad) wgrad = wl;
+    if (!plan->nchw) {
+      plan->wcopy_off[li] = plan->weight_copy_bytes;
+      plan->weight_copy_bytes += align_up(wl, ARENA_ALIGN);
+      if (half) plan->half_weight_bytes += 2 * wl;
+      if (wl > wgrad) wgrad = wl;
+    }
     const struct dpt_cuda_tensor_plan *x = &plan->t[l->in[0]], *y = &plan->t[l->out];
     struct dpt_cuda_conv_plan *c = &plan->conv[plan->n_conv];
     c->layer = li;

@@ -5,9 +5,9 @@
  *   - precision policy: fp32 (TF32 off, the oracle), tf32, mixed (fp16
  *     activations/weights, loss scaling), bf16 (bf16 activations/weights, no
  *     loss scaling); fp32 master weights in the slab for all;
- *   - per-tensor storage: NHWC at every precision (fp32 for fp32/tf32, fp16 /
- *     bf16 otherwise; the logits stay fp32), stored channel count after the
- *     channel-multiple rule, bytes;
+ *   - per-tensor storage: NHWC (fp32 for fp32/tf32, fp16 / bf16 otherwise; the
+ *     logits stay fp32), or NCHW for fp32 / tf32 when asked (fp32_nchw below),
+ *     stored channel count after the channel-multiple rule, bytes;
  *   - memory by lifetime: one arena for activations, their gradients and the
  *     backward scratch, every buffer placed at an offset by the interval of
  *     steps in which it is live (forward steps 0..L-1, backward steps
@@ -69,7 +69,7 @@ int dpt_cuda_stored_channels(int c, int is_network_input, enum dpt_cuda_precisio
 struct dpt_cuda_tensor_plan {
   int n, c, h, w;     /* logical shape [n, c, h, w] */
   int c_stored;       /* channels as stored (>= c; padding channels are zero) */
-  int nhwc;           /* 1: NHWC (every precision; [n, c, 1, 1] logits are both) */
+  int nhwc;           /* 1: NHWC, 0: NCHW (plan.nchw; [n, c, 1, 1] logits are both) */
   int elem_bytes;     /* 4 (fp32) or 2 (fp16 / bf16) */
   size_t bytes;       /* n * c_stored * h * w * elem_bytes */
   int keep;           /* 1: backward reads the activation (it lives to that backward step) */
@@ -114,6 +114,8 @@ struct dpt_cuda_plan {
   int n_shapes;
   int *shape_rep;                   /* [n_shapes] conv index that first has the shape */
   int bn_persistent_train;          /* 1: CUDNN_BATCHNORM_SPATIAL_PERSISTENT for training */
+  int nchw;                         /* 1: activations NCHW, conv weights read from the fp32 slab
+                                       (dpt_cuda_plan_opts.fp32_nchw); 0: NHWC */
   int n_steps;                      /* 2 * n_layers: forward then backward steps */
   /* Memory plan in bytes (what the backend allocates; workspace comes on top). */
   size_t param_bytes, grad_bytes, state_bytes;  /* fp32 slabs */
@@ -161,7 +163,16 @@ void dpt_cuda_plan_free(struct dpt_cuda_plan *plan);
 struct dpt_cuda_plan_opts {
   int fuse;
   const unsigned char *legacy; /* [n_layers] or NULL */
+  /* 1: the fp32-storage precisions (fp32, tf32) store NCHW, as PyTorch's default fp32 path:
+   * convolutions read the fp32 slab's KCRS weights in place (no weight copy) and write their
+   * weight gradients straight into the gradient slab.  Not with fuse (the fused patterns are
+   * NHWC) nor at mixed / bf16.  The H200 visit: cuDNN's float NHWC data-gradient kernel took
+   * 819 ms of a 2 s ResNet-50 step (bench/results/gpu-check-h200.md). */
+  int fp32_nchw;
 };
+/* DPT_CUDA_LAYOUT -> dpt_cuda_plan_opts.fp32_nchw: NULL, "" or "auto": 1 at fp32 (its default
+ * NCHW), else 0; "nhwc": 0; "nchw": 1 (the plan keeps mixed / bf16 NHWC); -1: not a layout. */
+int dpt_cuda_layout_nchw(const char *layout, enum dpt_cuda_precision p);
 struct dpt_fuse_plan;
 int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_precision prec, int need_input_grad,
                            const struct dpt_cuda_plan_opts *po, struct dpt_cuda_plan *plan, struct dpt_err *err);

@@ -101,7 +101,7 @@ static void check_plan_consistent(const struct dpt_model *m, const struct dpt_cu
     if (l->type == DPT_LAYER_BN) bn += 8 * (size_t)l->c_out;
     int h16 = dpt_cuda_precision_half(p->precision);
     size_t wl = (size_t)l->c_out * p->t[l->in[0]].c_stored * l->kernel * l->kernel * (h16 ? 2 : 4);
-    if (l->type == DPT_LAYER_CONV) {
+    if (l->type == DPT_LAYER_CONV && !p->nchw) {
       half += h16 ? 2 * wl : 0;
       CHECK(p->wcopy_off[i] != (size_t)-1 && p->wcopy_off[i] + wl <= p->wgrad_off, "%s: weight copy", l->name);
       wcopy += wl;
@@ -298,7 +298,44 @@ static void test_resnet50(void)
 
   CHECK(dpt_cuda_plan_build(&m, 32, DPT_CUDA_TF32, 0, &p, &err) == 0, "plan: %s", err.msg);
   for (int i = 0; i < p.n_conv; i++) CHECK(p.conv[i].tensor_core, "tf32 conv %d not on tensor cores", i);
+  size_t nhwc_weights = p.region[DPT_CUDA_R_WEIGHTS], nhwc_total = p.total_bytes, nhwc_act = p.act_bytes;
   dpt_cuda_plan_free(&p);
+
+  /* DPT_CUDA_LAYOUT's values */
+  for (int prec = DPT_CUDA_FP32; prec <= DPT_CUDA_BF16; prec++) {
+    enum dpt_cuda_precision pp = (enum dpt_cuda_precision)prec;
+    int fp32 = prec == DPT_CUDA_FP32;
+    CHECK(dpt_cuda_layout_nchw(NULL, pp) == fp32 && dpt_cuda_layout_nchw("", pp) == fp32 &&
+              dpt_cuda_layout_nchw("auto", pp) == fp32 && dpt_cuda_layout_nchw("nhwc", pp) == 0 &&
+              dpt_cuda_layout_nchw("nchw", pp) == 1 && dpt_cuda_layout_nchw("NCHW", pp) == -1 &&
+              dpt_cuda_layout_nchw("nhwc ", pp) == -1, "DPT_CUDA_LAYOUT at %s", dpt_cuda_precision_name(pp));
+  }
+  /* fp32_nchw (the backend's fp32 default): every tensor NCHW, no conv weight copy nor KRSC
+   * weight-gradient buffer (the slabs' KCRS in place), activations as large as NHWC's; the same
+   * at tf32; ignored with fuse and at mixed / bf16 */
+  for (int prec = DPT_CUDA_FP32; prec <= DPT_CUDA_BF16; prec++)
+    for (int fuse = 0; fuse < 2; fuse++) {
+      struct dpt_cuda_plan_opts po = {fuse, NULL, 1};
+      CHECK(dpt_cuda_plan_build_ex(&m, 32, (enum dpt_cuda_precision)prec, 1, &po, &p, &err) == 0, "plan: %s",
+            err.msg);
+      int want = !fuse && !dpt_cuda_precision_half((enum dpt_cuda_precision)prec), bad = 0;
+      for (int i = 0; i < m.n_tensors; i++) bad += p.t[i].nhwc == want;
+      CHECK(p.nchw == want && !bad, "%s fuse %d: nchw %d, %d tensors in the other layout",
+            dpt_cuda_precision_name((enum dpt_cuda_precision)prec), fuse, p.nchw, bad);
+      if (want) {
+        for (int i = 0; i < p.n_conv; i++)
+          CHECK(p.wcopy_off[p.conv[i].layer] == (size_t)-1, "NCHW: %s has a weight copy",
+                m.layers[p.conv[i].layer].name);
+        CHECK(p.t[0].c_stored == 3 && p.act_bytes == nhwc_act, "NCHW: input c %d, activations %zu vs %zu",
+              p.t[0].c_stored, p.act_bytes, nhwc_act);
+        /* the weight region keeps only its 1-alignment-unit placeholder for the gradient buffer */
+        CHECK(p.region[DPT_CUDA_R_WEIGHTS] < nhwc_weights / 100 && p.total_bytes < nhwc_total,
+              "NCHW: weight region %zu (NHWC %zu), total %zu (NHWC %zu)", p.region[DPT_CUDA_R_WEIGHTS],
+              nhwc_weights, p.total_bytes, nhwc_total);
+        check_plan_consistent(&m, &p, 1);
+      }
+      dpt_cuda_plan_free(&p);
+    }
 
   CHECK(dpt_cuda_plan_build(&m, 32, DPT_CUDA_MIXED, 1, &p, &err) == 0, "plan: %s", err.msg);
   check_plan_consistent(&m, &p, 1);

@@ -4,7 +4,7 @@
 # (512 files, 4 classes; val/ is the same folder), 20 steps of batch 32 at 64 px, --log-every 5,
 # validation at each epoch's end, at mixed and fp32:
 #   - the banner says "input: GPU-decoded batches straight into the backend, no host copy: NHWC
-#     fp16, 8 channels (3 + 5 zero) on device 0" (fp32: "NHWC fp32, 3 channels");
+#     fp16, 8 channels (3 + 5 zero) on device 0" (fp32: "NCHW fp32, 3 channels": fp32's default layout);
 #   - no batch is copied back to the host: the training loader's line says "0 GPU batch(es)
 #     copied back to the host";
 #   - host waits per step unchanged: "host waits (rank 0): W in 20 training step(s) and their L
@@ -36,7 +36,7 @@ for prec in mixed fp32; do
     grep -Eq "step [0-9]+/16 loss -?(nan|inf)" "$log" && fail "$prec/$dd: the loss is not finite"
   done
   want="GPU-decoded batches straight into the backend, no host copy: NHWC fp16, 8 channels (3 + 5 zero) on device 0"
-  [ $prec = fp32 ] && want="GPU-decoded batches straight into the backend, no host copy: NHWC fp32, 3 channels on device 0"
+  [ $prec = fp32 ] && want="GPU-decoded batches straight into the backend, no host copy: NCHW fp32, 3 channels on device 0"
   grep -qF "input: $want" "$tmp/$prec-gpu.log" || fail "$prec: input line: $(grep 'input:' "$tmp/$prec-gpu.log")"
   grep -q "input: host fp32 NCHW batches: --data-device cpu" "$tmp/$prec-cpu.log" ||
     fail "$prec: cpu input line: $(grep 'input:' "$tmp/$prec-cpu.log")"
