@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# bench/gpu/prepare.sh — here, before a GPU visit (issue 22): builds and packs the project for the GPU
+# machine (../shared/gpu/pack.sh: Release, sm_90, the libraries it lacks), compresses the build to
+# fit the 64-MiB carry, notes the commit and the cuDNN the build's headers name, and prints the
+# device call.  On the GPU machine bench/gpu/device.sh takes it from there.
+# usage: bash bench/gpu/prepare.sh [PHASES]   (default versions,smoke,profile,ctest,resnet)
+set -euo pipefail
+root=$(git rev-parse --show-toplevel)
+cd "$root"
+phases=${1:-versions,smoke,profile,ctest,resnet}
+bash "$root/../shared/gpu/pack.sh"
+(cd .gpu && rm -f build.txz && tar -cJf build.txz build)
+git describe --always --dirty >.gpu/commit
+inc=$(sed -n 's/^CUDNN_INCLUDE_DIR:[A-Z]*=//p' .gpu/build/CMakeCache.txt)
+ver() { sed -n "s/^#define CUDNN_$1 *\([0-9]*\).*/\1/p" "$inc/cudnn_version.h"; }
+echo $(($(ver MAJOR) * 10000 + $(ver MINOR) * 100 + $(ver PATCHLEVEL))) >.gpu/cudnn-headers
+carry=(.gpu/build.txz .gpu/libs.tar.xz .gpu/ompi-root.tar.xz .gpu/env.sh .gpu/origin .gpu/commit .gpu/cudnn-headers)
+tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+untracked=$(git ls-files -z -o --exclude-standard | xargs -0 -r du -cb 2>/dev/null | tail -1 | cut -f1)
+packed=$(du -cb "${carry[@]}" | tail -1 | cut -f1)
+total=$((tree + ${untracked:-0} + packed))
+echo "prepare.sh: dpt $(cat .gpu/commit), cuDNN headers $(cat .gpu/cudnn-headers); the call carries $((total >> 20)) MiB" \
+  "of the 64 (tree $((tree >> 20)), untracked $((${untracked:-0} >> 20)), packed $((packed >> 20)))"
+((total < 64 << 20)) || { echo "prepare.sh: over the device's 64-MiB limit" >&2; exit 1; }
+printf 'device run:\n  command: bash bench/gpu/device.sh $OUT --only %s --budget 450\n  carry: [' "$phases"
+printf '"%s", ' "${carry[@]}" | sed 's/, $//'
+printf ']\n  timeout_s: 500\n'
