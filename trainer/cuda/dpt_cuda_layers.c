@@ -68,6 +68,16 @@ static cudnnBatchNormOps_t bn_ex_ops(const struct dpt_layer_desc *d)
   return d->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN;
 }
 
+/* cuDNN answered NOT_SUPPORTED to an Ex call its size queries had accepted: the layer goes back to
+ * the plain calls for good (said on stderr and in the notes, once per layer). */
+static void bn_ex_refused(struct cu_backend *cb, struct cu_layer *L, const struct dpt_layer_desc *d, const char *call)
+{
+  L->bn_ex = 0;
+  fprintf(stderr, "dpt: cuda backend: %s refused layer '%s' (CUDNN_STATUS_NOT_SUPPORTED): its batch norm runs on "
+          "the plain calls from now on\n", call, d->name);
+  dpt_cuda_note(cb, "batch norm: %s refused layer '%s' at run time: the plain calls for it", call, d->name);
+}
+
 static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
 {
   struct cu_layer *L = l->impl;
@@ -78,12 +88,17 @@ static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   double eps = cb->pub.opts.bn_eps;
   if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
   if (training && L->bn_ex) { /* as PyTorch's channels_last path: NHWC persistent kernels, ReLU inside */
-    DNN_CK(cudnnBatchNormalizationForwardTrainingEx,
-           (cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, bn_ex_ops(d), &one, &zero, x->desc, x->buf, NULL, NULL,
-            y->desc, y->buf, L->pdesc, l->params, l->params + C, (double)cb->pub.opts.bn_momentum, l->state,
-            l->state + C, eps, L->save_mean, L->save_istd, d->relu ? cb->relu : NULL, cb->ws, cb->bn_ws_bytes,
-            L->bn_reserve, L->bn_reserve_bytes), li, "");
-    return layer_sync(cb, li, err);
+    cudnnStatus_t st = cudnnBatchNormalizationForwardTrainingEx(
+        cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, bn_ex_ops(d), &one, &zero, x->desc, x->buf, NULL, NULL, y->desc,
+        y->buf, L->pdesc, l->params, l->params + C, (double)cb->pub.opts.bn_momentum, l->state, l->state + C, eps,
+        L->save_mean, L->save_istd, d->relu ? cb->relu : NULL, cb->ws, cb->bn_ws_bytes, L->bn_reserve,
+        L->bn_reserve_bytes);
+    if (st == CUDNN_STATUS_SUCCESS) return layer_sync(cb, li, err);
+    if (st != CUDNN_STATUS_NOT_SUPPORTED) {
+      rc = dpt_cuda_call_fail(cb, li, "", "cudnnBatchNormalizationForwardTrainingEx", cudnnGetErrorString(st), err);
+      goto fail;
+    }
+    bn_ex_refused(cb, L, d, "cudnnBatchNormalizationForwardTrainingEx"); /* nothing ran: the plain calls below */
   }
   if (training)
     DNN_CK(cudnnBatchNormalizationForwardTraining,
@@ -112,14 +127,22 @@ static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
   if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
   const void *dz = y->diff;
   if (L->bn_ex) { /* ReLU's backward inside (from y and the reserve space); dgamma / dbeta as below */
+    int written = cb->pub.grad_written[d->in[0]];
     float b = 0.0f;
     void *dxe = x->diff ? diff_target(cb, d->in[0], &b) : L->discard;
-    DNN_CK(cudnnBatchNormalizationBackwardEx,
-           (cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, bn_ex_ops(d), &one, &b, &one, &zero, x->desc, x->buf,
-            d->relu ? y->desc : NULL, d->relu ? y->buf : NULL, y->desc, y->diff, NULL, NULL, x->desc, dxe, L->pdesc,
-            l->params, l->params + C, l->grads, l->grads + C, eps, L->save_mean, L->save_istd,
-            d->relu ? cb->relu : NULL, cb->ws, cb->bn_ws_bytes, L->bn_reserve, L->bn_reserve_bytes), li, "");
-    return layer_sync(cb, li, err);
+    cudnnStatus_t st = cudnnBatchNormalizationBackwardEx(
+        cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, bn_ex_ops(d), &one, &b, &one, &zero, x->desc, x->buf,
+        d->relu ? y->desc : NULL, d->relu ? y->buf : NULL, y->desc, y->diff, NULL, NULL, x->desc, dxe, L->pdesc,
+        l->params, l->params + C, l->grads, l->grads + C, eps, L->save_mean, L->save_istd, d->relu ? cb->relu : NULL,
+        cb->ws, cb->bn_ws_bytes, L->bn_reserve, L->bn_reserve_bytes);
+    if (st == CUDNN_STATUS_SUCCESS) return layer_sync(cb, li, err);
+    if (st != CUDNN_STATUS_NOT_SUPPORTED) {
+      rc = dpt_cuda_call_fail(cb, li, "", "cudnnBatchNormalizationBackwardEx", cudnnGetErrorString(st), err);
+      goto fail;
+    }
+    /* the plain backward reads what the Ex forward left: y = ReLU(BN(x)) and the saved statistics */
+    if (x->diff) cb->pub.grad_written[d->in[0]] = written; /* diff_target's mark, undone: nothing was written */
+    bn_ex_refused(cb, L, d, "cudnnBatchNormalizationBackwardEx");
   }
   if (d->relu) { /* dz = relu'(y) * dy; y > 0 exactly where the BN output was > 0 */
     KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, L->scratch, tensor_dtype(cb, d->out), 0, t_elems(cb, d->out),
