@@ -7,6 +7,9 @@
 set -uo pipefail
 [[ -d .gpu/build ]] || tar -xJf .gpu/build.txz -C .gpu || exit 2
 . .gpu/env.sh
+if [[ -f .gpudata/fmnist.tar.xz && ! -d .gpudata/fashion-mnist ]]; then # prepare.sh's, for the mnist phase
+  mkdir -p .gpudata/fashion-mnist && tar -xJf .gpudata/fmnist.tar.xz -C .gpudata/fashion-mnist
+fi
 want=$(cat .gpu/cudnn-headers 2>/dev/null || echo 0)
 [[ -n "${CUDNN_LIB_DIR:-}" ]] || CUDNN_LIB_DIR=$(python3 bench/gpu/cudnn_pick.py "$want")
 if [[ -n "$CUDNN_LIB_DIR" ]]; then export CUDNN_LIB_DIR; else unset CUDNN_LIB_DIR; fi

@@ -3,7 +3,8 @@
 # machine (../shared/gpu/pack.sh: Release, sm_90, the libraries it lacks), compresses the build to
 # fit the 64-MiB carry, notes the commit and the cuDNN the build's headers name, and prints the
 # device call.  On the GPU machine bench/gpu/device.sh takes it from there.
-# usage: bash bench/gpu/prepare.sh [PHASES]   (default versions,smoke,profile,ctest,resnet)
+# usage: bash bench/gpu/prepare.sh [PHASES]   (default versions,smoke,profile,ctest,resnet; with mnist
+# the Fashion-MNIST files are packed too, .gpudata/fmnist.tar.xz)
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -15,6 +16,16 @@ inc=$(sed -n 's/^CUDNN_INCLUDE_DIR:[A-Z]*=//p' .gpu/build/CMakeCache.txt)
 ver() { sed -n "s/^#define CUDNN_$1 *\([0-9]*\).*/\1/p" "$inc/cudnn_version.h"; }
 echo $(($(ver MAJOR) * 10000 + $(ver MINOR) * 100 + $(ver PATCHLEVEL))) >.gpu/cudnn-headers
 carry=(.gpu/build.txz .gpu/libs.tar.xz .gpu/ompi-root.tar.xz .gpu/env.sh .gpu/origin .gpu/commit .gpu/cudnn-headers)
+if [[ ",$phases," == *",mnist,"* ]]; then # the main job's data: no dataset there, nothing to download
+  fm=/usr/share/datasets/fashion-mnist
+  grep -qx '/.gpudata/' .git/info/exclude 2>/dev/null || echo '/.gpudata/' >>.git/info/exclude
+  if [[ ! -s .gpudata/fmnist.tar.xz ]]; then # raw IDX under xz: 26 MB, the gzip files 30
+    mkdir -p .gpudata && tmp=$(mktemp -d)
+    for f in "$fm"/*-ubyte.gz; do zcat "$f" >"$tmp/$(basename "$f" .gz)"; done
+    (cd "$tmp" && tar -cf - ./*-ubyte | xz -9e -T0) >.gpudata/fmnist.tar.xz && rm -rf "$tmp"
+  fi
+  carry+=(.gpudata)
+fi
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 untracked=$(git ls-files -z -o --exclude-standard | xargs -0 -r du -cb 2>/dev/null | tail -1 | cut -f1)
 packed=$(du -cb "${carry[@]}" | tail -1 | cut -f1)
