@@ -216,5 +216,4 @@ done
 "$py" "$here/check_summary.py" write "$out" --commit "$commit" --budget "$budget"
 tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
 tar -czf "$out/engine-cache.tar.gz" -C "$DPT_ENGINE_CACHE" . && rm -rf "$DPT_ENGINE_CACHE"
-rm -f "$out/phases.tsv.tmp"
 cat "$out/summary.md"

@@ -36,26 +36,19 @@ def versions(log):
     return v
 
 
-def cudnn_str(n):
+def code_str(n):
+    """cuDNN 9's and NCCL 2's version codes (major*10000 + minor*100 + patch) as 9.14.0; anything else as is."""
     try:
         n = int(n)
     except (TypeError, ValueError):
         return str(n)
-    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 90000 else str(n)
-
-
-def nccl_str(n):
-    try:
-        n = int(n)
-    except (TypeError, ValueError):
-        return str(n)
-    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 20000 else str(n)
+    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 10000 else str(n)
 
 
 def fig_versions(log, outdir):
     v = versions(log)
-    parts = [v.get("gpu", "GPU ?"), "driver " + v.get("driver", "?"), "cuDNN " + cudnn_str(v.get("cudnn", "?")),
-             "NCCL " + nccl_str(v.get("nccl", "?")), "NVRTC " + v.get("nvrtc", "?")]
+    parts = [v.get("gpu", "GPU ?"), "driver " + v.get("driver", "?"), "cuDNN " + code_str(v.get("cudnn", "?")),
+             "NCCL " + code_str(v.get("nccl", "?")), "NVRTC " + v.get("nvrtc", "?")]
     t = v.get("torch", "")
     parts.append("torch " + t.split()[0] if t else "torch ?")
     return ", ".join(parts)
@@ -231,7 +224,7 @@ def write(a):
     L = ["# dpt GPU device check (bench/gpu/check.sh)", "",
          f"- dpt commit: {a.commit}",
          f"- device: {v.get('gpu', '?')}, driver {v.get('driver', '?')}, {v.get('memory', '?')}",
-         f"- cuDNN {cudnn_str(v.get('cudnn', '?'))}, NCCL {nccl_str(v.get('nccl', '?'))}, "
+         f"- cuDNN {code_str(v.get('cudnn', '?'))}, NCCL {code_str(v.get('nccl', '?'))}, "
          f"NVRTC {v.get('nvrtc', '?')}, CUDA runtime {v.get('cudart', '?')}, torch {v.get('torch', '?')}",
          f"- budget: {a.budget} s", "",
          "| phase | result | seconds (limit) | figure |", "|---|---|---|---|"]

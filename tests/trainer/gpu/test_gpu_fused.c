@@ -265,20 +265,26 @@ static struct dpt_cg_desc desc(int pattern, int io, const struct geo *g, int rel
 }
 
 /* conv (+ scale-bias-relu prologue) + statistics */
+/* A prologue's scale / bias [C] in type sb, as the device gets them (the reference uses these values), on
+ * the device in ptrs[S], ptrs[B]. */
+static void scale_bias(void **ptrs, float *s, float *b, int C, int sb)
+{
+  for (int c = 0; c < C; c++) s[c] = as_type(0.5f + 0.5f * fabsf(frand()), sb), b[c] = as_type(0.3f * frand(), sb);
+  ptrs[DPT_CG_S] = dev(C, sb), ptrs[DPT_CG_B] = dev(C, sb);
+  put(ptrs[DPT_CG_S], s, C, sb), put(ptrs[DPT_CG_B], b, C, sb);
+}
+
 /* sb: the type of the prologue's scale / bias (DPT_CG_F32, or the I/O type as NVIDIA's samples keep
  * them, issue 22 suspect 6).  Returns run_op's answer: 0 ran, 1 no engine, -1 failed. */
 static int t_conv_stats(struct env *e, int io, const struct geo *g, int prologue, int sb)
 {
   size_t nx = (size_t)g->n * g->h * g->w * g->c, nw = (size_t)g->k * g->r * g->r * g->c, ny = (size_t)g->n * g->p * g->q * g->k;
   float *x = host_rand(nx, 1.0f, io), *w = host_rand(nw, 0.2f, io), s[512], b[512];
-  for (int c = 0; c < g->c; c++) /* the values the device gets: the reference uses them */
-    s[c] = as_type(0.5f + 0.5f * fabsf(frand()), sb), b[c] = as_type(0.3f * frand(), sb);
   void *ptrs[DPT_CG_NSLOTS] = {0};
   ptrs[DPT_CG_X] = dev(nx, io), ptrs[DPT_CG_W] = dev(nw, io), ptrs[DPT_CG_Y] = dev(ny, io);
   ptrs[DPT_CG_SUM] = dev(g->k, DPT_CG_F32), ptrs[DPT_CG_SQSUM] = dev(g->k, DPT_CG_F32);
-  ptrs[DPT_CG_S] = dev(g->c, sb), ptrs[DPT_CG_B] = dev(g->c, sb);
   put(ptrs[DPT_CG_X], x, nx, io), put(ptrs[DPT_CG_W], w, nw, io);
-  put(ptrs[DPT_CG_S], s, g->c, sb), put(ptrs[DPT_CG_B], b, g->c, sb);
+  scale_bias(ptrs, s, b, g->c, sb);
   struct dpt_cg_desc d = desc(prologue ? DPT_CG_SBR_CONV_STATS : DPT_CG_CONV_STATS, io, g, prologue, "test.conv");
   d.sb = sb;
   struct dpt_cg_op op;
@@ -462,13 +468,9 @@ static void t_grads(struct env *e, int io, const struct geo *g)
 {
   size_t nx = (size_t)g->n * g->h * g->w * g->c, nw = (size_t)g->k * g->r * g->r * g->c, ny = (size_t)g->n * g->p * g->q * g->k;
   float *x = host_rand(nx, 1.0f, io), *w = host_rand(nw, 0.2f, io), *dy = host_rand(ny, 1.0f, io), *dx0 = host_rand(nx, 1.0f, io);
-  float s[512], b[512];
-  for (int c = 0; c < g->c; c++) s[c] = 0.5f + 0.5f * fabsf(frand()), b[c] = 0.3f * frand();
   void *ptrs[DPT_CG_NSLOTS] = {0};
   ptrs[DPT_CG_X] = dev(nx, io), ptrs[DPT_CG_W] = dev(nw, io), ptrs[DPT_CG_DY] = dev(ny, io), ptrs[DPT_CG_DX] = dev(nx, io);
-  ptrs[DPT_CG_DW] = dev(nw, io), ptrs[DPT_CG_S] = dev(g->c, DPT_CG_F32), ptrs[DPT_CG_B] = dev(g->c, DPT_CG_F32);
   put(ptrs[DPT_CG_X], x, nx, io), put(ptrs[DPT_CG_W], w, nw, io), put(ptrs[DPT_CG_DY], dy, ny, io);
-  put(ptrs[DPT_CG_S], s, g->c, DPT_CG_F32), put(ptrs[DPT_CG_B], b, g->c, DPT_CG_F32);
   double *ddy = to_d(dy, ny), *ref = malloc((nx > nw ? nx : nw) * sizeof *ref), *a = malloc((nx > nw ? nx : nw) * sizeof *a);
   double *bd = malloc((nx > nw ? nx : nw) * sizeof *bd);
   char what[96];
@@ -501,12 +503,10 @@ static int t_wgrad(struct env *e, int io, const struct geo *g, int pro, int sb)
 {
   size_t nx = (size_t)g->n * g->h * g->w * g->c, nw = (size_t)g->k * g->r * g->r * g->c, ny = (size_t)g->n * g->p * g->q * g->k;
   float *x = host_rand(nx, 1.0f, io), *dy = host_rand(ny, 1.0f, io), s[512], b[512];
-  for (int c = 0; c < g->c; c++) s[c] = as_type(0.5f + 0.5f * fabsf(frand()), sb), b[c] = as_type(0.3f * frand(), sb);
   void *ptrs[DPT_CG_NSLOTS] = {0};
   ptrs[DPT_CG_X] = dev(nx, io), ptrs[DPT_CG_DY] = dev(ny, io), ptrs[DPT_CG_DW] = dev(nw, io);
-  ptrs[DPT_CG_S] = dev(g->c, sb), ptrs[DPT_CG_B] = dev(g->c, sb);
   put(ptrs[DPT_CG_X], x, nx, io), put(ptrs[DPT_CG_DY], dy, ny, io);
-  put(ptrs[DPT_CG_S], s, g->c, sb), put(ptrs[DPT_CG_B], b, g->c, sb);
+  scale_bias(ptrs, s, b, g->c, sb);
   struct dpt_cg_desc d = desc(pro ? DPT_CG_SBR_WGRAD : DPT_CG_WGRAD, io, g, pro, "test.wgrad");
   d.sb = sb;
   struct dpt_cg_op op;
