@@ -22,9 +22,17 @@
 # namespace) and NodeAddr = the IPv4 address of DPT_SLURM_NETNS_IF (default mgmt0)
 # there; slurmctld runs in PREFIX-ctl.  Clients must run in PREFIX-ctl too: `env`
 # then prints DPT_SLURM_CLIENT_NETNS (the path for `nsenter --net=`).
-# DPT_SLURM_PRELOAD=LIB (an ASan build's tests: the sanitizer runtime) is preloaded
-# into slurmctld and every slurmd (and so slurmstepd), and `env` exports it for the
-# clients: an instrumented plugin needs the runtime first in every process loading it.
+# An ASan build's tests (tests/CMakeLists.txt: DPT_SLURM_TEST_ENV) set two knobs:
+# DPT_SLURM_PRELOAD=LIB (the ASan runtime) is exported by `env` for the clients (srun,
+# sbatch, salloc: the instrumented plugin needs the runtime first in every process that
+# loads it), and DPT_SLURM_DAEMON_PLUGIN=PLUGIN:BUILD makes the daemons run WITHOUT that
+# runtime and see, at the instrumented plugin's path PLUGIN, BUILD (the same sources with
+# UBSan only): each slurmd starts in a private mount namespace with BUILD bind-mounted
+# over PLUGIN, which its slurmstepds inherit.  Why: GCC 12's libasan has no fork handler,
+# and slurmstepd forks each task while its other threads allocate; a task forked while
+# one of them held an allocator lock waits on it forever (gdb: the child in
+# SizeClassAllocator64::GetFromAllocator -> Mutex::Lock, from Slurm's xrecalloc), which
+# hung 2 of 3 slurm_spank_batch runs here and 3 of 3 in CI.
 set -euo pipefail
 
 cmd=${1:-}
@@ -42,7 +50,7 @@ client_env() {
   echo "export OMPI_MCA_btl=self,tcp"
   echo "export PMIX_MCA_gds=hash"
   if [[ -s "$dir/preload" ]]; then echo "export LD_PRELOAD=$(cat "$dir/preload")"; fi
-  echo "unset DPT_SLURM_PRELOAD" # not a DPT_ variable of the jobs (the inert test counts them)
+  echo "unset DPT_SLURM_PRELOAD DPT_SLURM_DAEMON_PLUGIN" # not DPT_ variables of the jobs (the inert test counts them)
 }
 
 stop_all() {
@@ -211,19 +219,33 @@ reap_stale() {
 
 export SLURM_CONF="$dir/slurm.conf"
 rm -f "$dir/preload"
-if [[ -n "${DPT_SLURM_PRELOAD:-}" ]]; then
+if [[ -n "${DPT_SLURM_PRELOAD:-}" ]]; then # the clients' (client_env), not the daemons'
   [[ -r "$DPT_SLURM_PRELOAD" ]] || { echo "cluster.sh: DPT_SLURM_PRELOAD=$DPT_SLURM_PRELOAD: no such library" >&2; exit 2; }
   echo "$DPT_SLURM_PRELOAD" >"$dir/preload"
-  export LD_PRELOAD="$DPT_SLURM_PRELOAD" # slurmctld, slurmd and the slurmstepds they start
+fi
+unset LD_PRELOAD
+mount_ns=() plugin_at="" plugin_build=""
+if [[ -n "${DPT_SLURM_DAEMON_PLUGIN:-}" ]]; then
+  plugin_at=${DPT_SLURM_DAEMON_PLUGIN%%:*} plugin_build=${DPT_SLURM_DAEMON_PLUGIN#*:}
+  [[ -f "$plugin_at" && -f "$plugin_build" && "$plugin_at" != "$plugin_build" ]] ||
+    { echo "cluster.sh: DPT_SLURM_DAEMON_PLUGIN=$DPT_SLURM_DAEMON_PLUGIN: expected PLUGIN:BUILD, two existing files (build the ASan tree's spank_dpt_daemons target)" >&2; exit 2; }
+  mount_ns=(unshare --mount --propagation private)
 fi
 "${in_ctl[@]}" slurmctld -i -f "$dir/slurm.conf"
 for i in $(seq 1 "$nodes"); do
+  # netns mode: own network namespace and hostname (the daemon keeps the UTS namespace);
+  # DPT_SLURM_DAEMON_PLUGIN: own mount namespace with the daemons' plugin build in place
+  ns=() name_it=""
   if [[ -n "$netns" ]]; then
-    # own network namespace and hostname (the daemon keeps the UTS namespace)
-    nsenter "--net=/var/run/netns/$netns-n$i" unshare --uts \
-      sh -c 'hostname "$1" && exec slurmd -N "$1" -f "$2"' sh "n$i" "$dir/slurm.conf"
-  else
+    ns=(nsenter "--net=/var/run/netns/$netns-n$i" unshare --uts) name_it='hostname "$1" && '
+  fi
+  [[ ${#mount_ns[@]} -gt 0 ]] && ns+=("${mount_ns[@]}")
+  if [[ ${#ns[@]} -eq 0 ]]; then
     slurmd -N "n$i" -f "$dir/slurm.conf"
+  else
+    "${ns[@]}" sh -c "${name_it}"'if [ -n "$3" ]; then mount --bind "$4" "$3" || exit 1; fi; exec slurmd -N "$1" -f "$2"' \
+      sh "n$i" "$dir/slurm.conf" "$plugin_at" "$plugin_build" ||
+      { echo "cluster.sh: slurmd n$i did not start${plugin_at:+ (its private mount namespace with $plugin_build over $plugin_at: needs root)}" >&2; exit 1; }
   fi
 done
 
