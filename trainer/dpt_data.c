@@ -460,6 +460,7 @@ struct dpt_loader {
   int steps;
   int *perm;            /* [n] this epoch's permutation (train) */
   int epoch;
+  int positioned;       /* dpt_loader_start has run (create's own call included) */
   int cons_step;        /* next step the consumer takes */
   int held;             /* slot the consumer holds, -1 */
   void *held_stream;    /* device_out: the consumer's stream while it holds the slot */
@@ -910,6 +911,13 @@ static int release_held(struct dpt_loader *L);
 void dpt_loader_start(struct dpt_loader *L, int epoch, int step)
 {
   if (L->threaded) pthread_mutex_lock(&L->mu);
+  /* Already there, nothing taken since (the caller's first start after dpt_loader_create's
+   * own): what is prefetched or being decoded is exactly what a restart would decode again. */
+  if (L->positioned && epoch == L->epoch && step == L->cons_step && L->held < 0) {
+    if (L->threaded) pthread_mutex_unlock(&L->mu);
+    return;
+  }
+  L->positioned = 1;
   while (L->threaded && L->busy) pthread_cond_wait(&L->cv, &L->mu);
   L->epoch = epoch;
   if (L->o.train) {

@@ -234,7 +234,9 @@ int dpt_loader_create(struct dpt_loader **out, const struct dpt_dataset *d,
                       const struct dpt_loader_opts *o, struct dpt_err *err);
 void dpt_loader_destroy(struct dpt_loader *L);
 int dpt_loader_steps(const struct dpt_loader *L); /* batches per epoch for this rank */
-/* Begin epoch e at step s (resume); the permutation depends only on (seed, e). */
+/* Begin epoch e at step s (resume); the permutation depends only on (seed, e).  dpt_loader_create
+ * starts epoch 0 at step 0; a start where the loader already is, with nothing taken since, keeps
+ * the batches prefetched for it. */
 void dpt_loader_start(struct dpt_loader *L, int epoch, int step);
 /* Next batch: x [batch, c, out, out] normalised floats, labels [batch] (-1 =
  * padding or a skipped record).  Returns the number of real images (0 past the
