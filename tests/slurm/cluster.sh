@@ -237,7 +237,7 @@ for i in $(seq 1 "$nodes"); do
   # DPT_SLURM_DAEMON_PLUGIN: own mount namespace with the daemons' plugin build in place
   ns=() name_it=""
   if [[ -n "$netns" ]]; then
-    ns=(nsenter "--net=/var/run/netns/$netns-n$i" unshare --uts) name_it='hostname "$1" && '
+    ns=(nsenter "--net=/var/run/netns/$netns-n$i" unshare --uts) name_it='hostname "$1" || exit 1; '
   fi
   [[ ${#mount_ns[@]} -gt 0 ]] && ns+=("${mount_ns[@]}")
   if [[ ${#ns[@]} -eq 0 ]]; then
