@@ -171,9 +171,7 @@ static int relu_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
   int rc = 0;
-  (void)x;
-  KERN_CK(dpt_cuda_relu, (cb->t[d->in[0]].buf, y->buf, tensor_dtype(cb, d->out), t_elems(cb, d->out), cb->stream),
-          L->idx, "");
+  KERN_CK(dpt_cuda_relu, (x->buf, y->buf, tensor_dtype(cb, d->out), t_elems(cb, d->out), cb->stream), L->idx, "");
   return layer_sync(cb, L->idx, err);
 fail:
   return rc;
