@@ -54,6 +54,7 @@
 #include "dpt_hostfile.h"
 #include "dpt_job.h"
 #include "dpt_plan.h"
+#include "dpt_rdzv.h"
 
 #ifndef DPT_MPIRUN
 #define DPT_MPIRUN "mpirun"
@@ -195,6 +196,15 @@ static int exec_rank(int argc, char **argv)
     goto record;
   }
   setenv("DPT_BIND_APPLIED", report, 1); /* what was done, for the program's job report */
+  if (!strcmp(rank, "0") && getenv("MASTER_PORT")) {
+    /* rank 0 hosts the frameworks' rendezvous store: say a taken port before it fails */
+    struct dpt_err perr;
+    dpt_err_clear(&perr);
+    if (dpt_rdzv_port_check(atoi(getenv("MASTER_PORT")), &perr) < 0)
+      fprintf(stderr, "dpt-launch: rank 0 on %s: MASTER_PORT %s cannot be listened on there (%s): a "
+              "PyTorch, Lightning or JAX rendezvous hosted by rank 0 will fail to start; export "
+              "MASTER_PORT=<a free port> before dpt-launch\n", node, getenv("MASTER_PORT"), perr.msg);
+  }
   if (getenv("DPT_LAUNCH_VERBOSE"))
     fprintf(stderr, "dpt-launch: rank %s on %s: %s, OMP_NUM_THREADS=%s%s%s\n", rank, node,
             report, getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "-",
@@ -699,6 +709,18 @@ int main(int argc, char **argv)
       goto out;
   } else if (sv_push(&av, "--bind-to") < 0 || sv_push(&av, "none") < 0) {
     goto out;
+  }
+  /* the frameworks' rendezvous (runtime/dpt_rdzv.h): plan rank 0's host -- this one
+   * over loopback without a hostfile --, a port derived from this process */
+  {
+    char port[16], id[96];
+    snprintf(port, sizeof port, "%d", dpt_rdzv_port((unsigned long)getpid(), 0));
+    snprintf(id, sizeof id, "dpt-launch-%.64s-%ld", hostname, (long)getpid());
+    if ((hostfile ? unsetenv("DPT_MASTER_ADDR") : setenv("DPT_MASTER_ADDR", "127.0.0.1", 1)) != 0 ||
+        setenv("DPT_MASTER_PORT", port, 1) != 0 || setenv("DPT_RUN_ID", id, 1) != 0) {
+      fprintf(stderr, "dpt-launch: cannot set DPT_MASTER_ADDR/PORT: %s\n", strerror(errno));
+      goto out;
+    }
   }
   for (i = 0; i < plan->n_ranks; i++) {
     struct envlist el = {&av, 0};

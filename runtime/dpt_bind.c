@@ -1,6 +1,7 @@
 /* dpt_bind.c — see dpt_bind.h */
 #include "dpt_bind.h"
 #include "dpt_env.h"
+#include "dpt_rdzv.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -165,7 +166,8 @@ int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_f
     }
   }
 #undef P
-  return 0;
+  /* MASTER_ADDR/PORT and the rest of torchrun's variables (dpt_rdzv.h) */
+  return dpt_rdzv_env(plan, rank, get, get_arg, set, set_arg, report, report_len, err);
 }
 
 int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, void *get_arg,
@@ -354,7 +356,7 @@ static const char *const bind_env_names[] = {
   "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "DPT_RANK", "DPT_SIZE", "DPT_LOCAL_RANK",
   "DPT_LOCAL_SIZE", "DPT_NODE_ID", "DPT_N_NODES", "DPT_NODE_NAME", "DPT_HOST_INDEX", "DPT_PLAN_DIGEST",
   "DPT_PLAN_THREADS", "DPT_CPUSET", "DPT_NUMA", "OMP_NUM_THREADS", "DPT_PLAN_IB_HCA", "NCCL_IB_HCA",
-  "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "DPT_CUDA_DEVICE", NULL};
+  "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "DPT_CUDA_DEVICE", "MASTER_ADDR", "MASTER_PORT", NULL};
 
 static const char *env_or(const char *name, const char *dflt)
 {

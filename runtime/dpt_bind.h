@@ -9,6 +9,8 @@
  *     CUDA_VISIBLE_DEVICES was already narrowed (Slurm's gres), only
  *     DPT_CUDA_DEVICE=<index of the plan's GPU in that list>;
  *     DPT_CPUSET and DPT_NUMA carry the binding to dpt_bind_apply_cpu();
+ *     then dpt_rdzv_env() (dpt_rdzv.h): MASTER_ADDR, MASTER_PORT and the rest of
+ *     what torchrun sets, for other frameworks' env:// rendezvous;
  *   - CPU affinity (hwloc_set_cpubind) and memory policy (hwloc_set_membind,
  *     bind to the rank's NUMA node), both inherited across exec.
  * What was applied is reported in one line. */

@@ -17,6 +17,7 @@
 #include <hwloc.h>
 
 #include "dpt_job.h"
+#include "dpt_rdzv.h"
 #include "dpt_spank_local.h"
 #include "dpt_spank_plan.h"
 
@@ -138,6 +139,39 @@ static void summary(const struct dpt_plan *plan, int verbose)
     dpt_plan_print(stderr, plan);
 }
 
+/* The rendezvous of the step for every framework's env:// path (dpt_rdzv.h):
+ * DPT_MASTER_ADDR = Slurm's NodeAddr of plan rank 0's node (what the other
+ * nodes reach it by; its node name when slurmctld does not say), DPT_MASTER_PORT
+ * derived from the job and step ids, DPT_RUN_ID = slurm-JOB.STEP.  Into srun's
+ * environment, which the step's tasks inherit; task_init turns them into
+ * MASTER_ADDR/MASTER_PORT unless the user set those. */
+static int rendezvous(spank_t sp, const struct dpt_plan *plan, struct dpt_err *err)
+{
+  const char *host = plan->nodes[plan->ranks[0].node].host;
+  node_info_msg_t *msg = NULL;
+  uint32_t job = 0, step = 0;
+  char addr[256], port[16], id[64];
+
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
+    return dpt_err_set(err, DPT_E_RUNTIME, "srun did not say the job and step id");
+  snprintf(addr, sizeof addr, "%s", host);
+  if (slurm_load_node_single(&msg, (char *)host, SHOW_ALL) == SLURM_SUCCESS && msg &&
+      msg->record_count == 1 && msg->node_array[0].node_addr && msg->node_array[0].node_addr[0])
+    snprintf(addr, sizeof addr, "%s", msg->node_array[0].node_addr);
+  else
+    fprintf(stderr, "dpt: cannot read NodeAddr of %s from slurmctld (%s): MASTER_ADDR is its node "
+            "name, which the other nodes must resolve\n", host, slurm_strerror(slurm_get_errno()));
+  if (msg)
+    slurm_free_node_info_msg(msg);
+  snprintf(port, sizeof port, "%d", dpt_rdzv_port(job, step));
+  snprintf(id, sizeof id, "slurm-%u.%u", job, step);
+  if (setenv("DPT_MASTER_ADDR", addr, 1) != 0 || setenv("DPT_MASTER_PORT", port, 1) != 0 ||
+      setenv("DPT_RUN_ID", id, 1) != 0)
+    return dpt_err_set(err, DPT_E_RUNTIME, "cannot set DPT_MASTER_ADDR/PORT in srun's environment");
+  return 0;
+}
+
 /* Slurm dlopen()s this plugin with local symbol scope, and libhwloc with it:
  * hwloc's own plugins (libxml2 XML import, PCI discovery) then fail to load
  * ("undefined symbol: hwloc_...") and hwloc silently falls back to its
@@ -194,6 +228,8 @@ int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct d
       goto fail;
     }
   }
+  if ((rc = rendezvous(sp, plan, err)) < 0)
+    goto fail;
   if (setenv(DPT_SPANK_PLAN_ENV, enc, 1) != 0) {
     rc = dpt_err_set(err, DPT_E_RUNTIME, "cannot set %s (%zu bytes) in srun's environment",
                      DPT_SPANK_PLAN_ENV, strlen(enc));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dpt_bind.h"
+#include "dpt_rdzv.h"
 #include "dpt_spank_plan.h"
 
 #define ENV_SMALL 4096
@@ -58,6 +59,22 @@ static int task_setenv(void *arg, const char *name, const char *value)
   return e == ESPANK_SUCCESS ? 0 : DPT_E_RUNTIME;
 }
 
+/* Plan rank 0 hosts the frameworks' rendezvous store on MASTER_PORT: a port
+ * already taken on its node fails their start ("address already in use").
+ * Said here, naming the node and the way out; not an error, since a program
+ * that does not use MASTER_PORT (dpt-train) runs fine. */
+static void port_warn(struct task_env *te, const char *host)
+{
+  const char *v = task_getenv(te, "MASTER_PORT");
+  struct dpt_err perr;
+  int port = v ? atoi(v) : 0;
+  dpt_err_clear(&perr);
+  if (port > 0 && dpt_rdzv_port_check(port, &perr) < 0)
+    slurm_error("dpt: rank 0 on %s: MASTER_PORT %d cannot be listened on there (%s): a PyTorch, "
+                "Lightning or JAX rendezvous hosted by rank 0 will fail to start; export "
+                "MASTER_PORT=<a free port> before srun", host, port, perr.msg);
+}
+
 int dpt_spank_task_apply(spank_t sp, const struct dpt_spank_opts *opts, struct dpt_err *err)
 {
   uint32_t node_id = 0, local_count = 0;
@@ -96,6 +113,8 @@ int dpt_spank_task_apply(spank_t sp, const struct dpt_spank_opts *opts, struct d
     goto done;
   if (notes[0])
     slurm_info("dpt: rank %d on %s: %s", t.rank.rank, t.node.host, notes);
+  if (t.rank.rank == 0)
+    port_warn(&te, t.node.host);
   /* the planning inputs dpt_boot needs to recompute and verify this plan */
   if (opts->topology[0] && (rc = set_env(sp, "DPT_PLAN_XML", opts->topology, err)) < 0)
     goto done;

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Other frameworks' programs get the planned ring (issue 24): a PyTorch DDP program
+# (ddp_check.py: gloo, init_method="env://", nothing dpt-specific) under dpt's launchers.
+#
+#   frameworks_test.sh launch DPT_LAUNCH HOSTFILE
+#       dpt-launch -n 4 and --hostfile: torch's rank == RANK == MPI rank, MASTER_ADDR
+#       127.0.0.1 / the hostfile's host, the parameters of two DDP steps == one process's
+#       on the whole batch (1e-5); a user MASTER_ADDR of another host, a MASTER_PORT that
+#       is not a port: exit 2 with a message naming the rank and node; a user MASTER_PORT
+#       is kept; a taken MASTER_PORT: rank 0 says so, the launch fails
+#   frameworks_test.sh slurm PLUGIN DPT_TOPO NODE_XML
+#       srun --dpt on the real cluster (cluster.sh: leaf1 = n1,n3, leaf2 = n2,n4, so Slurm's
+#       order is not the ring's): every rank's torch rank and node == the plan's (dpt-topo
+#       plan), MASTER_ADDR = NodeAddr of plan rank 0's node, MASTER_PORT derived from the
+#       job and step, same numerics; a user MASTER_ADDR naming another node fails the step
+#       with dpt's message; a taken MASTER_PORT is named by rank 0
+# Needs Debian's PyTorch (python3-torch, /usr/bin/python3); exit 77 = skipped.
+set -uo pipefail
+
+mode=${1:?mode}
+here=$(cd "$(dirname "$0")" && pwd)
+py=${DPT_TORCH_PYTHON:-/usr/bin/python3}
+prog="$here/ddp_check.py"
+verify="$here/ddp_verify.py"
+
+"$py" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null ||
+  { echo "SKIP: $py has no torch.distributed (apt install python3-torch; bash .ci/install-deps does)"; exit 77; }
+
+. "$here/../slurm/testlib.sh"
+
+# a TCP port held open by a listener: hold_port sets $held (the port) and $holder (its
+# pid); release_port ends it
+hold_port() {
+  "$py" -c 'import socket, sys, time
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::", 0)); s.listen(1); open(sys.argv[1], "w").write("%d\n" % s.getsockname()[1]); time.sleep(300)' \
+    "$dir/held.port" &
+  holder=$!
+  for _ in $(seq 100); do [[ -s "$dir/held.port" ]] && break; sleep 0.1; done
+  held=$(cat "$dir/held.port")
+}
+release_port() { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "$dir/held.port"; }
+
+case "$mode" in
+launch)
+  launch=${2:?dpt-launch} hosts=${3:?hostfile}
+  testlib_dir frameworks-launch
+  trap 'rm -rf "$dir"' EXIT
+  mkdir "$dir/n" "$dir/h"
+  "$launch" -n 4 --oversubscribe -- "$py" "$prog" "$dir/n" >"$dir/n.log" 2>&1
+  check "dpt-launch -n 4: the DDP program succeeds" [ $? -eq 0 ]
+  check "dpt-launch -n 4: ranks, MPI ranks, MASTER_ADDR 127.0.0.1, numerics" \
+    python3 "$verify" "$dir/n" 4 --master-addr 127.0.0.1 --mpi
+  "$launch" --hostfile "$hosts" -N 1 --gpus-per-node 2 -- "$py" "$prog" "$dir/h" >"$dir/h.log" 2>&1
+  check "dpt-launch --hostfile: the DDP program succeeds" [ $? -eq 0 ]
+  check "dpt-launch --hostfile: ranks, MPI ranks, MASTER_ADDR = the hostfile's host, numerics" \
+    python3 "$verify" "$dir/h" 2 --master-addr localhost --mpi
+  # bad input: a MASTER_ADDR of another host, a MASTER_PORT that is not one
+  out=$(MASTER_ADDR=192.0.2.1 "$launch" -n 2 -- "$py" "$prog" "$dir/n" 2>&1); rc=$?
+  echo "$out"
+  check "a user MASTER_ADDR of another host: exit 2" [ $rc -eq 2 ]
+  check "... naming the rank, its node, both addresses and the way out" grep -q \
+    "rank 0 on .*: MASTER_ADDR=192.0.2.1 (set before the launch) is not the node of plan rank 0 (.*, address 127.0.0.1).*Unset MASTER_ADDR" <<<"$out"
+  out=$(MASTER_PORT=http "$launch" -n 2 -- true 2>&1); rc=$?
+  check "MASTER_PORT=http: exit 2 naming it" [ $rc -eq 2 ]
+  grep -q 'MASTER_PORT="http" (set before the launch) is not a TCP port' <<<"$out" || fail "message: $out"
+  # the user's own MASTER_ADDR (this host by name) and MASTER_PORT are kept
+  rm -f "$dir/n"/*
+  MASTER_ADDR=localhost MASTER_PORT=$((30000 + $$ % 2000)) "$launch" -n 2 -- "$py" "$prog" "$dir/n" >"$dir/k.log" 2>&1
+  check "a user MASTER_ADDR of this host and MASTER_PORT: kept, the program succeeds" [ $? -eq 0 ]
+  check "... every rank got them" [ "$(cat "$dir"/n/rank-*.json | grep -o "\"MASTER_ADDR\": \"localhost\", \"MASTER_PORT\": \"$((30000 + $$ % 2000))\"" | wc -l)" -eq 2 ]
+  # a taken port: rank 0's supervisor names it, torch cannot start its store, the launch fails
+  hold_port
+  out=$(MASTER_PORT=$held "$launch" -n 2 -- "$py" "$prog" "$dir/n" 2>&1); rc=$?
+  release_port
+  echo "$out" | grep -v '^ ' | tail -4
+  check "a taken MASTER_PORT: the launch fails" [ $rc -ne 0 ]
+  check "... and rank 0 said which port on which node" grep -q \
+    "dpt-launch: rank 0 on .*: MASTER_PORT $held cannot be listened on there" <<<"$out"
+  ;;
+
+slurm)
+  plugin=${2:?plugin} topo=${3:?dpt-topo} xml=${4:?node xml}
+  for c in munged slurmctld slurmd srun; do
+    command -v "$c" >/dev/null || { echo "SKIP: $c not installed"; exit 77; }
+  done
+  [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (slurmd, mknod)"; exit 77; }
+  testlib_dir frameworks-slurm
+  trap testlib_teardown EXIT
+  trap 'exit 130' INT TERM
+  ctl_port=$((20000 + ($$ % 200) * 50))
+  echo "required $plugin" >"$dir/plugstack.conf"
+  DPT_SLURM_CTL_PORT=$ctl_port DPT_SLURM_BASE_PORT=$((ctl_port + 10)) \
+    bash "$here/../slurm/cluster.sh" start "$dir" 4 8 || { failed=1; exit 1; }
+  eval "$(bash "$here/../slurm/cluster.sh" env "$dir")"
+  chmod 0777 "$dir"
+  common=(-N4 --ntasks-per-node=2 --gpus-per-node=8 --kill-on-bad-exit=1)
+  "$topo" plan --topology-conf "$dir/topology.conf" --nodes 'n[1-4]' --node-xml "$xml" \
+    --ranks-per-node 2 --json >"$dir/plan.json"
+  mkdir -m 0777 "$dir/out"
+  srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out" >"$dir/srun.log" 2>&1
+  rc=$?
+  check "srun --dpt: the DDP program succeeds on 8 ranks" [ $rc -eq 0 ]
+  ((rc == 0)) || tail -20 "$dir/srun.log"
+  check "srun --dpt: rank and node == the plan (ring n1 n3 n2 n4), MASTER_ADDR = NodeAddr, derived port, numerics" \
+    python3 "$verify" "$dir/out" 8 --plan "$dir/plan.json" --master-addr 127.0.0.1 --slurm
+  # the usual sbatch line sends MASTER_ADDR to a node that does not host rank 0
+  out=$(MASTER_ADDR=n2 srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out" 2>&1); rc=$?
+  echo "$out" | grep 'dpt:' | head -2
+  check "a user MASTER_ADDR naming n2: the step fails" [ $rc -ne 0 ]
+  check "... with dpt's message naming a rank, its node and plan rank 0's node n1" grep -q \
+    "dpt: rank [0-9] on n[1-4]: MASTER_ADDR=n2 (set before the launch) is not the node of plan rank 0 (n1, address 127.0.0.1)" <<<"$out"
+  # a taken port on plan rank 0's node (every node is this host here)
+  hold_port
+  out=$(MASTER_PORT=$held srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out" 2>&1); rc=$?
+  release_port
+  echo "$out" | grep 'dpt:' | head -2
+  check "a taken MASTER_PORT: the step fails" [ $rc -ne 0 ]
+  check "... and rank 0 said which port on which node" grep -q \
+    "dpt: rank 0 on n1: MASTER_PORT $held cannot be listened on there" <<<"$out"
+  # the example sbatch script (etc/examples), its MN-1 sizes overridden on the command line
+  ex="$here/../../etc/examples"
+  EXAMPLES=$(cd "$ex" && pwd) PYTHON=$py sbatch --wait -N4 --ntasks-per-node=2 --gpus-per-node=8 \
+    --dpt=topology="$xml",verbose -o "$dir/example.out" "$ex/pytorch-ddp.sbatch" --steps 3 --width 64 \
+    >"$dir/sbatch.log" 2>&1
+  rc=$?
+  check "etc/examples/pytorch-ddp.sbatch runs (sbatch --wait)" [ $rc -eq 0 ]
+  ((rc == 0)) || tail -20 "$dir/example.out"
+  check "... 8 ranks, each on the plan's node, and a throughput line" python3 - "$dir/plan.json" "$dir/example.out" <<'PY'
+import json, re, sys
+plan = json.load(open(sys.argv[1]))
+seen = {}
+text = open(sys.argv[2]).read()
+for m in re.finditer(r"^rank (\d+)/(\d+) local (\d+) on (\S+) ", text, re.M):
+    seen[int(m.group(1))] = m.group(4)
+want = {r: plan["nodes"][plan["ranks"][r]["node"]]["host"] for r in range(plan["n_ranks"])}
+ok = seen == want and re.search(r"^2 steps, \d+ samples/s", text, re.M)
+if not ok:
+    print("example: ranks on", seen, "plan", want)
+sys.exit(0 if ok else 1)
+PY
+  check "the daemons survive" daemons_alive
+  ;;
+*)
+  echo "usage: frameworks_test.sh launch|slurm ..." >&2
+  exit 2
+  ;;
+esac
+((failed == 0))
