@@ -5,7 +5,7 @@
  *                 [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]
  *                 [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]
  *                 [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]
- *                 [--report PATH]
+ *                 [--slurm-hostfile FILE] [--report PATH]
  *
  * The job (hosts, tree source, node topologies, ranks, oversubscription,
  * threads) goes to dpt_job_plan() (topology/dpt_job.h), like every other
@@ -14,7 +14,10 @@
  * invalid input gives exit 2 and a message naming the node, file or line,
  * never a partial document.  Text goes to stdout (JSON instead with --json);
  * nothing is written to a file unless asked: --output writes the JSON document
- * (through a temporary file + rename), --report a job report (dpt.report/1 with
+ * (through a temporary file + rename), --slurm-hostfile the host of every rank
+ * in plan order, one per line (SLURM_HOSTFILE for srun --distribution=arbitrary:
+ * SLURM_PROCID, and so the MPI rank of programs that take theirs from
+ * MPI_COMM_WORLD, then equals the plan rank), --report a job report (dpt.report/1 with
  * the plan embedded and its predicted all-reduce time; runtime/dpt_report.h).
  * Oversubscription that was asked for is said on stderr. */
 #define _GNU_SOURCE /* asprintf */
@@ -39,7 +42,7 @@ static void usage(FILE *f)
           "                     [--ranks-per-node N [--oversubscribe]] [--threads-per-rank N]\n"
           "                     [--size BYTES] [--fp16] [--seed N] [--host-gbps X] [--uplink-gbps X]\n"
           "                     [--intra-gbps X] [--alpha-us X] [--json] [--output FILE.json]\n"
-          "                     [--report PATH]\n"
+          "                     [--slurm-hostfile FILE] [--report PATH]\n"
           "\n"
           "The topology-aware ring for a job on these nodes: ring order, rank -> node/GPU/cpuset/HCAs,\n"
           "and the predicted all-reduce cost of the plan next to Slurm's order, a random order,\n"
@@ -68,6 +71,9 @@ static void usage(FILE *f)
           "  --alpha-us X           latency per ring step, microseconds (5)\n"
           "  --json                 print the JSON document (dpt.plan/1) instead of text\n"
           "  --output FILE.json     also write the JSON document to FILE.json\n"
+          "  --slurm-hostfile FILE  also write each rank's host, in plan order, one per line: with\n"
+          "                         SLURM_HOSTFILE=FILE srun --distribution=arbitrary, SLURM_PROCID\n"
+          "                         (and MPI_COMM_WORLD's rank) is the plan rank\n"
           "  --report PATH          also write a job report (dpt.report/1) to PATH (%%j job id,\n"
           "                         %%s step id, %%p pid); without it nothing is written to a file\n");
 }
@@ -75,7 +81,7 @@ static void usage(FILE *f)
 enum {
   OPT_CONF = 256, OPT_IB, OPT_ADDR, OPT_NODES, OPT_GPUS, OPT_XML, OPT_RPN, OPT_OVER, OPT_TPR,
   OPT_SIZE, OPT_FP16, OPT_SEED, OPT_HOST, OPT_UP, OPT_INTRA, OPT_ALPHA, OPT_JSON, OPT_OUTPUT,
-  OPT_HELP, OPT_REPORT, OPT_NO_REPORT, OPT_XML_DIR
+  OPT_HELP, OPT_REPORT, OPT_NO_REPORT, OPT_XML_DIR, OPT_HOSTFILE
 };
 
 static int parse_u64(const char *opt, const char *s, int suffixes, uint64_t *out, struct dpt_err *err)
@@ -126,30 +132,30 @@ static int parse_pos(const char *opt, const char *s, double *out, struct dpt_err
   return 0;
 }
 
-static int write_file(const char *path, const char *text, struct dpt_err *err)
+static int write_file(const char *opt, const char *path, const char *text, struct dpt_err *err)
 {
   char tmp[4200];
   FILE *f;
   int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
 
   if (n < 0 || (size_t)n >= sizeof tmp)
-    return dpt_err_set(err, DPT_E_INPUT, "--output '%s': path too long", path);
+    return dpt_err_set(err, DPT_E_INPUT, "%s '%s': path too long", opt, path);
   f = fopen(tmp, "w");
   if (!f)
-    return dpt_err_set(err, DPT_E_INPUT, "--output '%s': cannot create %s: %s", path, tmp, strerror(errno));
+    return dpt_err_set(err, DPT_E_INPUT, "%s '%s': cannot create %s: %s", opt, path, tmp, strerror(errno));
   if (fputs(text, f) < 0 || fputc('\n', f) < 0) {
     fclose(f);
     remove(tmp);
-    return dpt_err_set(err, DPT_E_RUNTIME, "--output '%s': write failed: %s", path, strerror(errno));
+    return dpt_err_set(err, DPT_E_RUNTIME, "%s '%s': write failed: %s", opt, path, strerror(errno));
   }
   if (fclose(f)) {
     remove(tmp);
-    return dpt_err_set(err, DPT_E_RUNTIME, "--output '%s': write failed: %s", path, strerror(errno));
+    return dpt_err_set(err, DPT_E_RUNTIME, "%s '%s': write failed: %s", opt, path, strerror(errno));
   }
   if (rename(tmp, path)) {
     int e = errno;
     remove(tmp);
-    return dpt_err_set(err, DPT_E_RUNTIME, "--output '%s': cannot rename %s: %s", path, tmp, strerror(e));
+    return dpt_err_set(err, DPT_E_RUNTIME, "%s '%s': cannot rename %s: %s", opt, path, tmp, strerror(e));
   }
   return 0;
 }
@@ -176,13 +182,14 @@ int dpt_topo_plan_main(int argc, char **argv, const char *program)
     {"alpha-us", required_argument, NULL, OPT_ALPHA},
     {"json", no_argument, NULL, OPT_JSON},
     {"output", required_argument, NULL, OPT_OUTPUT},
+    {"slurm-hostfile", required_argument, NULL, OPT_HOSTFILE},
     {"help", no_argument, NULL, OPT_HELP},
     {"report", required_argument, NULL, OPT_REPORT},
     {"no-report", no_argument, NULL, OPT_NO_REPORT},
     {NULL, 0, NULL, 0},
   };
   const char *tree_opt = NULL, *tree_file = NULL, *nodes = NULL, *xml = NULL, *output = NULL;
-  const char *report_path = NULL, *xml_dir = NULL;
+  const char *report_path = NULL, *xml_dir = NULL, *hostfile = NULL;
   int gpus = -1, json = 0, c, status = 0, no_report = 0;
   struct dpt_report *rep = NULL;
   struct dpt_plan_opts o;
@@ -263,6 +270,7 @@ int dpt_topo_plan_main(int argc, char **argv, const char *program)
       break;
     case OPT_JSON: json = 1; break;
     case OPT_OUTPUT: output = optarg; break;
+    case OPT_HOSTFILE: hostfile = optarg; break;
     case OPT_REPORT: report_path = optarg; break;
     case OPT_NO_REPORT: no_report = 1; break;
     case 'h':
@@ -357,8 +365,27 @@ int dpt_topo_plan_main(int argc, char **argv, const char *program)
       goto fail;
     }
   }
-  if (output && write_file(output, doc, &err))
+  if (output && write_file("--output", output, doc, &err))
     goto fail;
+  if (hostfile) {
+    char *hf = NULL;
+    size_t hf_len = 0;
+    FILE *m = open_memstream(&hf, &hf_len);
+    int ok = m != NULL;
+    for (int r = 0; ok && r < plan->n_ranks; r++)
+      ok = fprintf(m, "%s%s", r ? "\n" : "", plan->nodes[plan->ranks[r].node].host) > 0;
+    if (m && fclose(m))
+      ok = 0;
+    if (!ok) {
+      free(hf);
+      dpt_err_set(&err, DPT_E_NOMEM, "cannot render the Slurm hostfile");
+      goto fail;
+    }
+    ok = write_file("--slurm-hostfile", hostfile, hf, &err) == 0; /* adds the last newline */
+    free(hf);
+    if (!ok)
+      goto fail;
+  }
   if (report_path) {
     /* the command as typed: the program, then the subcommand and its options */
     if (!(cmd = calloc((size_t)argc + 2, sizeof *cmd))) {

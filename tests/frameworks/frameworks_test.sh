@@ -7,13 +7,16 @@
 #       127.0.0.1 / the hostfile's host, the parameters of two DDP steps == one process's
 #       on the whole batch (1e-5); a user MASTER_ADDR of another host, a MASTER_PORT that
 #       is not a port: exit 2 with a message naming the rank and node; a user MASTER_PORT
-#       is kept; a taken MASTER_PORT: rank 0 says so, the launch fails
+#       is kept; a taken MASTER_PORT: rank 0 says so, the launch fails; an mpi4py
+#       program's MPI ranks are the plan's
 #   frameworks_test.sh slurm PLUGIN DPT_TOPO NODE_XML
 #       srun --dpt on the real cluster (cluster.sh: leaf1 = n1,n3, leaf2 = n2,n4, so Slurm's
 #       order is not the ring's): every rank's torch rank and node == the plan's (dpt-topo
 #       plan), MASTER_ADDR = NodeAddr of plan rank 0's node, MASTER_PORT derived from the
 #       job and step, same numerics; a user MASTER_ADDR naming another node fails the step
-#       with dpt's message; a taken MASTER_PORT is named by rank 0
+#       with dpt's message; a taken MASTER_PORT is named by rank 0; an mpi4py program's
+#       MPI ranks are Slurm's under plain --dpt and the plan's with SLURM_HOSTFILE from
+#       dpt-topo plan --slurm-hostfile and --distribution=arbitrary; etc/examples' sbatch job
 # Needs Debian's PyTorch (python3-torch, /usr/bin/python3); exit 77 = skipped.
 set -uo pipefail
 
@@ -41,6 +44,32 @@ s.bind(("::", 0)); s.listen(1); open(sys.argv[1], "w").write("%d\n" % s.getsockn
 }
 release_port() { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "$dir/held.port"; }
 
+# mpi_verify OUT.json WORLD [PLAN.json] [--expect-differ]: what mpi_check.py gathered --
+# every MPI_COMM_WORLD rank equals its RANK (dpt's plan rank) and runs on the plan's node
+# for that rank; with --expect-differ, the opposite must show for at least one rank
+# (Slurm's own task order: the check can fail)
+mpi_verify() {
+  python3 - "$@" <<'PY'
+import json, sys
+recs = json.load(open(sys.argv[1]))
+world = int(sys.argv[2])
+plan = json.load(open(sys.argv[3])) if len(sys.argv) > 3 and sys.argv[3] != "-" else None
+differ = "--expect-differ" in sys.argv
+bad = []
+for r in recs:
+    where = "MPI rank %d (SLURM_PROCID %s) on %s" % (r["mpi_rank"], r["SLURM_PROCID"], r["host"])
+    if r["mpi_size"] != world:
+        bad.append("%s: MPI size %d" % (where, r["mpi_size"]))
+    if r["RANK"] != str(r["mpi_rank"]):
+        bad.append("%s: RANK=%s" % (where, r["RANK"]))
+    elif plan and plan["nodes"][plan["ranks"][r["mpi_rank"]]["node"]]["host"] != r["host"]:
+        bad.append("%s: the plan puts rank %d elsewhere" % (where, r["mpi_rank"]))
+print("mpi_verify: %d MPI ranks, %d not in plan order%s" % (len(recs), len(bad), "".join("\n  " + b for b in bad[:4])))
+ok = len(recs) == world and (bool(bad) if differ else not bad)
+sys.exit(0 if ok else 1)
+PY
+}
+
 case "$mode" in
 launch)
   launch=${2:?dpt-launch} hosts=${3:?hostfile}
@@ -55,6 +84,14 @@ launch)
   check "dpt-launch --hostfile: the DDP program succeeds" [ $? -eq 0 ]
   check "dpt-launch --hostfile: ranks, MPI ranks, MASTER_ADDR = the hostfile's host, numerics" \
     python3 "$verify" "$dir/h" 2 --master-addr localhost --mpi
+  # an MPI program: under dpt-launch the MPI ranks are the plan's (one app context per rank)
+  if "$py" -c 'import mpi4py' 2>/dev/null; then
+    "$launch" --hostfile "$hosts" -N 1 --gpus-per-node 2 -- "$py" "$here/mpi_check.py" "$dir/mpi.json" >"$dir/mpi.log" 2>&1
+    check "dpt-launch --hostfile: the mpi4py program succeeds" [ $? -eq 0 ]
+    check "... MPI_COMM_WORLD ranks == plan ranks" mpi_verify "$dir/mpi.json" 2
+  else
+    echo "SKIP (visibly): mpi4py missing for $py (apt install python3-mpi4py; bash .ci/install-deps does)"
+  fi
   # bad input: a MASTER_ADDR of another host, a MASTER_PORT that is not one
   out=$(MASTER_ADDR=192.0.2.1 "$launch" -n 2 -- "$py" "$prog" "$dir/n" 2>&1); rc=$?
   echo "$out"
@@ -88,7 +125,8 @@ slurm)
   testlib_dir frameworks-slurm
   trap testlib_teardown EXIT
   trap 'exit 130' INT TERM
-  ctl_port=$((20000 + ($$ % 200) * 50))
+  # the cluster's own ports below 20000: the MASTER_PORTs dpt derives are 20000-29999
+  ctl_port=$((10000 + ($$ % 180) * 50))
   echo "required $plugin" >"$dir/plugstack.conf"
   DPT_SLURM_CTL_PORT=$ctl_port DPT_SLURM_BASE_PORT=$((ctl_port + 10)) \
     bash "$here/../slurm/cluster.sh" start "$dir" 4 8 || { failed=1; exit 1; }
@@ -124,6 +162,25 @@ slurm)
   check "a taken MASTER_PORT: the step fails" [ $rc -ne 0 ]
   check "... and rank 0 said which port on which node" grep -q \
     "dpt: rank 0 on n1: MASTER_PORT $held cannot be listened on there" <<<"$out"
+  # MPI programs: their rank is MPI_COMM_WORLD's = SLURM_PROCID, Slurm's order -- unless the
+  # tasks are laid out by the plan: dpt-topo plan --slurm-hostfile + --distribution=arbitrary
+  if "$py" -c 'import mpi4py' 2>/dev/null; then
+    srun --dpt=topology="$xml" --mpi=pmix "${common[@]}" "$py" "$here/mpi_check.py" "$dir/mpi-plain.json" \
+      >"$dir/mpi-plain.log" 2>&1
+    check "srun --dpt --mpi=pmix: the mpi4py program succeeds" [ $? -eq 0 ]
+    check "... and without the plan's layout its MPI ranks are Slurm's, not the plan's" \
+      mpi_verify "$dir/mpi-plain.json" 8 "$dir/plan.json" --expect-differ
+    "$topo" plan --topology-conf "$dir/topology.conf" --nodes 'n[1-4]' --node-xml "$xml" \
+      --ranks-per-node 2 --slurm-hostfile "$dir/hostfile" >/dev/null
+    SLURM_HOSTFILE="$dir/hostfile" srun --dpt=topology="$xml" --mpi=pmix --distribution=arbitrary -n 8 \
+      --gpus-per-node=8 --kill-on-bad-exit=1 "$py" "$here/mpi_check.py" "$dir/mpi.json" >"$dir/mpi.log" 2>&1
+    rc=$?
+    check "SLURM_HOSTFILE from dpt-topo plan --slurm-hostfile, --distribution=arbitrary: succeeds" [ $rc -eq 0 ]
+    ((rc == 0)) || tail -5 "$dir/mpi.log"
+    check "... MPI_COMM_WORLD ranks == plan ranks, each on the plan's node" mpi_verify "$dir/mpi.json" 8 "$dir/plan.json"
+  else
+    echo "SKIP (visibly): mpi4py missing for $py (apt install python3-mpi4py; bash .ci/install-deps does)"
+  fi
   # the example sbatch script (etc/examples), its MN-1 sizes overridden on the command line
   ex="$here/../../etc/examples"
   EXAMPLES=$(cd "$ex" && pwd) PYTHON=$py sbatch --wait -N4 --ntasks-per-node=2 --gpus-per-node=8 \

@@ -1,8 +1,9 @@
 #!/bin/bash
 # tools_files.sh — what the tools leave behind and say, as a newcomer meets them:
-#  - `dpt-topo plan` writes no file unless --output or --report asks: in an empty directory a
-#    text plan, a JSON plan, an oversubscribed plan and a refused one leave it empty; --output and
-#    --report write exactly the files named;
+#  - `dpt-topo plan` writes no file unless --output, --slurm-hostfile or --report asks: in an
+#    empty directory a text plan, a JSON plan, an oversubscribed plan and a refused one leave it
+#    empty; --output, --report and --slurm-hostfile write exactly the files named (the hostfile:
+#    each rank's host in plan order; a missing directory is named);
 #  - its report's command starts with the program (dpt-report's summary shows "dpt-topo plan ...");
 #  - a bad host list gets one line on stderr, dpt's, carrying libslurm's reason; none of
 #    libslurm's own log lines ("error: _parse_single_range: ...");
@@ -31,6 +32,20 @@ echo "after four dpt-topo plan runs: '$(ls -A)'"
 "$report" rep.json >summary.txt || fail "dpt-report rep.json failed"
 grep -q "^  command   $topo plan --nodes n\[1-4\] --gpus-per-node 2 --output plan.json --report rep.json$" summary.txt ||
   fail "the report's command does not start with the program: $(grep command summary.txt)"
+
+# --slurm-hostfile: exactly that file, each rank's host in plan order, one per line
+mkdir "$tmp/hf"
+(
+  cd "$tmp/hf" || exit 1
+  "$topo" plan --nodes 'n[1-3]' --gpus-per-node 2 --slurm-hostfile hosts >/dev/null || fail "--slurm-hostfile failed"
+  [ "$(ls -A)" = "hosts" ] || fail "--slurm-hostfile hosts wrote: $(ls -A)"
+  [ "$(tr '\n' ' ' <hosts)" = "n1 n1 n2 n2 n3 n3 " ] || fail "--slurm-hostfile: '$(tr '\n' ' ' <hosts)'"
+  "$topo" plan --nodes 'n[1-3]' --gpus-per-node 2 --slurm-hostfile /nonexistent/hosts >/dev/null 2>"$tmp/err.txt"
+  rc=$?
+  [ $rc = 2 ] && grep -q "^dpt-topo plan: --slurm-hostfile '/nonexistent/hosts': cannot create /nonexistent/hosts.tmp: No such file or directory$" "$tmp/err.txt" ||
+    fail "--slurm-hostfile in a missing directory: exit $rc: $(cat "$tmp/err.txt")"
+  exit $fails
+) || fails=$((fails + 1))
 
 "$topo" plan --nodes 'n[5-1]' --gpus-per-node 1 >out.txt 2>err.txt
 rc=$?
