@@ -205,7 +205,7 @@ int dpt_rdzv_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, 
                        rank, plan->nodes[rk->node].host, user_addr, n0->host, addr, n0->host);
   user_port = nonempty(get, get_arg, "MASTER_PORT", uport_b, sizeof uport_b);
   if (user_port) {
-    int p;
+    int p = 0;
     if (port_of("MASTER_PORT", user_port, &p, err) < 0)
       return dpt_err_set(err, DPT_E_INPUT, "rank %d on %s: MASTER_PORT=\"%.64s\" (set before the "
                          "launch) is not a TCP port (1-65535): unset it (dpt derives one) or give a "

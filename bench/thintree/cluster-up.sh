@@ -7,6 +7,8 @@
 # emulated fabric; ranks poll with sched_yield, as NODES ranks share this machine's cores).
 # A launch running in the background should be recorded in $launch_pid: cleanup stops it
 # first, so an interrupt does not wait for its timeout.
+#   tt_uplinks LEAVES  the bytes each leaf uplink direction has sent so far (tc counters), as
+#                      JSON {"leaf1->core": N, "core->leaf1": N, ...}
 launch_pid=
 tt_cleanup() {
   local rc=$?
@@ -36,4 +38,16 @@ tt_cluster_up() {
   export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=fab0 \
     OMPI_MCA_mpi_yield_when_idle=1
   in_ctl=(nsenter "--net=$DPT_SLURM_CLIENT_NETNS")
+}
+tt_uplinks() {
+  local j first=1 leaves=$1
+  printf '{'
+  for j in $(seq 1 "$leaves"); do
+    ((first)) || printf ','
+    first=0
+    printf '"leaf%d->core":%s,"core->leaf%d":%s' "$j" \
+      "$(ip netns exec "$DPT_TT_PREFIX-leaf$j" tc -s qdisc show dev up0 | awk '/Sent/{print $2; exit}')" "$j" \
+      "$(ip netns exec "$DPT_TT_PREFIX-spine" tc -s qdisc show dev "leaf$j" | awk '/Sent/{print $2; exit}')"
+  done
+  printf '}'
 }

@@ -61,19 +61,6 @@ random_order=$("$py" -c 'import json,sys
 d = json.load(open(sys.argv[1]))
 print(" ".join(next(a for a in d["alternatives"] if a["name"] == "random")["node_order"]))' "$work/plan.json")
 
-uplinks() { # the bytes each leaf uplink direction has sent, as JSON
-  local j first=1
-  printf '{'
-  for j in $(seq 1 "$leaves"); do
-    ((first)) || printf ','
-    first=0
-    printf '"leaf%d->core":%s,"core->leaf%d":%s' "$j" \
-      "$(ip netns exec "$DPT_TT_PREFIX-leaf$j" tc -s qdisc show dev up0 | awk '/Sent/{print $2; exit}')" "$j" \
-      "$(ip netns exec "$DPT_TT_PREFIX-spine" tc -s qdisc show dev "leaf$j" | awk '/Sent/{print $2; exit}')"
-  done
-  printf '}'
-}
-
 # --kill-on-bad-exit: a rank that dies ends the step (the others would poll forever)
 common=(-N "$nodes" --ntasks-per-node=1 -c "$(nproc)" --mpi=pmix --kill-on-bad-exit=1)
 bargs=(allreduce --min-bytes "$size" --max-bytes "$size" --no-resnet --iters "$iters" --warmup "$warmup" --json)
@@ -95,7 +82,7 @@ for r in $(seq 1 "$repeat"); do
       *) echo "run.sh: unknown variant $v (planned slurm random fp16 pair pair-fp16 mpi)" >&2; exit 2 ;;
     esac
     for attempt in 1 2; do # a failed launch is retried once and recorded in failures.jsonl
-      before=$(uplinks)
+      before=$(tt_uplinks "$leaves")
       t0=$(date +%s.%N)
       # in the background: INT/TERM run the trap at once (not after the launch), and it stops
       # the launch (timeout forwards TERM to srun, which cancels the step)
@@ -114,7 +101,7 @@ for r in $(seq 1 "$repeat"); do
       ((attempt == 1)) || exit 1
     done
     t1=$(date +%s.%N)
-    after=$(uplinks)
+    after=$(tt_uplinks "$leaves")
     "$py" - "$v" "$r" "$work/out-$v-$r.json" "$work/report-$v-$r.json" "$before" "$after" "$t0" "$t1" \
       "${cmd[*]} --report R.json" >>"$work/runs.jsonl" <<'PY'
 import json, sys

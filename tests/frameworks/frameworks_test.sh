@@ -103,9 +103,10 @@ launch)
   grep -q 'MASTER_PORT="http" (set before the launch) is not a TCP port' <<<"$out" || fail "message: $out"
   # the user's own MASTER_ADDR (this host by name) and MASTER_PORT are kept
   rm -f "$dir/n"/*
-  MASTER_ADDR=localhost MASTER_PORT=$((30000 + $$ % 2000)) "$launch" -n 2 -- "$py" "$prog" "$dir/n" >"$dir/k.log" 2>&1
+  free=$("$py" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+  MASTER_ADDR=localhost MASTER_PORT=$free "$launch" -n 2 -- "$py" "$prog" "$dir/n" >"$dir/k.log" 2>&1
   check "a user MASTER_ADDR of this host and MASTER_PORT: kept, the program succeeds" [ $? -eq 0 ]
-  check "... every rank got them" [ "$(cat "$dir"/n/rank-*.json | grep -o "\"MASTER_ADDR\": \"localhost\", \"MASTER_PORT\": \"$((30000 + $$ % 2000))\"" | wc -l)" -eq 2 ]
+  check "... every rank got them" [ "$(cat "$dir"/n/rank-*.json | grep -o "\"MASTER_ADDR\": \"localhost\", \"MASTER_PORT\": \"$free\"" | wc -l)" -eq 2 ]
   # a taken port: rank 0's supervisor names it, torch cannot start its store, the launch fails
   hold_port
   out=$(MASTER_PORT=$held "$launch" -n 2 -- "$py" "$prog" "$dir/n" 2>&1); rc=$?
