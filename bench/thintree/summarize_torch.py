@@ -92,7 +92,7 @@ L = ["# Thin tree on one machine: PyTorch's all-reduce under srun --dpt vs plain
      f"on leaf ((i-1) mod {args.leaves})+1, so Slurm's name order crosses the spine at every hop.  One "
      f"slurmd per node namespace, the dpt SPANK plugin in plugstack.conf.\n",
      f"**The program**: `bench/thintree/torch_allreduce.py` with {args.python} (torch "
-     f"{h['versions'].get('torch', '?')}): `torch.distributed.all_reduce` of a {size:,}-byte fp32 tensor "
+     f"{h['versions'].get('torch', '?').split(' (')[0]}): `torch.distributed.all_reduce` of a {size:,}-byte fp32 tensor "
      f"over gloo (`GLOO_SOCKET_IFNAME=fab0`), one rank per node, `init_process_group(\"gloo\", "
      f"init_method=\"env://\")`; {args.iters} timed iterations after {args.warmup} warm-up per launch, "
      f"{args.repeat} launches per variant (interleaved); an iteration's time is the max over ranks; a "
