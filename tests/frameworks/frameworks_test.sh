@@ -42,7 +42,13 @@ s.bind(("::", 0)); s.listen(1); open(sys.argv[1], "w").write("%d\n" % s.getsockn
   for _ in $(seq 100); do [[ -s "$dir/held.port" ]] && break; sleep 0.1; done
   held=$(cat "$dir/held.port")
 }
-release_port() { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "$dir/held.port"; }
+release_port() {
+  [[ -n "${holder:-}" ]] || return 0
+  kill "$holder" 2>/dev/null
+  wait "$holder" 2>/dev/null
+  holder=
+  rm -f "$dir/held.port"
+}
 
 # mpi_verify OUT.json WORLD [PLAN.json] [--expect-differ]: what mpi_check.py gathered --
 # every MPI_COMM_WORLD rank equals its RANK (dpt's plan rank) and runs on the plan's node
@@ -74,7 +80,7 @@ case "$mode" in
 launch)
   launch=${2:?dpt-launch} hosts=${3:?hostfile}
   testlib_dir frameworks-launch
-  trap 'rm -rf "$dir"' EXIT
+  trap 'release_port; rm -rf "$dir"' EXIT
   mkdir "$dir/n" "$dir/h"
   "$launch" -n 4 --oversubscribe -- "$py" "$prog" "$dir/n" >"$dir/n.log" 2>&1
   check "dpt-launch -n 4: the DDP program succeeds" [ $? -eq 0 ]
@@ -124,7 +130,7 @@ slurm)
   done
   [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (slurmd, mknod)"; exit 77; }
   testlib_dir frameworks-slurm
-  trap testlib_teardown EXIT
+  trap 'release_port; testlib_teardown' EXIT
   trap 'exit 130' INT TERM
   # the cluster's own ports below 20000: the MASTER_PORTs dpt derives are 20000-29999
   ctl_port=$((10000 + ($$ % 180) * 50))
