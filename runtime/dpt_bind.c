@@ -42,8 +42,7 @@ static int gpu_position(const char *list, int gpu)
   return found;
 }
 
-static void note(char *report, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void note(char *report, size_t len, const char *fmt, ...)
+void dpt_bind_note(char *report, size_t len, const char *fmt, ...)
 {
   size_t o;
   va_list ap;
@@ -105,7 +104,7 @@ int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_f
     if (user_hca && *user_hca) {
       /* The user knows their fabric (rails, a port to avoid): keep it, say so. */
       if (strcmp(user_hca, nd->hcas))
-        note(report, report_len, "NCCL_IB_HCA=%.128s kept (set by the user; the plan says %s)",
+        dpt_bind_note(report, report_len, "NCCL_IB_HCA=%.128s kept (set by the user; the plan says %s)",
              user_hca, nd->hcas);
     } else {
       P("NCCL_IB_HCA", "%s", nd->hcas);
@@ -402,18 +401,18 @@ void dpt_bind_describe_applied(char *buf, size_t len)
   if (topo)
     hwloc_topology_destroy(topo);
 
-  note(buf, len, "by %s", who ? who : "nobody (DPT_LAUNCHER and dpt-launch's variables unset: dpt bound nothing)");
+  dpt_bind_note(buf, len, "by %s", who ? who : "nobody (DPT_LAUNCHER and dpt-launch's variables unset: dpt bound nothing)");
   if (getenv("DPT_BIND_APPLIED") && *getenv("DPT_BIND_APPLIED"))
-    note(buf, len, "binder: %.300s", getenv("DPT_BIND_APPLIED"));
-  note(buf, len, "cpus %s (plan %s)", cpu, env_or("DPT_CPUSET", "-"));
-  note(buf, len, "%s (plan NUMA %s)", mem, env_or("DPT_NUMA", "-"));
+    dpt_bind_note(buf, len, "binder: %.300s", getenv("DPT_BIND_APPLIED"));
+  dpt_bind_note(buf, len, "cpus %s (plan %s)", cpu, env_or("DPT_CPUSET", "-"));
+  dpt_bind_note(buf, len, "%s (plan NUMA %s)", mem, env_or("DPT_NUMA", "-"));
   if (getenv("CUDA_VISIBLE_DEVICES") || getenv("DPT_CUDA_DEVICE"))
-    note(buf, len, "GPU CUDA_VISIBLE_DEVICES=%s device %s", env_or("CUDA_VISIBLE_DEVICES", "(unset)"),
+    dpt_bind_note(buf, len, "GPU CUDA_VISIBLE_DEVICES=%s device %s", env_or("CUDA_VISIBLE_DEVICES", "(unset)"),
          env_or("DPT_CUDA_DEVICE", "0"));
   else
-    note(buf, len, "GPU none");
-  note(buf, len, "HCAs %s", env_or("NCCL_IB_HCA", "none"));
-  note(buf, len, "threads OMP_NUM_THREADS=%s", env_or("OMP_NUM_THREADS", "(unset)"));
+    dpt_bind_note(buf, len, "GPU none");
+  dpt_bind_note(buf, len, "HCAs %s", env_or("NCCL_IB_HCA", "none"));
+  dpt_bind_note(buf, len, "threads OMP_NUM_THREADS=%s", env_or("OMP_NUM_THREADS", "(unset)"));
   /* the launcher's variables, as set */
   size_t o = strlen(buf);
   int first = 1;

@@ -47,6 +47,10 @@ int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_f
                         void *get_arg, dpt_bind_setenv_fn set, void *set_arg, char *report,
                         size_t report_len, struct dpt_err *err);
 
+/* Append to report (len bytes, NUL-terminated; NULL or 0: nothing) a formatted
+ * part, "; "-separated from what it already holds; truncated, never overflowed. */
+void dpt_bind_note(char *report, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* dpt_bind_env on the process environment (getenv/setenv). */
 int dpt_bind_env_self(const struct dpt_plan *plan, int rank, struct dpt_err *err);
 

@@ -6,7 +6,6 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,25 +130,6 @@ int dpt_rdzv_port_check(int port, struct dpt_err *err)
   return rc;
 }
 
-static void say(char *report, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *report, size_t len, const char *fmt, ...)
-{
-  size_t o;
-  va_list ap;
-  if (!report || !len)
-    return;
-  o = strlen(report);
-  if (o && o + 2 < len) {
-    snprintf(report + o, len - o, "; ");
-    o += 2;
-  }
-  if (o + 1 >= len)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(report + o, len - o, fmt, ap);
-  va_end(ap);
-}
-
 /* A port from a variable: 1-65535. */
 static int port_of(const char *name, const char *v, int *port, struct dpt_err *err)
 {
@@ -211,10 +191,10 @@ int dpt_rdzv_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, 
                          "launch) is not a TCP port (1-65535): unset it (dpt derives one) or give a "
                          "free port", rank, plan->nodes[rk->node].host, user_port);
     if (p != port)
-      say(report, report_len, "MASTER_PORT=%d kept (set by the user; dpt's would be %d)", p, port);
+      dpt_bind_note(report, report_len, "MASTER_PORT=%d kept (set by the user; dpt's would be %d)", p, port);
   }
   if (user_addr && strcmp(user_addr, addr))
-    say(report, report_len, "MASTER_ADDR=%.128s kept (set by the user; names %s, plan rank 0's node)",
+    dpt_bind_note(report, report_len, "MASTER_ADDR=%.128s kept (set by the user; names %s, plan rank 0's node)",
         user_addr, n0->host);
 #define P(name, ...)                                                                           \
   do {                                                                                         \
