@@ -55,70 +55,21 @@
 #include "dpt_job.h"
 #include "dpt_plan.h"
 #include "dpt_rdzv.h"
+#include "dpt_report_end.h"
+#include "dpt_launch_int.h"
 
 #ifndef DPT_MPIRUN
 #define DPT_MPIRUN "mpirun"
 #endif
 
-static volatile sig_atomic_t child_pid = -1;
-static volatile sig_atomic_t got_signal = 0;
-
-/* mpirun takes SIGTERM (and SIGINT, SIGHUP) for itself: it aborts the job and
- * SIGKILLs the rank supervisors a second later, before a rank has finished its
- * step and checkpoint.  It forwards SIGUSR1 and SIGUSR2 to the ranks instead.
- * So dpt-launch sends SIGTERM on as SIGUSR2, after writing which signal it
- * meant to $DPT_LAUNCH_STATUS_DIR/forwarded ("T": SIGTERM, "U": a real
- * SIGUSR2), and each rank supervisor turns a SIGUSR2 back into SIGTERM unless
- * that file says "U" (or is unreadable: a node without the launcher's /tmp). */
-static char g_forwarded[PATH_MAX + 16]; /* "" until the status directory exists; its path + "/forwarded" */
-static int g_supervisor;           /* this process is a rank supervisor (--exec-rank) */
-
-static void forward(int sig)
-{
-  int saved = errno, out = sig;
-  if (g_forwarded[0] && sig == SIGUSR2 && g_supervisor) {
-    char c = 'T';
-    int fd = open(g_forwarded, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      if (read(fd, &c, 1) != 1)
-        c = 'T';
-      close(fd);
-    }
-    out = c == 'U' ? SIGUSR2 : SIGTERM;
-  } else if (g_forwarded[0] && (sig == SIGTERM || sig == SIGUSR2) && !g_supervisor) {
-    int fd = open(g_forwarded, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ssize_t w = write(fd, sig == SIGTERM ? "T\n" : "U\n", 2);
-      (void)w;
-      close(fd);
-    }
-    out = SIGUSR2;
-  }
-  got_signal = g_supervisor ? out : sig; /* the launcher remembers what it was sent */
-  /* a supervisor signals the program's process group (the program and what it started) */
-  if (child_pid > 0 && (!g_supervisor || kill(-(pid_t)child_pid, out)))
-    kill((pid_t)child_pid, out);
-  errno = saved;
-}
-
-static void install_forwarding(void)
-{
-  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT};
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = forward;
-  sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
-    sigaction(sigs[i], &sa, NULL);
-}
 
 static void usage(FILE *f)
 {
   fprintf(f,
           "usage: dpt-launch -n N [--oversubscribe] [--input node.xml] [--comm NAME] [--threads T] "
-          "[--dry-run] [-v] -- PROGRAM [ARGS...]\n"
+          "[--report PATH | --no-report] [--dry-run] [-v] -- PROGRAM [ARGS...]\n"
           "       dpt-launch --hostfile FILE -N NODES [--gpus-per-node G] [--input node.xml] "
-          "[--comm NAME] [--dry-run] [-v] -- PROGRAM [ARGS...]\n"
+          "[--comm NAME] [--report PATH | --no-report] [--dry-run] [-v] -- PROGRAM [ARGS...]\n"
           "  -n N               ranks on this node (forked through mpirun, one per plan rank)\n"
           "  --oversubscribe    allow more ranks than GPUs, or than cores on a node without GPUs\n"
           "                     (ranks share them; said on stderr)\n"
@@ -129,21 +80,14 @@ static void usage(FILE *f)
           "  --comm NAME        communicator for the program (DPT_COMM): auto, mpi, ring, "
           "hierarchical, nccl\n"
           "  --threads T        OMP_NUM_THREADS per rank (default: cores of its cpuset)\n"
+          "  --report PATH      the job report (dpt.report/1; also DPT_REPORT for the ranks); default\n"
+          "                     dpt-report-<program>-<pid of rank 0>.json, or the program's own report\n"
+          "                     with how each rank ended added to it\n"
+          "  --no-report        no job report from dpt-launch\n"
           "  --dry-run          print the plan, bindings and mpirun command; start nothing\n"
           "  -v                 print each rank's applied binding and mpirun's own messages\n");
 }
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...)
-{
-  va_list ap;
-  fprintf(stderr, "dpt-launch: ");
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\n(run dpt-launch --help for usage)\n");
-  return 2;
-}
 
 static int parse_pos_int(const char *s, int *out)
 {
@@ -157,117 +101,6 @@ static int parse_pos_int(const char *s, int *out)
   return 0;
 }
 
-/* ---------------------------------------------------------------- exec-rank */
-
-static const char *signame(int sig)
-{
-  const char *s = strsignal(sig);
-  return s ? s : "?";
-}
-
-static uint64_t now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int exec_rank(int argc, char **argv)
-{
-  struct dpt_err err;
-  char report[512];
-  const char *rank = getenv("DPT_RANK") ? getenv("DPT_RANK") : "?";
-  const char *node = getenv("DPT_NODE_NAME") ? getenv("DPT_NODE_NAME") : "?";
-  const char *dir = getenv("DPT_LAUNCH_STATUS_DIR");
-  int status = 0, code;
-  pid_t pid, parent;
-  char how[160];
-
-  dpt_err_clear(&err);
-  if (argc < 1)
-    return bad("--exec-rank needs a program");
-  g_supervisor = 1;
-  if (dir && *dir)
-    snprintf(g_forwarded, sizeof g_forwarded, "%s/forwarded", dir);
-  if (dpt_bind_apply_from_env(report, sizeof report, &err) < 0) {
-    fprintf(stderr, "dpt-launch: rank %s on %s: binding failed: %s\n", rank, node, err.msg);
-    code = dpt_err_exit_status(&err);
-    snprintf(how, sizeof how, "binding failed");
-    goto record;
-  }
-  setenv("DPT_BIND_APPLIED", report, 1); /* what was done, for the program's job report */
-  if (!strcmp(rank, "0") && getenv("MASTER_PORT")) {
-    /* rank 0 hosts the frameworks' rendezvous store: say a taken port before it fails */
-    struct dpt_err perr;
-    dpt_err_clear(&perr);
-    if (dpt_rdzv_port_check(atoi(getenv("MASTER_PORT")), &perr) < 0)
-      fprintf(stderr, "dpt-launch: rank 0 on %s: MASTER_PORT %s cannot be listened on there (%s): a "
-              "PyTorch, Lightning or JAX rendezvous hosted by rank 0 will fail to start; export "
-              "MASTER_PORT=<a free port> before dpt-launch\n", node, getenv("MASTER_PORT"), perr.msg);
-  }
-  if (getenv("DPT_LAUNCH_VERBOSE"))
-    fprintf(stderr, "dpt-launch: rank %s on %s: %s, OMP_NUM_THREADS=%s%s%s\n", rank, node,
-            report, getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "-",
-            getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES=" : "",
-            getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
-  install_forwarding();
-  parent = getpid();
-  pid = fork();
-  if (pid < 0) {
-    fprintf(stderr, "dpt-launch: rank %s: fork failed: %s\n", rank, strerror(errno));
-    return 1;
-  }
-  if (pid == 0) {
-    /* Its own process group: mpirun signals the supervisor's group, and the
-     * program must get what the supervisor forwards (SIGUSR2 may stand for
-     * SIGTERM), not mpirun's signal as well.  mpirun's teardown (SIGTERM, then
-     * SIGKILL a second later) still ends it: the supervisor forwards the
-     * SIGTERM to the program's group, and the program dies with the supervisor. */
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(128 + SIGKILL);
-    execvp(argv[0], argv);
-    fprintf(stderr, "dpt-launch: rank %s on %s: cannot run %s: %s\n", rank, node, argv[0],
-            strerror(errno));
-    _exit(127);
-  }
-  setpgid(pid, pid); /* as the child does: no signal can come before its group exists */
-  child_pid = pid;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) {
-      fprintf(stderr, "dpt-launch: rank %s: waitpid: %s\n", rank, strerror(errno));
-      return 1;
-    }
-  if (WIFEXITED(status)) {
-    code = WEXITSTATUS(status);
-    snprintf(how, sizeof how, "exited with status %d", code);
-  } else {
-    code = 128 + WTERMSIG(status);
-    snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
-             signame(WTERMSIG(status)));
-  }
-  if (!code)
-    return 0;
-  if (got_signal)
-    fprintf(stderr, "dpt-launch: rank %s on %s (pid %d) %s after the launcher forwarded "
-                    "signal %d\n", rank, node, (int)pid, how, (int)got_signal);
-  else
-    fprintf(stderr, "dpt-launch: rank %s on %s (pid %d) %s\n", rank, node, (int)pid, how);
-record:
-  if (dir) {
-    char path[PATH_MAX];
-    FILE *f;
-    snprintf(path, sizeof path, "%s/rank.%s", dir, rank);
-    f = fopen(path, "w");
-    if (f) {
-      fprintf(f, "%llu %s %d %d %s\n%s\n", (unsigned long long)now_ns(), rank, code,
-              got_signal ? 1 : 0, node, how);
-      fclose(f);
-    }
-  }
-  return code;
-}
 
 /* ---------------------------------------------------------------- launching */
 
@@ -347,176 +180,52 @@ static int find_program(const char *prog, char *out, size_t len)
   return -1;
 }
 
-/* How one rank ended, from its supervisor's record ($dir/rank.<r>) and the
- * phase it mirrored there (rank.<r>.phase, runtime/dpt_watchdog.c). */
-struct rank_end {
-  int recorded; /* rank.<r> was written: the rank exited non-zero or was killed */
-  unsigned long long t;
-  int code, fwd; /* fwd: its supervisor had forwarded a signal (a teardown, not a cause) */
-  char node[256], how[256], phase[160];
-};
 
-/* the phase lines dpt_watchdog.c writes for a rank whose watchdog fired (a
- * survivor: "stopped by its watchdog; suspect rank R on NODE") and for one that
- * failed and is on its way out ("failed in PHASE @NODE") */
-#define WATCHDOG_FIRED "stopped by its watchdog"
-#define FAILED_IN "failed in "
-
-static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
-
-static void read_phase(const char *path, char *buf, size_t len)
+static double wall_now(void)
 {
-  FILE *f = fopen(path, "r");
-  buf[0] = '\0';
-  if (!f)
-    return;
-  if (!fgets(buf, (int)len, f))
-    buf[0] = '\0';
-  fclose(f);
-  for (size_t n = strlen(buf); n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n'); n--)
-    buf[n - 1] = '\0';
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Reads and removes the status directory; returns the exit status for
- * dpt-launch (0: no failure recorded) and in msg which rank caused it:
- *  - after a forwarded SIGTERM/SIGUSR1/SIGUSR2, when every recorded rank
- *    exited 3 (dpt-train: preempted, checkpoint written): 3;
- *  - else the earliest rank that died on its own (not stopped by a forwarded
- *    signal, not a survivor whose watchdog fired);
- *  - else a rank that announced it failed (an error, e.g. out of memory);
- *  - else the rank the survivors' watchdogs named most (a hung rank);
- *  - else the earliest record, preferring those not stopped by a signal. */
-static int first_failure(const char *dir, int n_ranks, int forwarded, char *msg, size_t len)
+/* The job report (runtime/dpt_report_end.h): the supervisors' parts added to the
+ * report the program announced, or the program's report written from them. */
+static void job_report(const struct dpt_plan *plan, const char *statusdir, const char *report, char **prog,
+                       int nprog, double t_start, int rc)
 {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  struct rank_end *re = n_ranks > 0 ? calloc((size_t)n_ranks, sizeof *re) : NULL;
-  int *votes = n_ranks > 0 ? calloc((size_t)n_ranks, sizeof *votes) : NULL;
-  unsigned long long best = ~0ull;
-  int code = 0, fb = -1, pick = -1, n_rec = 0, n_three = 0, r;
-  char voters[256] = "";
+  char parts[PATH_MAX + 32], announce[PATH_MAX + 16], path[4096];
+  struct dpt_report_end_job j;
+  struct dpt_err err;
+  int k;
 
-  if (!d)
-    goto out;
-  while ((e = readdir(d))) {
-    char path[PATH_MAX], tail[8] = "";
-    int n = -1;
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    else
-      continue;
-    if (sscanf(e->d_name, "rank.%d%n.%7s", &r, &n, tail) >= 1 && re && r >= 0 && r < n_ranks) {
-      if (!strcmp(tail, "phase")) {
-        read_phase(path, re[r].phase, sizeof re[r].phase);
-      } else if (n > 0 && !e->d_name[n]) {
-        FILE *f = fopen(path, "r");
-        char rk[32];
-        if (f && fscanf(f, "%llu %31s %d %d %255s\n", &re[r].t, rk, &re[r].code, &re[r].fwd,
-                        re[r].node) == 5 && fgets(re[r].how, sizeof re[r].how, f)) {
-          re[r].how[strcspn(re[r].how, "\n")] = '\0';
-          re[r].recorded = 1;
-        }
-        if (f)
-          fclose(f);
-      }
-    }
-    unlink(path); /* rank.<r>, rank.<r>.phase, forwarded, rankfile */
-  }
-  closedir(d);
-  rmdir(dir);
-  if (!re || !votes)
-    goto out;
-
-  for (r = 0; r < n_ranks; r++) {
-    struct rank_end *x = &re[r];
-    if (!x->recorded)
-      continue;
-    n_rec++;
-    n_three += x->code == 3;
-    /* fallback: the earliest, not stopped by a forwarded signal if there is one */
-    if (fb < 0 || x->fwd < re[fb].fwd || (x->fwd == re[fb].fwd && x->t < re[fb].t))
-      fb = r;
-    if (!x->fwd && x->code && !starts(x->phase, WATCHDOG_FIRED) && x->t < best) {
-      best = x->t;
-      pick = r;
-    }
-  }
-  if (!n_rec) {
-    code = 0;
-    goto out;
-  }
-  if (forwarded && n_three == n_rec) {
-    snprintf(msg, len, "the ranks stopped after the forwarded %s: %d of %d exited with status 3 "
-             "(dpt-train: preempted, checkpoint written; run it again with --resume auto)",
-             forwarded == SIGTERM ? "SIGTERM" : forwarded == SIGUSR1 ? "SIGUSR1" : "SIGUSR2", n_rec, n_ranks);
-    code = 3;
-    goto out;
-  }
-  if (pick >= 0) { /* died on its own */
-    snprintf(msg, len, "rank %d on %s %s (first failing rank; the others were stopped)", pick,
-             re[pick].node, re[pick].how);
-    code = re[pick].code;
-    goto out;
-  }
-  for (r = 0; r < n_ranks && pick < 0; r++)
-    if (starts(re[r].phase, FAILED_IN))
-      pick = r;
-  if (pick >= 0) { /* "failed in PHASE @NODE": an error, e.g. out of memory */
-    char *ph = re[pick].phase + strlen(FAILED_IN), *at = strrchr(ph, '@');
-    const char *node = re[pick].recorded ? re[pick].node : at ? at + 1 : "?";
-    if (at)
-      *(at > ph && at[-1] == ' ' ? at - 1 : at) = '\0';
-    snprintf(msg, len, "rank %d on %s failed with an error in phase %s (%s) (first failing rank; the "
-             "others were stopped)", pick, node, ph, re[pick].recorded ? re[pick].how : "its exit was not recorded");
-    code = re[pick].recorded && re[pick].code ? re[pick].code : re[fb].code;
-    goto out;
-  }
-  /* a hung rank: the survivors' watchdogs name it ("...; suspect rank R on NODE") */
-  for (r = 0; r < n_ranks; r++) {
-    const char *s = strstr(re[r].phase, "; suspect rank ");
-    int v;
-    if (starts(re[r].phase, WATCHDOG_FIRED) && s && sscanf(s, "; suspect rank %d", &v) == 1 && v >= 0 &&
-        v < n_ranks && v != r)
-      votes[v]++;
-  }
-  for (r = 0; r < n_ranks; r++)
-    if (votes[r] && (pick < 0 || votes[r] > votes[pick]))
-      pick = r;
-  if (pick >= 0) {
-    char node[256] = "?";
-    size_t at = 0;
-    for (r = 0; r < n_ranks; r++) {
-      const char *s = strstr(re[r].phase, "; suspect rank ");
-      int v;
-      if (!starts(re[r].phase, WATCHDOG_FIRED) || !s || sscanf(s, "; suspect rank %d on %255s", &v, node) < 1 ||
-          v != pick)
-        continue;
-      if (at < sizeof voters)
-        at += (size_t)snprintf(voters + at, sizeof voters - at, "%s%d", at ? ", " : "", r);
-    }
-    if (re[pick].recorded)
-      snprintf(node, sizeof node, "%s", re[pick].node);
-    snprintf(msg, len, "rank %d on %s made no progress%s%s: named by the watchdogs of rank%s %s (first "
-             "failing rank; the others were stopped)", pick, node,
-             re[pick].phase[0] && !starts(re[pick].phase, WATCHDOG_FIRED) ? " in phase " : "",
-             starts(re[pick].phase, WATCHDOG_FIRED) ? "" : re[pick].phase, strchr(voters, ',') ? "s" : "",
-             voters);
-    code = re[fb].code;
-    goto out;
-  }
-  snprintf(msg, len, "rank %d on %s %s (first failing rank; the others were stopped)", fb, re[fb].node,
-           re[fb].how);
-  code = re[fb].code;
-out:
-  free(re);
-  free(votes);
-  return code;
+  dpt_err_clear(&err);
+  snprintf(parts, sizeof parts, "%s/rank.%%d.json", statusdir);
+  snprintf(announce, sizeof announce, "%s/report", statusdir);
+  memset(&j, 0, sizeof j);
+  j.plan = plan;
+  j.argc = nprog;
+  j.argv = prog;
+  j.parts = parts;
+  j.announce = announce;
+  j.path = report;
+  j.missing_hint = "a rank on another node writes to its own TMPDIR; give dpt-launch a TMPDIR that "
+                   "every host shares";
+  j.start_unix = t_start;
+  j.exit_status = rc;
+  setenv("DPT_LAUNCHER", "dpt-launch", 1); /* job.launcher of the report written here */
+  k = dpt_report_end_finish(&j, path, sizeof path, &err);
+  if (k < 0)
+    fprintf(stderr, "dpt-launch: no job report: %s\n", err.msg);
+  else if (path[0])
+    fprintf(stderr, "dpt-launch: report %s%s\n", path, k == 1 ? " (the program's, with how each rank ended)" : "");
 }
 
 int main(int argc, char **argv)
 {
   int n = 0, nodes = 0, gpn = 0, threads = 0, dry = 0, verbose = 0, oversub = 0, i, rc = 1;
-  const char *input = NULL, *comm = NULL, *hostfile = NULL, *mpirun;
+  const char *input = NULL, *comm = NULL, *hostfile = NULL, *mpirun, *report = NULL;
+  int no_report = 0;
+  double t_start = 0;
   char **prog = NULL, **hosts = NULL;
   int nprog = 0, n_hosts = 0, n_nodes_set = 0, n_set = 0;
   struct dpt_err err;
@@ -531,7 +240,7 @@ int main(int argc, char **argv)
     int a = 2;
     if (a < argc && !strcmp(argv[a], "--"))
       a++;
-    return exec_rank(argc - a, argv + a);
+    return dpt_launch_exec_rank(argc - a, argv + a);
   }
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -544,6 +253,8 @@ int main(int argc, char **argv)
       return 0;
     } else if (!strcmp(a, "--dry-run")) {
       dry = 1;
+    } else if (!strcmp(a, "--no-report")) {
+      no_report = 1;
     } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
       verbose = 1;
     } else if (!strcmp(a, "--oversubscribe")) {
@@ -552,9 +263,9 @@ int main(int argc, char **argv)
                !strcmp(a, "--threads")) {
       int v;
       if (i + 1 >= argc)
-        return bad("%s needs a number", a);
+        return dpt_launch_bad("%s needs a number", a);
       if (parse_pos_int(argv[++i], &v) < 0 || v < 1)
-        return bad("%s %s: expected a number of %s >= 1", a, argv[i],
+        return dpt_launch_bad("%s %s: expected a number of %s >= 1", a, argv[i],
                    !strcmp(a, "-n") ? "ranks" : !strcmp(a, "-N") ? "nodes"
                    : !strcmp(a, "--threads") ? "threads" : "GPUs per node");
       if (!strcmp(a, "-n")) {
@@ -568,17 +279,20 @@ int main(int argc, char **argv)
       } else {
         gpn = v;
       }
-    } else if (!strcmp(a, "--input") || !strcmp(a, "--comm") || !strcmp(a, "--hostfile")) {
+    } else if (!strcmp(a, "--input") || !strcmp(a, "--comm") || !strcmp(a, "--hostfile") ||
+               !strcmp(a, "--report")) {
       if (i + 1 >= argc)
-        return bad("%s needs a value", a);
-      if (!strcmp(a, "--input"))
+        return dpt_launch_bad("%s needs a value", a);
+      if (!strcmp(a, "--report"))
+        report = argv[++i];
+      else if (!strcmp(a, "--input"))
         input = argv[++i];
       else if (!strcmp(a, "--comm"))
         comm = argv[++i];
       else
         hostfile = argv[++i];
     } else if (a[0] == '-') {
-      return bad("unknown option %s", a);
+      return dpt_launch_bad("unknown option %s", a);
     } else {
       prog = argv + i;
       nprog = argc - i;
@@ -586,28 +300,28 @@ int main(int argc, char **argv)
     }
   }
   if (!n_set && !hostfile)
-    return bad("say how many ranks: -n N (this node) or --hostfile FILE -N NODES");
+    return dpt_launch_bad("say how many ranks: -n N (this node) or --hostfile FILE -N NODES");
   if (n_set && hostfile)
-    return bad("-n (this node) and --hostfile (several nodes) exclude each other");
+    return dpt_launch_bad("-n (this node) and --hostfile (several nodes) exclude each other");
   if (hostfile && !n_nodes_set)
-    return bad("--hostfile needs -N NODES");
+    return dpt_launch_bad("--hostfile needs -N NODES");
   if (hostfile && oversub)
-    return bad("--oversubscribe goes with -n (ranks on this node); --hostfile runs --gpus-per-node ranks "
+    return dpt_launch_bad("--oversubscribe goes with -n (ranks on this node); --hostfile runs --gpus-per-node ranks "
                "per node");
   if (comm && !dpt_comm_check_name(comm, &err))
-    return bad("--comm: %s", err.msg);
+    return dpt_launch_bad("--comm: %s", err.msg);
   if (!prog || nprog < 1)
-    return bad("missing program: dpt-launch ... -- PROGRAM [ARGS...]");
+    return dpt_launch_bad("missing program: dpt-launch ... -- PROGRAM [ARGS...]");
   if (find_program(prog[0], progpath, sizeof progpath) < 0)
-    return bad("program \"%s\" not found or not executable (PATH=%s)", prog[0],
+    return dpt_launch_bad("program \"%s\" not found or not executable (PATH=%s)", prog[0],
                getenv("PATH") ? getenv("PATH") : "");
 
   gethostname(hostname, sizeof hostname - 1);
   if (hostfile) {
     if (dpt_hostfile_load(hostfile, &hosts, &n_hosts, &err) < 0)
-      return bad("%s", err.msg);
+      return dpt_launch_bad("%s", err.msg);
     if (nodes > n_hosts) {
-      rc = bad("-N %d but hostfile %s lists only %d host%s", nodes, hostfile, n_hosts,
+      rc = dpt_launch_bad("-N %d but hostfile %s lists only %d host%s", nodes, hostfile, n_hosts,
                n_hosts == 1 ? "" : "s");
       goto out;
     }
@@ -640,7 +354,7 @@ int main(int argc, char **argv)
   job.oversubscribe = oversub;
   job.threads_per_rank = threads;
   if (dpt_job_plan(&plan, &job, note, sizeof note, &err) < 0) {
-    rc = bad("%s", err.msg);
+    rc = dpt_launch_bad("%s", err.msg);
     goto out;
   }
   if (note[0])
@@ -666,7 +380,7 @@ int main(int argc, char **argv)
       statusdir[0] = '\0';
       goto out;
     }
-    snprintf(g_forwarded, sizeof g_forwarded, "%s/forwarded", statusdir);
+    snprintf(dpt_launch_forwarded, sizeof dpt_launch_forwarded, "%s/forwarded", statusdir);
   } else {
     snprintf(statusdir, sizeof statusdir, "/tmp/dpt-launch.XXXXXX");
   }
@@ -730,12 +444,22 @@ int main(int argc, char **argv)
     if (sv_push(&av, "-n") < 0 || sv_push(&av, "1") < 0)
       goto out;
     if (dpt_bind_env(plan, i, get_env, NULL, env_to_x, &el, &err) < 0) {
-      rc = bad("%s", err.msg);
+      rc = dpt_launch_bad("%s", err.msg);
       goto out;
     }
     snprintf(kv, sizeof kv, "DPT_LAUNCH_STATUS_DIR=%s", statusdir);
     if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)
       goto out;
+    /* a program that writes its own report (dpt-train) says where: the launcher adds
+     * how each rank ended to it instead of writing one (runtime/dpt_report_end.h) */
+    snprintf(kv, sizeof kv, "DPT_REPORT_ANNOUNCE=%s/report", statusdir);
+    if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)
+      goto out;
+    if (report) {
+      snprintf(kv, sizeof kv, "DPT_REPORT=%s", report);
+      if (sv_push(&av, "-x") < 0 || sv_push(&av, kv) < 0)
+        goto out;
+    }
     /* The planning inputs (with DPT_PLAN_DIGEST, DPT_HOST_INDEX, DPT_PLAN_THREADS from
      * dpt_bind_env): the program's dpt_boot_init recomputes the plan on every rank
      * and checks it against DPT_PLAN_DIGEST.  (Not in the supervisor: mpirun's PMIx
@@ -795,7 +519,8 @@ int main(int argc, char **argv)
     goto out;
   }
 
-  install_forwarding();
+  t_start = wall_now();
+  dpt_launch_install_forwarding();
   {
     pid_t pid = fork();
     int status = 0, first;
@@ -810,18 +535,17 @@ int main(int argc, char **argv)
               av.v[0], strerror(errno));
       _exit(127);
     }
-    child_pid = pid;
+    dpt_launch_child_pid = pid;
     while (waitpid(pid, &status, 0) < 0)
       if (errno != EINTR) {
         fprintf(stderr, "dpt-launch: waitpid: %s\n", strerror(errno));
         goto out;
       }
-    child_pid = -1;
-    first = first_failure(statusdir, plan->n_ranks,
-                          got_signal == SIGTERM || got_signal == SIGUSR1 || got_signal == SIGUSR2 ? got_signal : 0,
+    dpt_launch_child_pid = -1;
+    first = dpt_launch_first_failure(statusdir, plan->n_ranks,
+                          dpt_launch_got_signal == SIGTERM || dpt_launch_got_signal == SIGUSR1 || dpt_launch_got_signal == SIGUSR2 ? dpt_launch_got_signal : 0,
                           msg, sizeof msg);
-    statusdir[0] = '\0';
-    g_forwarded[0] = '\0';
+    dpt_launch_forwarded[0] = '\0';
     if (first) {
       fprintf(stderr, "dpt-launch: %s\n", msg);
       rc = first;
@@ -834,17 +558,15 @@ int main(int argc, char **argv)
       fprintf(stderr, "dpt-launch: mpirun %s %d without a failing rank recorded%s%s\n",
               WIFEXITED(status) ? "exited with status" : "was killed by signal",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-              got_signal ? " (after a forwarded signal)" : "",
+              dpt_launch_got_signal ? " (after a forwarded signal)" : "",
               verbose ? "" : "; run with -v to see mpirun's own messages");
     }
+    if (!no_report)
+      job_report(plan, statusdir, report, prog, nprog, t_start, rc);
   }
 out:
-  if (statusdir[0] && !dry) {
-    char msg[8];
-    if (rankfile[0])
-      unlink(rankfile);
-    first_failure(statusdir, 0, 0, msg, sizeof msg);
-  }
+  if (statusdir[0] && !dry)
+    dpt_launch_status_remove(statusdir);
   sv_free(&av);
   dpt_plan_destroy(plan);
   if (hosts)
@@ -853,3 +575,4 @@ out:
   free(hosts);
   return rc;
 }
+

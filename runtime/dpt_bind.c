@@ -351,7 +351,7 @@ void dpt_bind_describe(const struct dpt_plan *plan, int rank, char *buf, size_t 
 }
 
 /* The variables dpt_bind_env_report() may set (keep in step with it). */
-static const char *const bind_env_names[] = {
+const char *const dpt_bind_env_names[] = {
   "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "DPT_RANK", "DPT_SIZE", "DPT_LOCAL_RANK",
   "DPT_LOCAL_SIZE", "DPT_NODE_ID", "DPT_N_NODES", "DPT_NODE_NAME", "DPT_HOST_INDEX", "DPT_PLAN_DIGEST",
   "DPT_PLAN_THREADS", "DPT_CPUSET", "DPT_NUMA", "OMP_NUM_THREADS", "DPT_PLAN_IB_HCA", "NCCL_IB_HCA",
@@ -416,11 +416,11 @@ void dpt_bind_describe_applied(char *buf, size_t len)
   /* the launcher's variables, as set */
   size_t o = strlen(buf);
   int first = 1;
-  for (int i = 0; bind_env_names[i] && o + 2 < len; i++) {
-    const char *v = getenv(bind_env_names[i]);
+  for (int i = 0; dpt_bind_env_names[i] && o + 2 < len; i++) {
+    const char *v = getenv(dpt_bind_env_names[i]);
     if (!v)
       continue;
-    int k = snprintf(buf + o, len - o, "%s%s=%.200s", first ? "; env " : " ", bind_env_names[i], v);
+    int k = snprintf(buf + o, len - o, "%s%s=%.200s", first ? "; env " : " ", dpt_bind_env_names[i], v);
     if (k < 0 || (size_t)k >= len - o) {
       buf[o] = '\0'; /* no half variable */
       break;

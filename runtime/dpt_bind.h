@@ -20,6 +20,10 @@
 #include "dpt_err.h"
 #include "dpt_plan.h"
 
+/* The variables dpt_bind_env() may set, NULL-terminated (for reports; the
+ * rendezvous ones are also in dpt_rdzv_env_names). */
+extern const char *const dpt_bind_env_names[];
+
 /* Sets name=value (value NULL: unset).  Returns 0 or a negative DPT_E_*. */
 typedef int (*dpt_bind_setenv_fn)(void *arg, const char *name, const char *value);
 /* Reads a variable (NULL when unset). */

@@ -64,6 +64,9 @@ struct dpt_report {
   json_t *errors;       /* array */
   int exit_status;      /* -1: not set */
   char *baseline;
+  int has_end;                /* a supervisor's part: the program's pid, RSS, end, env */
+  struct dpt_report_end end;
+  json_t *env;                /* object: the handed-over variables, or NULL */
 };
 
 static double now_real(void)
@@ -188,6 +191,7 @@ void dpt_report_destroy(struct dpt_report *r)
   free(r->binding);
   free(r->baseline);
   free(r->oversubscribed);
+  json_decref(r->env);
   free(r);
 }
 
@@ -591,6 +595,78 @@ static void cpus_allowed(char *buf, size_t len)
   }
 }
 
+static json_t *rank_part(struct dpt_report *r);
+
+/* ranks[].end of a supervised program (dpt_report_set_end). */
+static json_t *end_object(const struct dpt_report_end *e)
+{
+  char t0[40], t1[40], sig[32];
+  snprintf(sig, sizeof sig, "SIG%s", e->signal > 0 && sigabbrev_np(e->signal) ? sigabbrev_np(e->signal) : "?");
+  iso_time(e->start_unix, t0, sizeof t0);
+  iso_time(e->end_unix, t1, sizeof t1);
+  return json_pack("{s:s,s:b,s:o,s:o,s:o,s:b,s:s,s:s,s:s,s:f}", "by", e->by, "started", e->started,
+                   "status", e->status >= 0 ? json_integer(e->status) : json_null(), "signal",
+                   e->signal > 0 ? json_integer(e->signal) : json_null(), "signal_name",
+                   str_or_null(e->signal > 0 ? sig : NULL), "forwarded", e->forwarded,
+                   "how", e->how, "start", t0, "end", t1, "wall_s",
+                   e->end_unix > e->start_unix ? e->end_unix - e->start_unix : 0.0);
+}
+
+/* The part of a rank whose program a supervisor ran: no steps of its own, the
+ * program's pid and peak RSS, how it ended and what it was handed. */
+static json_t *end_part(struct dpt_report *r, const char *cpus, json_t *phases)
+{
+  json_t *part = json_pack("{s:i,s:s,s:I,s:{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:i,s:i,s:f,s:f,s:I,s:o,s:O,"
+                           "s:f,s:o,s:o}",
+                           "rank", r->rank, "host", r->host, "pid", (json_int_t)r->end.pid, "binding",
+                           "cpus_allowed", cpus, "applied", str_or_null(r->binding), "cpuset",
+                           str_or_null(dpt_env_str("DPT_CPUSET")), "numa", str_or_null(dpt_env_str("DPT_NUMA")),
+                           "cuda_visible_devices", str_or_null(dpt_env_str("CUDA_VISIBLE_DEVICES")),
+                           "cuda_device", str_or_null(dpt_env_str("DPT_CUDA_DEVICE")), "nccl_ib_hca",
+                           str_or_null(dpt_env_str("NCCL_IB_HCA")), "omp_num_threads",
+                           str_or_null(dpt_env_str("OMP_NUM_THREADS")), "node",
+                           r->node ? json_incref(r->node) : json_null(), "steps", 0, "images", 0,
+                           "step_time_s", 0.0, "images_per_s", 0.0, "peak_rss_bytes",
+                           (json_int_t)(r->end.peak_rss_bytes > 0 ? r->end.peak_rss_bytes : 0), "phases", phases,
+                           "errors", r->errors, "end_elapsed_s", now_mono() - r->start_mono, "end",
+                           end_object(&r->end), "env", r->env ? json_incref(r->env) : json_object());
+  return part;
+}
+
+int dpt_report_set_end(struct dpt_report *r, const struct dpt_report_end *e, const char *const *names)
+{
+  json_t *env = json_object();
+  if (!env)
+    return DPT_E_NOMEM;
+  for (int i = 0; names && names[i]; i++)
+    if (getenv(names[i]) && json_object_set_new(env, names[i], json_string(getenv(names[i])))) {
+      json_decref(env);
+      return DPT_E_NOMEM;
+    }
+  json_decref(r->env);
+  r->env = env;
+  r->end = *e;
+  r->end.how[sizeof r->end.how - 1] = r->end.by[sizeof r->end.by - 1] = '\0';
+  r->has_end = 1;
+  return 0;
+}
+
+void dpt_report_set_pid(struct dpt_report *r, long pid) { r->pid = pid; }
+
+void dpt_report_set_start(struct dpt_report *r, double start_unix)
+{
+  r->start_mono -= now_real() - start_unix; /* the same instant on the monotonic clock */
+  r->start_unix = start_unix;
+}
+
+char *dpt_report_part(struct dpt_report *r)
+{
+  json_t *part = rank_part(r);
+  char *text = part ? json_dumps(part, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(part);
+  return text;
+}
+
 static json_t *rank_part(struct dpt_report *r)
 {
   char cpus[1024];
@@ -616,6 +692,8 @@ static json_t *rank_part(struct dpt_report *r)
     }
   }
   getrusage(RUSAGE_SELF, &ru);
+  if (r->has_end)
+    return end_part(r, cpus, phases);
   part = json_pack("{s:i,s:s,s:I,s:{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:I,s:I,s:f,s:f,s:I,s:o,s:O,s:f}",
                    "rank", r->rank, "host", r->host, "pid", (json_int_t)r->pid, "binding", "cpus_allowed", cpus,
                    "applied", str_or_null(r->binding), "cpuset", str_or_null(dpt_env_str("DPT_CPUSET")),
@@ -633,20 +711,6 @@ static json_t *rank_part(struct dpt_report *r)
 }
 
 /* ---- rank 0: the document ----------------------------------------------------- */
-
-static int load_json(const char *path, json_t **out, struct dpt_err *err)
-{
-  json_error_t je;
-  json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-  *out = NULL;
-  if (!doc) {
-    if (je.line < 0 || je.position == 0)
-      return dpt_err_set(err, DPT_E_INPUT, "%s: cannot read: %s", path, je.text);
-    return dpt_err_set(err, DPT_E_INPUT, "%s:%d:%d: not JSON: %s", path, je.line, je.column, je.text);
-  }
-  *out = doc;
-  return 0;
-}
 
 /* Who started the ranks: DPT_LAUNCHER (the SPANK plugin sets it), else guessed
  * from the variables each launcher sets. */
@@ -927,7 +991,7 @@ int dpt_report_finish(struct dpt_report *r, const struct dpt_report_gather *g, c
     rc = dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
     goto out;
   }
-  if (r->size > 1 && g && g->gather) {
+  if (g && g->gather) { /* also for one rank: a launcher's hook gives its rank's part */
     grc = g->gather(g->arg, mine, strlen(mine), &all, &lens, &gerr);
     if (grc < 0) {
       dpt_err_prefix(&gerr, "report: gathering the ranks' parts failed");
@@ -950,7 +1014,12 @@ int dpt_report_finish(struct dpt_report *r, const struct dpt_report_gather *g, c
     size_t at = 0;
     for (int i = 0; i < r->size; i++) {
       json_error_t je;
-      json_t *pj = json_loadb(all + at, lens[i], 0, &je);
+      json_t *pj;
+      if (!lens[i]) { /* the hook has no part of this rank (a launcher's rank left no record) */
+        partial = 1;
+        continue;
+      }
+      pj = json_loadb(all + at, lens[i], 0, &je);
       at += lens[i];
       if (!pj || !json_is_object(pj)) {
         json_decref(pj);
@@ -980,6 +1049,8 @@ int dpt_report_finish(struct dpt_report *r, const struct dpt_report_gather *g, c
   }
   if (out_path)
     snprintf(out_path, 4096, "%s", path);
+  if (r->rank == 0)
+    dpt_report_announce(path, &gerr); /* best effort: the launcher then writes its own */
   if (grc < 0) {
     *err = gerr;
     rc = grc;
@@ -996,280 +1067,21 @@ out:
   return rc;
 }
 
-/* ---- validation ------------------------------------------------------------------ */
-
-enum vt { T_STR = 1, T_INT = 2, T_NUM = 4, T_BOOL = 8, T_OBJ = 16, T_ARR = 32, T_NULL = 64 };
-
-struct vctx {
-  const char *file;
-  struct dpt_err *err;
-  char path[512];
-};
-
-static const char *type_name(const json_t *j)
+int dpt_report_announce(const char *path, struct dpt_err *err)
 {
-  switch (json_typeof(j)) {
-  case JSON_OBJECT: return "an object";
-  case JSON_ARRAY: return "an array";
-  case JSON_STRING: return "a string";
-  case JSON_INTEGER: return "an integer";
-  case JSON_REAL: return "a number";
-  case JSON_TRUE:
-  case JSON_FALSE: return "a boolean";
-  default: return "null";
-  }
-}
+  const char *to = dpt_env_str("DPT_REPORT_ANNOUNCE");
+  char abs[PATH_MAX + 2], cwd[PATH_MAX];
+  int n;
 
-static const char *want_name(unsigned t)
-{
-  static char b[128];
-  b[0] = '\0';
-  const char *names[] = {"string", "integer", "number", "boolean", "object", "array", "null"};
-  for (int i = 0; i < 7; i++)
-    if (t & (1u << i)) {
-      if (b[0])
-        strcat(b, " or ");
-      strcat(b, names[i]);
-    }
-  return b;
-}
-
-static int type_ok(const json_t *j, unsigned t)
-{
-  return ((t & T_STR) && json_is_string(j)) || ((t & T_INT) && json_is_integer(j)) ||
-         ((t & T_NUM) && json_is_number(j)) || ((t & T_BOOL) && json_is_boolean(j)) ||
-         ((t & T_OBJ) && json_is_object(j)) || ((t & T_ARR) && json_is_array(j)) ||
-         ((t & T_NULL) && json_is_null(j));
-}
-
-/* The field `key` of object o (at v->path) must exist with type t. */
-static const json_t *need(struct vctx *v, const json_t *o, const char *key, unsigned t)
-{
-  const json_t *j = json_object_get(o, key);
-  if (v->err->code)
-    return NULL;
-  if (!j) {
-    dpt_err_set(v->err, DPT_E_INPUT, "%s: missing field %s%s%s (a dpt.report/1 has it; was the file written "
-                "by dpt?)", v->file, v->path, v->path[0] ? "." : "", key);
-    return NULL;
-  }
-  if (!type_ok(j, t)) {
-    dpt_err_set(v->err, DPT_E_INPUT, "%s: field %s%s%s is %s, expected %s", v->file, v->path,
-                v->path[0] ? "." : "", key, type_name(j), want_name(t));
-    return NULL;
-  }
-  return j;
-}
-
-static void push(struct vctx *v, size_t *mark, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void push(struct vctx *v, size_t *mark, const char *fmt, ...)
-{
-  va_list ap;
-  *mark = strlen(v->path);
-  va_start(ap, fmt);
-  vsnprintf(v->path + *mark, sizeof v->path - *mark, fmt, ap);
-  va_end(ap);
-}
-
-static void pop(struct vctx *v, size_t mark) { v->path[mark] = '\0'; }
-
-static void check_stats(struct vctx *v, const json_t *phases)
-{
-  const char *k;
-  const json_t *s;
-  size_t m;
-  json_object_foreach((json_t *)phases, k, s) {
-    push(v, &m, ".%s", k);
-    if (!json_is_object(s)) {
-      dpt_err_set(v->err, DPT_E_INPUT, "%s: field %s is %s, expected object", v->file, v->path, type_name(s));
-      return;
-    }
-    const char *f[] = {"total_s", "mean_s", "p50_s", "p90_s", "p99_s", "max_s"};
-    for (int i = 0; i < 6; i++)
-      need(v, s, f[i], T_NUM);
-    pop(v, m);
-  }
-}
-
-int dpt_report_validate(const json_t *doc, const char *file, struct dpt_err *err)
-{
-  struct vctx v = {file ? file : "(report)", err, ""};
-  const json_t *j, *a, *e;
-  size_t i, m;
-  const char *s;
-
-  dpt_err_clear(err);
-  if (!json_is_object(doc))
-    return dpt_err_set(err, DPT_E_INPUT, "%s: not a JSON object (a dpt.report/1 document is one)", v.file);
-  if (!(j = need(&v, doc, "schema", T_STR)))
-    return err->code;
-  s = json_string_value(j);
-  if (strncmp(s, "dpt.report/", 11))
-    return dpt_err_set(err, DPT_E_INPUT, "%s: field schema is \"%s\", not a job report (expected \"%s\")", v.file,
-                       s, DPT_REPORT_SCHEMA);
-  if (strcmp(s + 11, "1"))
-    return dpt_err_set(err, DPT_E_INPUT, "%s: field schema is \"%s\": unsupported version (this dpt reads %s)",
-                       v.file, s, DPT_REPORT_SCHEMA);
-  need(&v, doc, "program", T_STR);
-  if ((j = need(&v, doc, "job", T_OBJ))) {
-    push(&v, &m, "job");
-    if ((a = need(&v, j, "command", T_ARR)))
-      json_array_foreach(a, i, e) if (!json_is_string(e) && !err->code)
-        dpt_err_set(err, DPT_E_INPUT, "%s: field job.command[%zu] is %s, expected string", v.file, i, type_name(e));
-    need(&v, j, "slurm_job_id", T_STR | T_NULL);
-    need(&v, j, "slurm_step_id", T_STR | T_NULL);
-    need(&v, j, "launcher", T_STR | T_NULL);
-    need(&v, j, "hosts", T_ARR);
-    need(&v, j, "n_nodes", T_INT);
-    const json_t *rk = need(&v, j, "ranks", T_INT);
-    if (rk && json_integer_value(rk) < 1 && !err->code)
-      dpt_err_set(err, DPT_E_INPUT, "%s: field job.ranks is %lld, expected >= 1", v.file,
-                  (long long)json_integer_value(rk));
-    need(&v, j, "ranks_reporting", T_INT);
-    need(&v, j, "start", T_STR);
-    need(&v, j, "end", T_STR);
-    need(&v, j, "duration_s", T_NUM);
-    need(&v, j, "exit_status", T_INT | T_NULL);
-    need(&v, j, "partial", T_BOOL);
-    pop(&v, m);
-  }
-  if ((j = need(&v, doc, "software", T_OBJ))) {
-    push(&v, &m, "software");
-    need(&v, j, "dpt", T_STR);
-    need(&v, j, "libraries", T_OBJ);
-    pop(&v, m);
-  }
-  need(&v, doc, "config", T_OBJ);
-  if ((a = need(&v, doc, "topology", T_ARR)))
-    json_array_foreach(a, i, e) {
-      push(&v, &m, "topology[%zu]", i);
-      if (json_is_object(e)) {
-        need(&v, e, "host", T_STR);
-        need(&v, e, "ranks", T_ARR);
-      } else if (!err->code)
-        dpt_err_set(err, DPT_E_INPUT, "%s: field %s is %s, expected object", v.file, v.path, type_name(e));
-      pop(&v, m);
-    }
-  if ((j = need(&v, doc, "plan", T_OBJ | T_NULL)) && json_is_object(j)) {
-    push(&v, &m, "plan");
-    const json_t *ps = need(&v, j, "schema", T_STR);
-    if (ps && strcmp(json_string_value(ps), "dpt.plan/1") && !err->code)
-      dpt_err_set(err, DPT_E_INPUT, "%s: field plan.schema is \"%s\", expected \"dpt.plan/1\"", v.file,
-                  json_string_value(ps));
-    need(&v, j, "digest", T_STR);
-    need(&v, j, "nodes", T_ARR);
-    need(&v, j, "ranks", T_ARR);
-    need(&v, j, "alternatives", T_ARR);
-    pop(&v, m);
-  }
-  if ((a = need(&v, doc, "ranks", T_ARR)))
-    json_array_foreach(a, i, e) {
-      push(&v, &m, "ranks[%zu]", i);
-      if (!json_is_object(e)) {
-        if (!err->code)
-          dpt_err_set(err, DPT_E_INPUT, "%s: field %s is %s, expected object", v.file, v.path, type_name(e));
-      } else {
-        need(&v, e, "rank", T_INT);
-        need(&v, e, "host", T_STR);
-        const json_t *b = need(&v, e, "binding", T_OBJ);
-        if (b) {
-          size_t m2;
-          push(&v, &m2, ".binding");
-          need(&v, b, "cpus_allowed", T_STR);
-          const char *bs[] = {"applied", "cpuset", "numa", "cuda_visible_devices", "omp_num_threads"};
-          for (int k = 0; k < 5; k++)
-            need(&v, b, bs[k], T_STR | T_NULL);
-          const char *opt[] = {"cuda_device", "nccl_ib_hca"}; /* newer reports */
-          for (int k = 0; k < 2; k++)
-            if (json_object_get(b, opt[k]))
-              need(&v, b, opt[k], T_STR | T_NULL);
-          pop(&v, m2);
-        }
-        need(&v, e, "node", T_OBJ | T_NULL);
-        need(&v, e, "steps", T_INT);
-        need(&v, e, "images", T_INT);
-        need(&v, e, "step_time_s", T_NUM);
-        need(&v, e, "images_per_s", T_NUM);
-        need(&v, e, "peak_rss_bytes", T_INT);
-        need(&v, e, "errors", T_ARR);
-        const json_t *ph = need(&v, e, "phases", T_OBJ);
-        if (ph) {
-          size_t m2;
-          push(&v, &m2, ".phases");
-          check_stats(&v, ph);
-          pop(&v, m2);
-        }
-      }
-      pop(&v, m);
-    }
-  if ((j = need(&v, doc, "throughput", T_OBJ))) {
-    push(&v, &m, "throughput");
-    need(&v, j, "images_per_s", T_NUM);
-    need(&v, j, "images", T_INT);
-    pop(&v, m);
-  }
-  if ((j = need(&v, doc, "allreduce", T_OBJ))) {
-    push(&v, &m, "allreduce");
-    need(&v, j, "bytes", T_INT | T_NULL);
-    need(&v, j, "measured_s", T_NUM | T_NULL);
-    need(&v, j, "predicted_s", T_NUM | T_NULL);
-    pop(&v, m);
-  }
-  if ((a = need(&v, doc, "learning_curve", T_ARR)))
-    json_array_foreach(a, i, e) {
-      push(&v, &m, "learning_curve[%zu]", i);
-      if (!json_is_object(e)) {
-        if (!err->code)
-          dpt_err_set(err, DPT_E_INPUT, "%s: field %s is %s, expected object", v.file, v.path, type_name(e));
-      } else {
-        need(&v, e, "epoch", T_NUM);
-        const char *f[] = {"train_loss", "train_top1", "val_loss", "val_top1", "val_top5"};
-        for (int k = 0; k < 5; k++)
-          need(&v, e, f[k], T_NUM | T_NULL);
-      }
-      pop(&v, m);
-    }
-  need(&v, doc, "results", T_OBJ);
-  if ((a = need(&v, doc, "errors", T_ARR)))
-    json_array_foreach(a, i, e) {
-      push(&v, &m, "errors[%zu]", i);
-      if (!json_is_object(e)) {
-        if (!err->code)
-          dpt_err_set(err, DPT_E_INPUT, "%s: field %s is %s, expected object", v.file, v.path, type_name(e));
-      } else {
-        need(&v, e, "rank", T_INT);
-        need(&v, e, "code", T_STR);
-        need(&v, e, "message", T_STR);
-        need(&v, e, "time", T_STR);
-      }
-      pop(&v, m);
-    }
-  if ((j = json_object_get(doc, "scaling"))) {
-    push(&v, &m, "scaling");
-    if (!json_is_object(j) && !err->code)
-      dpt_err_set(err, DPT_E_INPUT, "%s: field scaling is %s, expected object", v.file, type_name(j));
-    else {
-      need(&v, j, "baseline_ranks", T_INT);
-      need(&v, j, "baseline_images_per_s", T_NUM);
-      need(&v, j, "speedup", T_NUM);
-      need(&v, j, "efficiency", T_NUM);
-    }
-    pop(&v, m);
-  }
-  return err->code;
-}
-
-int dpt_report_load(const char *path, json_t **out, struct dpt_err *err)
-{
-  json_t *doc;
-  int rc = load_json(path, &doc, err);
-  *out = NULL;
-  if (rc)
-    return rc;
-  if ((rc = dpt_report_validate(doc, path, err))) {
-    json_decref(doc);
-    return rc;
-  }
-  *out = doc;
-  return 0;
+  if (!to)
+    return 0;
+  if (!path)
+    n = snprintf(abs, sizeof abs, "none\n");
+  else if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
+    n = snprintf(abs, sizeof abs, "%s\n", path);
+  else
+    n = snprintf(abs, sizeof abs, "%s/%s\n", cwd, path);
+  if (n < 0 || (size_t)n >= sizeof abs)
+    return dpt_err_set(err, DPT_E_INPUT, "report path '%s' too long to announce", path);
+  return dpt_report_write_atomic(to, abs, (size_t)n, err);
 }

@@ -142,6 +142,43 @@ int dpt_report_add_epoch(struct dpt_report *rep, const struct dpt_report_epoch *
 int dpt_report_set_error(struct dpt_report *rep, const struct dpt_err *e);
 void dpt_report_set_exit_status(struct dpt_report *rep, int status);
 
+/* ---- a program a launcher supervised (runtime/dpt_report_end.h) --------------- */
+
+/* How a rank's program ended, as its supervisor (the dpt-launch rank
+ * supervisor, the SPANK plugin's task supervisor) saw it from wait4(). */
+struct dpt_report_end {
+  long pid;                 /* the program's process */
+  int started;              /* 0: it could not be started (why in how) */
+  int status;               /* exit status; -1 when a signal ended it or it did not start */
+  int signal;               /* the signal that ended it, 0 otherwise */
+  int forwarded;            /* the launcher had forwarded a signal to it before it ended */
+  double start_unix, end_unix; /* fork and wait4, CLOCK_REALTIME seconds */
+  long long peak_rss_bytes; /* wait4's ru_maxrss: the program's (and its waited-for children's) */
+  char how[256];            /* "exited with status 1", "killed by signal 9 (Killed)", "cannot run ..." */
+  char by[32];              /* the supervisor: "dpt-launch", "spank" */
+};
+/* The rank part becomes the supervised program's: pid and peak_rss_bytes from e,
+ * plus ranks[].end (how it ended) and, with names (NULL-terminated, may be NULL),
+ * ranks[].env: each named variable present in this process's environment (the
+ * environment the program was handed). */
+int dpt_report_set_end(struct dpt_report *rep, const struct dpt_report_end *e, const char *const *names);
+/* The writer's pid when it is not this process (a launcher writing for its rank 0):
+ * the default report name's and "%p"'s pid. */
+void dpt_report_set_pid(struct dpt_report *rep, long pid);
+/* When the run started (CLOCK_REALTIME seconds) when it is not the report's
+ * creation: a launcher writing after the job (job.start, job.duration_s). */
+void dpt_report_set_start(struct dpt_report *rep, double start_unix);
+/* This rank's part of the report (what the gather carries), compact JSON,
+ * malloc'ed; NULL out of memory. */
+char *dpt_report_part(struct dpt_report *rep);
+/* Tell the launcher which report the program wrote: when DPT_REPORT_ANNOUNCE
+ * names a file (dpt-launch and the SPANK plugin set it), write path (made
+ * absolute) there, or "none" for path NULL (the program writes no report:
+ * dpt-train --no-report).  dpt_report_finish announces what rank 0 wrote.  The
+ * launcher then adds how each rank ended to that report instead of writing its
+ * own (runtime/dpt_report_end.h).  Best effort; 0 or a negative DPT_E_*. */
+int dpt_report_announce(const char *path, struct dpt_err *err);
+
 /* Scaling efficiency against a baseline report (e.g. a 1-rank run), written
  * as "scaling": e = t / (t0 * n / n0), t and t0 total images/s of this run and
  * of the baseline, n and n0 their ranks (ChainerMN: e = t / (t0 * n), n0 = 1).
@@ -173,7 +210,10 @@ int dpt_report_path(const struct dpt_report *rep, const char *explicit_path, cha
  * (dpt.error/1, what dpt-train's ranks write when they fail: runtime/
  * dpt_watchdog) that it can read into errors[] and removes them once the
  * report is written: a failed run leaves its report, not a trail of files.
- * out_path (may be NULL, cap 4096) receives the written path on rank 0. */
+ * out_path (may be NULL, cap 4096) receives the written path on rank 0.
+ * A gather hook may give a zero-length part for a rank it has none of (a
+ * launcher's rank that left no record): that rank is missing from ranks[]
+ * and the document is partial. */
 int dpt_report_finish(struct dpt_report *rep, const struct dpt_report_gather *gather,
                       const char *explicit_path, char *out_path, struct dpt_err *err);
 

@@ -152,6 +152,41 @@ static const char *const phases[] = {"data_wait", "forward", "backward", "allred
                                      "update", "step"};
 static const char *const phase_hdr[] = {"data", "fwd", "bwd", "ar", "ar-exp", "update", "step"};
 
+/* How each rank's program ended (ranks[].end: a launcher supervised it) and what
+ * rank 0 was handed (ranks[].env): every failing rank, and every rank of a small job. */
+static void ends(FILE *f, const json_t *doc)
+{
+  static const char *const shown[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                                      "CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "OMP_NUM_THREADS", NULL};
+  const json_t *ranks = json_object_get(doc, "ranks"), *r, *env = NULL;
+  size_t i, n = 0, ok = 0;
+  char a[64], b[64];
+
+  json_array_foreach(ranks, i, r) if (json_is_object(json_object_get(r, "end"))) {
+    const json_t *e = json_object_get(r, "end");
+    int good = json_is_true(json_object_get(e, "started")) && integer(e, "status", -1) == 0;
+    n++;
+    ok += good;
+    if (!env)
+      env = json_object_get(r, "env");
+    if (good && json_array_size(ranks) > 16)
+      continue;
+    fmt_time(num(e, "wall_s"), a, sizeof a);
+    fmt_bytes(num(r, "peak_rss_bytes"), b, sizeof b);
+    fprintf(f, "  ended     rank %lld on %s (pid %lld): %s after %s, peak RSS %s (%s)\n", integer(r, "rank", -1),
+            str(r, "host", "?"), integer(r, "pid", 0), str(e, "how", "?"), a, b, str(e, "by", "?"));
+  }
+  if (n && json_array_size(ranks) > 16)
+    fprintf(f, "  ended     %zu of %zu supervised ranks exited with status 0 (not listed)\n", ok, n);
+  if (json_is_object(env)) {
+    fprintf(f, "  env       rank 0 was handed");
+    for (int k = 0; shown[k]; k++)
+      if (json_is_string(json_object_get(env, shown[k])))
+        fprintf(f, " %s=%s", shown[k], json_string_value(json_object_get(env, shown[k])));
+    fprintf(f, " (%zu variables; ranks[].env in the file)\n", json_object_size(env));
+  }
+}
+
 static void summary(FILE *f, const char *file, const json_t *doc, const json_t *base, const char *base_file)
 {
   char a[64], b[64];
@@ -322,6 +357,7 @@ static void summary(FILE *f, const char *file, const json_t *doc, const json_t *
               json_array_size(res) == 1 ? "" : "s", (fmt_bytes(best, a, sizeof a), a), str(bb, "comm", "?"),
               num(bb, "time_us"), num(bb, "busbw_gbs"));
   }
+  ends(f, doc);
   /* errors */
   const json_t *errs = json_object_get(doc, "errors");
   if (!json_array_size(errs))

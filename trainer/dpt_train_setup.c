@@ -23,6 +23,10 @@ int dpt_train_run_start(struct run *r, int *argc, char ***argv, struct dpt_err *
     if (dpt_report_set_binding(r->rep, applied) || (r->o.baseline && dpt_report_set_baseline(r->rep, r->o.baseline)))
       return dpt_err_set(err, DPT_E_NOMEM, "out of memory for the job report");
   }
+  if (r->o.no_report && r->me == 0) { /* a dpt launcher writes no report for us either */
+    struct dpt_err ae = {0};
+    dpt_report_announce(NULL, &ae);
+  }
   if (r->rep) { /* failures (a watchdog, a fatal signal, an error) also go to <report>.rank<N>.err */
     char rp[4096], ep[4200], host[256] = "?";
     struct dpt_err pe = {0};

@@ -2,7 +2,7 @@
 # failed_run_files.sh — a dpt-train run that fails (here: no dataset where --data-dir points, on
 # both ranks) leaves its report and nothing else: the ranks' <report>.rank<N>.err error files are
 # in the report's errors and removed.  With --report PATH and with the default name in the
-# working directory.
+# working directory.  dpt-launch adds how each rank ended to that report (it writes none of its own).
 # usage: failed_run_files.sh DPT_LAUNCH DPT_TRAIN DPT_REPORT
 set -u
 launch=$1 train=$2 report=$3
@@ -21,6 +21,13 @@ echo "--report run.json: exit $rc, left: $(ls -A "$tmp/a" | tr '\n' ' ')"
 "$report" "$tmp/a/run.json" >"$tmp/sum" || fail "dpt-report run.json failed"
 [ "$(grep -c "^  error     rank [01] on .*$tmp/none/train-images-idx3-ubyte: cannot open" "$tmp/sum")" = 2 ] ||
   fail "the report does not name both ranks' error once each: $(grep error "$tmp/sum")"
+# dpt-train announced its report: dpt-launch added how each rank ended to it (no report of its own)
+python3 - "$tmp/a/run.json" <<'PY' || fail "run.json lacks the ranks' ends from dpt-launch: $(grep -c '"end"' "$tmp/a/run.json")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ends = [(r["rank"], r["end"]["status"], r["end"]["by"], r["env"]["RANK"]) for r in doc["ranks"]]
+assert doc["program"] == "dpt-train" and ends == [(0, 2, "dpt-launch", "0"), (1, 2, "dpt-launch", "1")], ends
+PY
 
 (cd "$tmp/b" && "$launch" -n 2 -- "$train" --dataset fashion-mnist --data-dir "$tmp/none") >"$tmp/log" 2>&1
 rc=$?

@@ -86,11 +86,25 @@ if [ "$KIND" = kill ]; then
   mkdir -p "$d"
   (cd "$d" && env -u DPT_REPORT DPT_FAULT=allreduce:1:kill:2 "$L" -n 3 --oversubscribe --threads 1 -- "$T" $common \
       --checkpoint-dir "$d/ck" >"$d/log" 2>&1)
-  errs=$(cd "$d" && ls ./*.err 2>/dev/null | tr '\n' ' ')
-  p0=$(sed -n 's/.*"rank": 0, "node": "[^"]*", "pid": \([0-9]*\),.*/\1/p' "$d"/*.rank0.err 2>/dev/null)
-  echo "default report name: error files $errs(rank 0 pid $p0)"
-  [ -n "$p0" ] && [ "$errs" = "./dpt-report-dpt-train-$p0.json.rank0.err ./dpt-report-dpt-train-$p0.json.rank2.err " ] ||
-    fail "default report name: the survivors' error files do not share rank 0's name: $errs(rank 0 pid '$p0')"
+  # dpt-launch wrote the job report (the program could not): under rank 0's default
+  # name, with the survivors' error files taken in -- and their names were rank 0's
+  left=$(cd "$d" && ls | grep -v '^log$\|^ck$' | tr '\n' ' ')
+  got=$(python3 - "$d" <<'PY'
+import glob, json, os, sys
+files = glob.glob(os.path.join(sys.argv[1], "dpt-report-dpt-train-*.json"))
+if len(files) != 1:
+    sys.exit(0)
+doc = json.load(open(files[0]))
+pid0 = [r["pid"] for r in doc["ranks"] if r["rank"] == 0]
+print(os.path.basename(files[0]), pid0[0] if pid0 else "-",
+      " ".join(sorted(e["file"] for e in doc["errors"] if e.get("file"))))
+PY
+)
+  echo "default report name: left $left; report, rank 0 pid, error files taken in: $got"
+  set -- $got
+  [ $# = 4 ] && [ "$left" = "$1 " ] && [ "$1" = "dpt-report-dpt-train-$2.json" ] &&
+    [ "$3 $4" = "$1.rank0.err $1.rank2.err" ] ||
+    fail "default report name: the survivors' error files do not share rank 0's name, or dpt-launch wrote no report under it: left $left; $got"
 fi
 if [ $fails = 0 ]; then echo "ok: $KIND of a rank in start-up, all-reduce, checkpoint, validation: named by the survivors"; rm -rf "$tmp"; fi
 [ $fails = 0 ]

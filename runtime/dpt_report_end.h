@@ -1,0 +1,65 @@
+/* dpt_report_end.h — the job report of any program a dpt launcher started.
+ *
+ * dpt-train and dpt-bench write their own dpt.report/1 (dpt_report.h).  A
+ * PyTorch, JAX or MPI program does not; its launcher does, from what it knows:
+ *
+ *   supervisor (one per rank: `dpt-launch --exec-rank`, the SPANK plugin's task
+ *   supervisor) forks the program, waits for it with wait4() and fills a
+ *   struct dpt_report_end (dpt_report_end_from_wait); dpt_report_end_write()
+ *   then writes the rank's part of the report -- its node, binding, the
+ *   environment it was handed, exit status or signal, wall time and peak RSS,
+ *   and an error when it failed -- to a file the launcher reads;
+ *
+ *   launcher, once every rank has ended: dpt_report_end_finish() reads the
+ *   parts.  When the program announced a report of its own
+ *   (DPT_REPORT_ANNOUNCE, dpt_report_announce: dpt-train, dpt-bench) it adds
+ *   each rank's `end` and `env` to that report (ranks the program's report
+ *   lacks -- they died before it gathered -- are added whole); when the
+ *   program announced "none" (dpt-train --no-report) nothing is written;
+ *   otherwise the launcher writes the program's report: the plan, one part per
+ *   rank, job.exit_status, every failing rank in errors[], job.partial when a
+ *   rank left no part.
+ *
+ * Schema: docs/schema-report.md (ranks[].end, ranks[].env). */
+#ifndef DPT_REPORT_END_H
+#define DPT_REPORT_END_H
+
+#include <stddef.h>
+#include <sys/resource.h>
+
+#include "dpt_err.h"
+#include "dpt_plan.h"
+#include "dpt_report.h"
+
+/* Fills e (how, status, signal, peak RSS, end time) from wait4()'s status and
+ * rusage of the program; e->pid, start_unix, started, forwarded and by are the
+ * caller's. */
+void dpt_report_end_from_wait(struct dpt_report_end *e, int wstatus, const struct rusage *ru);
+
+/* Supervisor: this rank's part (rank DPT_RANK of DPT_SIZE, program argv) to path,
+ * atomically.  The part's env lists every variable dpt_bind_env and dpt_rdzv_env
+ * set that is present here.  DPT_E_* on failure (the message names path). */
+int dpt_report_end_write(const char *path, int argc, char *const *argv, const struct dpt_report_end *e,
+                         struct dpt_err *err);
+
+struct dpt_report_end_job {
+  const struct dpt_plan *plan; /* the job's plan (embedded; hosts of missing ranks) */
+  int argc;
+  char *const *argv;           /* the program and its arguments */
+  const char *parts;           /* printf pattern with one %d (the rank): the supervisors' part files */
+  const char *announce;        /* where the program's own writer announced its report, or NULL */
+  const char *path;            /* the report path (may hold %j %s %p), or NULL: $DPT_REPORT, else
+                                  the default name (dpt_report_path, pid of rank 0's program) */
+  const char *missing_hint;    /* said for a rank without a part: why that may be */
+  double start_unix;           /* when the launch started (job.start) */
+  int exit_status;             /* the launcher's exit status (job.exit_status) */
+};
+
+/* The launcher, after the job: merges into the announced report or writes the
+ * program's (see above), then removes the part files and the announcement.
+ * out_path (cap bytes) receives the report's path, "" when none was written.
+ * Returns 0 none (announced "none"), 1 merged, 2 written, or a negative DPT_E_*. */
+int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, size_t cap,
+                          struct dpt_err *err);
+
+#endif /* DPT_REPORT_END_H */
