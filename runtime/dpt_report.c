@@ -645,6 +645,8 @@ int dpt_report_set_end(struct dpt_report *r, const struct dpt_report_end *e, con
     }
   json_decref(r->env);
   r->env = env;
+  if (dpt_env_str("DPT_NODE_NAME")) /* the plan's name of the node (Slurm's, the hostfile's) */
+    snprintf(r->host, sizeof r->host, "%s", dpt_env_str("DPT_NODE_NAME"));
   r->end = *e;
   r->end.how[sizeof r->end.how - 1] = r->end.by[sizeof r->end.by - 1] = '\0';
   r->has_end = 1;

@@ -160,7 +160,8 @@ struct dpt_report_end {
 /* The rank part becomes the supervised program's: pid and peak_rss_bytes from e,
  * plus ranks[].end (how it ended) and, with names (NULL-terminated, may be NULL),
  * ranks[].env: each named variable present in this process's environment (the
- * environment the program was handed). */
+ * environment the program was handed); the part's host becomes the plan's name of
+ * the node, DPT_NODE_NAME, when set. */
 int dpt_report_set_end(struct dpt_report *rep, const struct dpt_report_end *e, const char *const *names);
 /* The writer's pid when it is not this process (a launcher writing for its rank 0):
  * the default report name's and "%p"'s pid. */

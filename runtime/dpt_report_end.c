@@ -230,7 +230,8 @@ static int write_merged(json_t *doc, const char *path, struct dpt_err *err)
 }
 
 /* The launcher's own report of the program. */
-static int write_own(const struct dpt_report_end_job *j, struct parts *p, char *out_path, struct dpt_err *err)
+static int write_own(const struct dpt_report_end_job *j, struct parts *p, int exit_status, char *out_path,
+                     struct dpt_err *err)
 {
   struct dpt_report *rep = NULL;
   struct dpt_report_gather g = {gather_parts, p};
@@ -248,7 +249,7 @@ static int write_own(const struct dpt_report_end_job *j, struct parts *p, char *
   }
   dpt_report_set_pid(rep, pid0 > 0 ? pid0 : (long)getpid());
   dpt_report_set_start(rep, j->start_unix);
-  dpt_report_set_exit_status(rep, j->exit_status);
+  dpt_report_set_exit_status(rep, exit_status);
   if ((rc = dpt_report_set_plan(rep, j->plan, err)) < 0)
     goto out;
   for (int r = 0; r < p->n; r++)
@@ -268,13 +269,36 @@ out:
   return rc;
 }
 
+/* The job's exit status from the parts: the status (128 + signal) of the rank whose
+ * program failed first, 0 when none did. */
+static int status_from_parts(const struct parts *p)
+{
+  int code = 0;
+  const char *first = NULL;
+  for (int r = 0; r < p->n; r++) {
+    json_t *part = p->text[r] ? json_loadb(p->text[r], p->len[r], 0, NULL) : NULL;
+    json_t *e = json_object_get(part, "end");
+    json_int_t st = json_integer_value(json_object_get(e, "status"));
+    json_int_t sig = json_integer_value(json_object_get(e, "signal"));
+    const char *t = json_string_value(json_object_get(e, "end"));
+    if (e && (st || sig) && t && (!first || strcmp(t, first) < 0)) { /* ISO UTC: text order is time order */
+      static char keep[40];
+      snprintf(keep, sizeof keep, "%s", t);
+      first = keep;
+      code = sig ? 128 + (int)sig : (int)st;
+    }
+    json_decref(part);
+  }
+  return code;
+}
+
 int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, size_t cap, struct dpt_err *err)
 {
   struct parts p = {NULL, NULL, j->plan ? j->plan->n_ranks : 0};
   char file[4200], *ann = NULL, written[4096] = "";
   size_t alen = 0;
   json_t *doc = NULL;
-  int rc = 0;
+  int rc = 0, exit_status;
 
   if (cap)
     out_path[0] = '\0';
@@ -294,6 +318,7 @@ int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, si
       p.text[r] = NULL;
     }
   }
+  exit_status = j->exit_status >= 0 ? j->exit_status : status_from_parts(&p);
   unsetenv("DPT_REPORT_ANNOUNCE"); /* dpt_report_finish below must not announce to the ranks' file */
   if (j->announce && (ann = slurp(j->announce, &alen))) {
     ann[strcspn(ann, "\n")] = '\0';
@@ -301,7 +326,7 @@ int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, si
       rc = 0;
       goto out;
     }
-    if (dpt_report_load(ann, &doc, err) == 0 && merge(doc, &p, j->exit_status) == 0 &&
+    if (dpt_report_load(ann, &doc, err) == 0 && merge(doc, &p, exit_status) == 0 &&
         write_merged(doc, ann, err) == 0) {
       snprintf(out_path, cap, "%s", ann);
       rc = 1;
@@ -311,7 +336,7 @@ int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, si
     rc = err->code;
     goto out;
   }
-  rc = write_own(j, &p, written, err);
+  rc = write_own(j, &p, exit_status, written, err);
   snprintf(out_path, cap, "%s", written);
   if (rc == 0)
     rc = 2;

@@ -46,13 +46,15 @@ struct dpt_report_end_job {
   const struct dpt_plan *plan; /* the job's plan (embedded; hosts of missing ranks) */
   int argc;
   char *const *argv;           /* the program and its arguments */
-  const char *parts;           /* printf pattern with one %d (the rank): the supervisors' part files */
+  const char *parts;           /* printf pattern with one %d (the rank): the supervisors' part files
+                                  (a '%' of the directory doubled) */
   const char *announce;        /* where the program's own writer announced its report, or NULL */
   const char *path;            /* the report path (may hold %j %s %p), or NULL: $DPT_REPORT, else
                                   the default name (dpt_report_path, pid of rank 0's program) */
   const char *missing_hint;    /* said for a rank without a part: why that may be */
   double start_unix;           /* when the launch started (job.start) */
-  int exit_status;             /* the launcher's exit status (job.exit_status) */
+  int exit_status;             /* the launcher's exit status (job.exit_status); -1: the status
+                                  of the rank that failed first (128 + signal), from the parts */
 };
 
 /* The launcher, after the job: merges into the announced report or writes the

@@ -38,8 +38,10 @@ int dpt_spank_uniform_tasks(const char *tasks_per_node, int *out, struct dpt_err
 #include <stdint.h>
 #include <slurm/spank.h>
 /* Everything above from the live step; sets DPT_SPANK_PLAN in srun's environment
- * (which srun hands to the step's tasks). */
-int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct dpt_err *err);
+ * (which srun hands to the step's tasks).  keep (may be NULL) receives the plan
+ * (caller destroys). */
+int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct dpt_plan **keep,
+                         struct dpt_err *err);
 #endif
 
 #endif /* DPT_SPANK_LOCAL_H */

@@ -187,7 +187,8 @@ static void hwloc_global(void)
     handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_GLOBAL | RTLD_NOLOAD);
 }
 
-int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct dpt_err *err)
+int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct dpt_plan **keep,
+                         struct dpt_err *err)
 {
   char **hosts = NULL;
   int n = 0, tpn = 0, rc;
@@ -237,6 +238,10 @@ int dpt_spank_local_plan(spank_t sp, const struct dpt_spank_opts *opts, struct d
   }
   if (opts->verbose)
     summary(plan, opts->verbose);
+  if (keep) { /* for the job report after the step */
+    *keep = plan;
+    plan = NULL;
+  }
 fail:
   free(enc);
   dpt_plan_destroy(plan);

@@ -121,7 +121,8 @@ int dpt_spank_task_apply(spank_t sp, const struct dpt_spank_opts *opts, struct d
   if ((rc = set_env(sp, "DPT_LAUNCHER", "spank", err)) < 0 || (rc = set_env(sp, "DPT_COMM", opts->comm, err)) < 0 ||
       (rc = set_env_int(sp, "DPT_FP16", opts->fp16, err)) < 0 ||
       (opts->ranks_per_gpu > 0 && (rc = set_env(sp, "DPT_OVERSUBSCRIBE", "1", err)) < 0) ||
-      (opts->report[0] && (rc = set_env(sp, "DPT_REPORT", opts->report, err)) < 0))
+      (opts->report[0] && strcmp(opts->report, "none") &&
+       (rc = set_env(sp, "DPT_REPORT", opts->report, err)) < 0))
     goto done;
 
   /* CPUs: the plan's cpuset within what Slurm gave (dpt_bind's within mode: never

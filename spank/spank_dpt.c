@@ -14,7 +14,10 @@
  *                      parser checks lengths and bytes first); slurm_spank_task_init
  *                      (in the task, as the user, after Slurm's CPU binding and
  *                      CUDA_VISIBLE_DEVICES) decodes this task's entry, binds it
- *                      inside what Slurm gave, and sets the environment.
+ *                      inside what Slurm gave, sets the environment, and forks
+ *                      the task supervisor (dpt_spank_super.h: the job report).
+ *   local again        slurm_spank_exit: after the step, srun writes the job report
+ *                      (dpt_spank_report.h).
  * Inert without --dpt; batch, extern and interactive steps are skipped.  Every
  * message starts with "dpt:".  No callback keeps state that a second call
  * would double: each starts again from the defaults or recomputes. */
@@ -28,17 +31,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dpt_err.h"
 #include "dpt_spank_opts.h"
 #include "dpt_spank_plan.h"
 #include "dpt_spank_local.h"
+#include "dpt_spank_report.h"
+#include "dpt_spank_super.h"
 #include "dpt_spank_task.h"
 
 SPANK_PLUGIN(dpt, 1);
 
 static struct dpt_spank_opts g_defaults; /* built-ins + plugstack.conf arguments */
 static struct dpt_spank_opts g_opts;     /* what this job/step asked for */
+static struct dpt_plan *g_plan;          /* srun: the step's plan, for the job report */
+static char g_report[4096];              /* srun: the report's path ("" none) */
+static double g_start;                   /* srun: when the step was planned */
 
 static int opt_cb(int val, const char *optarg, int remote);
 
@@ -105,9 +114,17 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
   if (spank_context() != S_CTX_LOCAL || !g_opts.enabled)
     return 0;
   dpt_err_clear(&err);
-  if (dpt_spank_local_plan(sp, &g_opts, &err) < 0) {
+  dpt_plan_destroy(g_plan);
+  g_plan = NULL;
+  if (dpt_spank_local_plan(sp, &g_opts, &g_plan, &err) < 0 ||
+      dpt_spank_report_setup(sp, &g_opts, g_report, sizeof g_report, &err) < 0) {
     slurm_error("dpt: %s", err.msg);
     return -1;
+  }
+  {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    g_start = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
   }
   return 0;
 }
@@ -127,14 +144,20 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
   if (spank_context() != S_CTX_REMOTE || !g_opts.enabled || step_is_skipped(sp))
     return 0;
   dpt_err_clear(&err);
-  if (dpt_spank_task_apply(sp, &g_opts, &err) < 0) {
+  if (dpt_spank_task_apply(sp, &g_opts, &err) < 0 || dpt_spank_supervise(sp, &err) < 0) {
     slurm_error("dpt: %s", err.msg);
     return -1;
   }
   return 0;
 }
 
+/* srun: the step has ended -- the job report (dpt_spank_report.h). */
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
+  if (spank_context() == S_CTX_LOCAL && g_opts.enabled && g_plan) {
+    dpt_spank_report_finish(sp, g_plan, g_report, g_start);
+    dpt_plan_destroy(g_plan);
+    g_plan = NULL;
+  }
   return 0;
 }

@@ -9,14 +9,16 @@
 #       is not a port: exit 2 with a message naming the rank and node; a user MASTER_PORT
 #       is kept; a taken MASTER_PORT: rank 0 says so, the launch fails; an mpi4py
 #       program's MPI ranks are the plan's
-#   frameworks_test.sh slurm PLUGIN DPT_TOPO NODE_XML
+#   frameworks_test.sh slurm PLUGIN DPT_TOPO NODE_XML DPT_REPORT
 #       srun --dpt on the real cluster (cluster.sh: leaf1 = n1,n3, leaf2 = n2,n4, so Slurm's
 #       order is not the ring's): every rank's torch rank and node == the plan's (dpt-topo
 #       plan), MASTER_ADDR = NodeAddr of plan rank 0's node, MASTER_PORT derived from the
 #       job and step, same numerics; a user MASTER_ADDR naming another node fails the step
 #       with dpt's message; a taken MASTER_PORT is named by rank 0; an mpi4py program's
 #       MPI ranks are Slurm's under plain --dpt and the plan's with SLURM_HOSTFILE from
-#       dpt-topo plan --slurm-hostfile and --distribution=arbitrary; etc/examples' sbatch job
+#       dpt-topo plan --slurm-hostfile and --distribution=arbitrary; etc/examples' sbatch job;
+#       the job report srun writes (report_verify.py): each rank's node, status or signal,
+#       env, peak RSS, for a good step, a failing and killed rank, a missing program
 # Needs Debian's PyTorch (python3-torch, /usr/bin/python3); exit 77 = skipped.
 set -uo pipefail
 
@@ -124,7 +126,7 @@ launch)
   ;;
 
 slurm)
-  plugin=${2:?plugin} topo=${3:?dpt-topo} xml=${4:?node xml}
+  plugin=${2:?plugin} topo=${3:?dpt-topo} xml=${4:?node xml} report=${5:?dpt-report}
   for c in munged slurmctld slurmd srun; do
     command -v "$c" >/dev/null || { echo "SKIP: $c not installed"; exit 77; }
   done
@@ -149,12 +151,35 @@ slurm)
   "$topo" plan --topology-conf "$dir/topology.conf" --nodes 'n[1-4]' --node-xml "$xml" \
     --ranks-per-node 2 --json >"$dir/plan.json"
   mkdir -m 0777 "$dir/out"
-  srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out" >"$dir/srun.log" 2>&1
+  mkdir -m 0777 "$dir/rep"
+  (cd "$dir/rep" && srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out") >"$dir/srun.log" 2>&1
   rc=$?
   check "srun --dpt: the DDP program succeeds on 8 ranks" [ $rc -eq 0 ]
   ((rc == 0)) || tail -20 "$dir/srun.log"
   check "srun --dpt: rank and node == the plan (ring n1 n3 n2 n4), MASTER_ADDR = NodeAddr, derived port, numerics" \
     python3 "$verify" "$dir/out" 8 --plan "$dir/plan.json" --master-addr 127.0.0.1 --slurm
+  # the job report of the program (srun writes it after the step: spank/dpt_spank_report.h)
+  rep=$(ls "$dir"/rep/dpt-report-*.json 2>/dev/null)
+  grep '^dpt: report' "$dir/srun.log"
+  check "... srun wrote the job report dpt-report-<job>.<step>.json, valid, said on stderr" \
+    bash -c '[ -n "$1" ] && "$2" --check "$1" >/dev/null && grep -q "^dpt: report $1$" "$3"' _ "$rep" "$report" "$dir/srun.log"
+  check "... per rank: its plan node, status 0, the env it was handed, peak RSS; nothing else left" \
+    python3 "$here/report_verify.py" "$rep" "$dir/plan.json" --ok --only-file
+  # a rank that exits 7 and one killed by SIGKILL: named in the report, with their nodes
+  (cd "$dir/rep" && srun --dpt=topology="$xml" -N4 --ntasks-per-node=2 --gpus-per-node=8 sh -c \
+    'case $RANK in 3) exit 7 ;; 5) sleep 0.5; kill -9 $$ ;; esac; sleep 1') >"$dir/srun-fail.log" 2>&1
+  rc=$?
+  check "a rank exits 7, another is killed: srun fails" [ $rc -ne 0 ]
+  rep=$(ls -t "$dir"/rep/dpt-report-*.json 2>/dev/null | head -1)
+  check "... the report names rank 3 (status 7) and rank 5 (SIGKILL) on their plan nodes" \
+    python3 "$here/report_verify.py" "$rep" "$dir/plan.json" --fail 3:7 --kill 5:9
+  # a program that is not there: every rank "not started", the report says so
+  (cd "$dir/rep" && srun --dpt=topology="$xml" "${common[@]}" "$dir/no-such-program") >"$dir/srun-none.log" 2>&1
+  rc=$?
+  check "a program that does not exist: srun fails" [ $rc -ne 0 ]
+  rep=$(ls -t "$dir"/rep/dpt-report-*.json 2>/dev/null | head -1)
+  check "... the report: every rank not started, named with its node" \
+    python3 "$here/report_verify.py" "$rep" "$dir/plan.json" --not-started "$dir/no-such-program"
   # the usual sbatch line sends MASTER_ADDR to a node that does not host rank 0
   out=$(MASTER_ADDR=n2 srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out" 2>&1); rc=$?
   echo "$out" | grep 'dpt:' | head -2
