@@ -5,9 +5,12 @@
  *                                                 against the first, wire, double buffering
  *   dpt-report --html OUT.html FILE.json ...      one self-contained page with inline SVG plots
  *   dpt-report --check FILE.json ...              validate only (prints "ok FILE")
+ *   dpt-report --nccl-log LOG FILE.json           the rings NCCL printed (NCCL_DEBUG=INFO) against
+ *                                                 the report's plan (runtime/dpt_ncclring.h)
  *
  * Exit: 0; 2 on bad usage or input (not JSON, wrong schema version, missing
- * field: the message names the file and the field); 1 when writing fails. */
+ * field: the message names the file and the field); 1 when writing fails, or
+ * with --nccl-log when a ring differs from the plan. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -19,6 +22,7 @@
 #include <jansson.h>
 
 #include "dpt_err.h"
+#include "dpt_ncclring.h"
 #include "dpt_report.h"
 
 static void usage(FILE *f)
@@ -27,11 +31,14 @@ static void usage(FILE *f)
              "       dpt-report --compare A.json B.json ...\n"
              "       dpt-report --html OUT.html FILE.json ...\n"
              "       dpt-report --check FILE.json ...\n"
+             "       dpt-report --nccl-log LOG FILE.json\n"
              "\n"
              "Reads dpt.report/1 job reports (written by dpt-train, dpt-bench, dpt-topo plan;\n"
              "docs/schema-report.md).  Scaling efficiency e = t / (t0 * n / n0): t, t0 total\n"
              "images/s, n, n0 ranks of the report and of the baseline (ChainerMN's t / (t0 * n)\n"
-             "for a 1-rank baseline).\n");
+             "for a 1-rank baseline).  --nccl-log: the rings NCCL printed at init in a job run with\n"
+             "NCCL_DEBUG=INFO (its output, LOG) against the report's plan: each channel agrees or\n"
+             "DIFFERS, with its inter-switch crossings; exit 1 when one differs.\n");
 }
 
 /* ---- access helpers ------------------------------------------------------------- */
@@ -784,7 +791,7 @@ static int html(const char *out, char **files, json_t **docs, int n, struct dpt_
 int main(int argc, char **argv)
 {
   struct dpt_err err;
-  const char *mode = "summary", *out = NULL, *base_file = NULL;
+  const char *mode = "summary", *out = NULL, *base_file = NULL, *nccl_log = NULL;
   char **files = NULL;
   json_t **docs = NULL, *base = NULL;
   int n = 0, status = 0, i;
@@ -797,12 +804,15 @@ int main(int argc, char **argv)
       return 0;
     } else if (!strcmp(a, "--compare") || !strcmp(a, "--check")) {
       mode = a + 2;
-    } else if (!strcmp(a, "--html") || !strcmp(a, "--baseline")) {
+    } else if (!strcmp(a, "--html") || !strcmp(a, "--baseline") || !strcmp(a, "--nccl-log")) {
       if (i + 1 >= argc) {
         fprintf(stderr, "dpt-report: %s needs a file\n", a);
         return 2;
       }
-      if (!strcmp(a, "--html")) {
+      if (!strcmp(a, "--nccl-log")) {
+        mode = "nccl";
+        nccl_log = argv[++i];
+      } else if (!strcmp(a, "--html")) {
         mode = "html";
         out = argv[++i];
       } else {
@@ -822,6 +832,10 @@ int main(int argc, char **argv)
   n = argc - i;
   if (n < 1) {
     fprintf(stderr, "dpt-report: no report given (see dpt-report --help)\n");
+    return 2;
+  }
+  if (!strcmp(mode, "nccl") && n != 1) {
+    fprintf(stderr, "dpt-report: --nccl-log LOG compares with one report's plan; %d given\n", n);
     return 2;
   }
   if (!strcmp(mode, "summary") && n != 1) {
@@ -857,7 +871,23 @@ int main(int argc, char **argv)
     status = 2;
     goto out;
   }
-  if (!strcmp(mode, "summary")) {
+  if (!strcmp(mode, "nccl")) {
+    FILE *lf = fopen(nccl_log, "r");
+    int k;
+    if (!lf) {
+      fprintf(stderr, "dpt-report: --nccl-log %s: cannot open: %s\n", nccl_log, strerror(errno));
+      status = 2;
+      goto out;
+    }
+    k = dpt_ncclring_check(lf, nccl_log, json_object_get(docs[0], "plan"), stdout, &err);
+    fclose(lf);
+    if (k < 0) {
+      fprintf(stderr, "dpt-report: --nccl-log: %s: %s\n", files[0], err.msg);
+      status = dpt_err_exit_status(&err);
+      goto out;
+    }
+    status = k; /* 1: a ring differs from the plan */
+  } else if (!strcmp(mode, "summary")) {
     summary(stdout, files[0], docs[0], base, base_file);
   } else if (!strcmp(mode, "compare")) {
     compare(stdout, files, docs, n);
