@@ -336,6 +336,16 @@ int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, si
     rc = err->code;
     goto out;
   }
+  {
+    int any = 0;
+    for (int r = 0; r < p.n; r++)
+      any |= p.text[r] != NULL;
+    if (!any) { /* nothing to report: say why rather than write a report of no rank */
+      rc = dpt_err_set(err, DPT_E_RUNTIME, "no rank left a record of how it ended (%s)",
+                       j->missing_hint ? j->missing_hint : "its supervisor wrote no part");
+      goto out;
+    }
+  }
   rc = write_own(j, &p, exit_status, written, err);
   snprintf(out_path, cap, "%s", written);
   if (rc == 0)

@@ -60,7 +60,8 @@ struct dpt_report_end_job {
 /* The launcher, after the job: merges into the announced report or writes the
  * program's (see above), then removes the part files and the announcement.
  * out_path (cap bytes) receives the report's path, "" when none was written.
- * Returns 0 none (announced "none"), 1 merged, 2 written, or a negative DPT_E_*. */
+ * Returns 0 none (announced "none"), 1 merged, 2 written, or a negative DPT_E_*
+ * (DPT_E_RUNTIME when no rank left a part: nothing is written then). */
 int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, size_t cap,
                           struct dpt_err *err);
 

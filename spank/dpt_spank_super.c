@@ -153,3 +153,32 @@ int dpt_spank_supervise(spank_t sp, struct dpt_err *err)
   end_like(status);
   return 0; /* not reached */
 }
+
+void dpt_spank_supervise_failed(spank_t sp, const struct dpt_err *why)
+{
+  static const char *const own[] = {"DPT_LAUNCH_PARTS", "DPT_BIND_APPLIED", "DPT_LAUNCHER", NULL};
+  struct dpt_report_end e;
+  struct dpt_err werr;
+  char *buf = malloc(VAL_MAX), path[4200], **argv = NULL;
+  int argc = 0;
+
+  if (!buf)
+    return;
+  copy_env(sp, own, buf);
+  copy_env(sp, dpt_bind_env_names, buf);
+  copy_env(sp, dpt_rdzv_env_names, buf);
+  free(buf);
+  if (!getenv("DPT_LAUNCH_PARTS") || !getenv("DPT_RANK")) /* report=none, or failed before the plan rank was known */
+    return;
+  if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS)
+    argc = 0;
+  memset(&e, 0, sizeof e);
+  snprintf(e.by, sizeof e.by, "spank");
+  e.pid = (long)getpid();
+  e.status = 1; /* slurmstepd ends a task whose SPANK task_init failed with exit(1) */
+  e.start_unix = e.end_unix = now_unix();
+  snprintf(e.how, sizeof e.how, "not started: dpt: %.220s", why->msg);
+  snprintf(path, sizeof path, "%s.rank%s.end", getenv("DPT_LAUNCH_PARTS"), getenv("DPT_RANK"));
+  dpt_err_clear(&werr);
+  dpt_report_end_write(path, argc, argv, &e, &werr);
+}

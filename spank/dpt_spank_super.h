@@ -27,4 +27,9 @@
  * supervisor. */
 int dpt_spank_supervise(spank_t sp, struct dpt_err *err);
 
+/* task_init failed (why): the rank's part says its program was not started and
+ * why (exit status 1, slurmstepd's for a failed plugin), when the plan rank is
+ * known.  Best effort. */
+void dpt_spank_supervise_failed(spank_t sp, const struct dpt_err *why);
+
 #endif /* DPT_SPANK_SUPER_H */

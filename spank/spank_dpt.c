@@ -146,6 +146,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
   dpt_err_clear(&err);
   if (dpt_spank_task_apply(sp, &g_opts, &err) < 0 || dpt_spank_supervise(sp, &err) < 0) {
     slurm_error("dpt: %s", err.msg);
+    dpt_spank_supervise_failed(sp, &err); /* the job report says why this rank did not start */
     return -1;
   }
   return 0;

@@ -2,6 +2,9 @@
 """Check what ddp_check.py wrote on every rank against the plan.
 
 usage: ddp_verify.py OUT_DIR WORLD [--plan PLAN.json] [--master-addr A] [--slurm] [--mpi]
+                     [--cluster-env NAME]
+
+  The records are ddp_check.py's, or lightning_check.py's and jax_check.py's (same form).
 
   every rank 0..WORLD-1 wrote rank-R.json; torch's rank == RANK (== DPT_RANK);
   --plan: rank R runs on the plan's node of ring rank R with the plan's local rank,
@@ -12,6 +15,7 @@ usage: ddp_verify.py OUT_DIR WORLD [--plan PLAN.json] [--master-addr A] [--slurm
            and Slurm's order differs from the plan's for at least one rank (so the
            check above is not one Slurm's order passes by itself);
   --mpi:   OMPI_COMM_WORLD_RANK == RANK (dpt-launch: MPI ranks follow the plan);
+  --cluster-env: the cluster environment Lightning chose on every rank (lightning_check.py);
   the parameters after two DDP steps equal one process's on the whole batch within 1e-5
   (ddp_check.py derives the bound), they moved (by > 1e-3: the comparison can fail), and
   all ranks hold the same parameters."""
@@ -29,6 +33,7 @@ def main():
     ap.add_argument("--master-addr")
     ap.add_argument("--slurm", action="store_true")
     ap.add_argument("--mpi", action="store_true")
+    ap.add_argument("--cluster-env")
     a = ap.parse_args()
     errors = []
     recs = {}
@@ -72,6 +77,8 @@ def main():
                 if env["MASTER_PORT"] != str(want):
                     errors.append(f"{where}: MASTER_PORT={env['MASTER_PORT']}, derived {want}")
             differs |= env["SLURM_PROCID"] != str(r)
+        if a.cluster_env and rec.get("cluster_environment") != a.cluster_env:
+            errors.append(f"{where}: Lightning chose {rec.get('cluster_environment')}, not {a.cluster_env}")
         if a.mpi and env["OMPI_COMM_WORLD_RANK"] != str(r):
             errors.append(f"{where}: MPI rank {env['OMPI_COMM_WORLD_RANK']}")
         if rec["max_diff_across_ranks"] != 0.0:

@@ -19,6 +19,9 @@
 #       dpt-topo plan --slurm-hostfile and --distribution=arbitrary; etc/examples' sbatch job;
 #       the job report srun writes (report_verify.py): each rank's node, status or signal,
 #       env, peak RSS, for a good step, a failing and killed rank, a missing program
+#   Both modes: the same for a Lightning Trainer (lightning_check.py: Lightning chooses
+#   TorchElasticEnvironment) and JAX (jax_check.py: jax.distributed.initialize with the plan),
+#   from PyPI venvs (.ci/install-deps), each skipped visibly when missing.
 # Needs Debian's PyTorch (python3-torch, /usr/bin/python3); exit 77 = skipped.
 set -uo pipefail
 
@@ -32,6 +35,24 @@ verify="$here/ddp_verify.py"
   { echo "SKIP: $py has no torch.distributed (apt install python3-torch; bash .ci/install-deps does)"; exit 77; }
 
 . "$here/../slurm/testlib.sh"
+
+# Lightning 2.2.5 (on Debian's torch) and JAX 0.10.2 (CPU) from PyPI, each in its own venv
+# (.ci/install-deps: /opt/dpt-py, ~/.local/share/dpt-py without root); a missing one is
+# skipped visibly.
+venvs=/opt/dpt-py
+[[ -d $venvs ]] || venvs=$HOME/.local/share/dpt-py
+lightning_py=${DPT_LIGHTNING_PYTHON:-$venvs/lightning/bin/python}
+jax_py=${DPT_JAX_PYTHON:-$venvs/jax/bin/python}
+have_lightning() {
+  "$lightning_py" -c 'import pytorch_lightning' 2>/dev/null && return 0
+  echo "SKIP (visibly): Lightning: $lightning_py cannot import pytorch_lightning (bash .ci/install-deps makes it)"
+  return 1
+}
+have_jax() {
+  "$jax_py" -c 'import jax' 2>/dev/null && return 0
+  echo "SKIP (visibly): JAX: $jax_py cannot import jax (bash .ci/install-deps makes it)"
+  return 1
+}
 
 # a TCP port held open by a listener: hold_port sets $held (the port) and $holder (its
 # pid); release_port ends it
@@ -99,6 +120,22 @@ launch)
     check "... MPI_COMM_WORLD ranks == plan ranks" mpi_verify "$dir/mpi.json" 2
   else
     echo "SKIP (visibly): mpi4py missing for $py (apt install python3-mpi4py; bash .ci/install-deps does)"
+  fi
+  # a Lightning Trainer (CPU, ddp) and JAX (CPU, gloo) under dpt-launch --hostfile
+  if have_lightning; then
+    mkdir "$dir/lf"
+    "$launch" --hostfile "$hosts" -N 1 --gpus-per-node 2 -- "$lightning_py" "$here/lightning_check.py" "$dir/lf" \
+      >"$dir/lf.log" 2>&1
+    check "dpt-launch --hostfile: the Lightning Trainer (ddp) program succeeds" [ $? -eq 0 ]
+    check "... Lightning chose TorchElasticEnvironment; ranks, MASTER_ADDR, numerics" \
+      python3 "$verify" "$dir/lf" 2 --master-addr localhost --mpi --cluster-env TorchElasticEnvironment
+  fi
+  if have_jax; then
+    mkdir "$dir/jx"
+    "$launch" --hostfile "$hosts" -N 1 --gpus-per-node 2 -- "$jax_py" "$here/jax_check.py" "$dir/jx" \
+      >"$dir/jx.log" 2>&1
+    check "dpt-launch --hostfile: the JAX program (jax.distributed.initialize with the plan) succeeds" [ $? -eq 0 ]
+    check "... process_index == RANK, MASTER_ADDR, numerics" python3 "$verify" "$dir/jx" 2 --master-addr localhost --mpi
   fi
   # bad input: a MASTER_ADDR of another host, a MASTER_PORT that is not one
   out=$(MASTER_ADDR=192.0.2.1 "$launch" -n 2 -- "$py" "$prog" "$dir/n" 2>&1); rc=$?
@@ -180,12 +217,38 @@ slurm)
   rep=$(ls -t "$dir"/rep/dpt-report-*.json 2>/dev/null | head -1)
   check "... the report: every rank not started, named with its node" \
     python3 "$here/report_verify.py" "$rep" "$dir/plan.json" --not-started "$dir/no-such-program"
+  # a Lightning Trainer and JAX: the same checks against the plan
+  for fw in lightning jax; do
+    have_$fw || continue
+    [[ $fw = lightning ]] && fpy=$lightning_py fprog=lightning_check.py extra=(--cluster-env TorchElasticEnvironment)
+    [[ $fw = jax ]] && fpy=$jax_py fprog=jax_check.py extra=()
+    printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$@"\n' "$fpy" >"$dir/python-$fw"
+    chmod 0755 "$dir/python-$fw"
+    mkdir -m 0777 "$dir/out-$fw"
+    (cd "$dir/rep" && srun --dpt=topology="$xml" "${common[@]}" "$dir/python-$fw" "$here/$fprog" "$dir/out-$fw") \
+      >"$dir/srun-$fw.log" 2>&1
+    rc=$?
+    check "srun --dpt: the $fw program succeeds on 8 ranks" [ $rc -eq 0 ]
+    ((rc == 0)) || tail -20 "$dir/srun-$fw.log"
+    check "... rank and node == the plan, MASTER_ADDR = NodeAddr, derived port, numerics" \
+      python3 "$verify" "$dir/out-$fw" 8 --plan "$dir/plan.json" --master-addr 127.0.0.1 --slurm "${extra[@]}"
+  done
+  rm -f "$dir"/rep/dpt-report-*.json
   # the usual sbatch line sends MASTER_ADDR to a node that does not host rank 0
-  out=$(MASTER_ADDR=n2 srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out" 2>&1); rc=$?
+  out=$(cd "$dir/rep" && MASTER_ADDR=n2 srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out" 2>&1); rc=$?
   echo "$out" | grep 'dpt:' | head -2
   check "a user MASTER_ADDR naming n2: the step fails" [ $rc -ne 0 ]
   check "... with dpt's message naming a rank, its node and plan rank 0's node n1" grep -q \
     "dpt: rank [0-9] on n[1-4]: MASTER_ADDR=n2 (set before the launch) is not the node of plan rank 0 (n1, address 127.0.0.1)" <<<"$out"
+  check "... and the job report says the ranks did not start, and why" python3 - "$(ls -t "$dir"/rep/dpt-report-*.json | head -1)" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ends = [r["end"] for r in doc["ranks"]]
+ok = ends and all(not e["started"] and "MASTER_ADDR=n2 (set before the launch)" in e["how"] for e in ends)
+ok = ok and any("not started: dpt: rank" in e["message"] for e in doc["errors"])
+print("report: %d ranks not started: %s" % (len(ends), ends[0]["how"][:120] if ends else "-"))
+sys.exit(0 if ok else 1)
+PY
   # a taken port on plan rank 0's node (every node is this host here)
   hold_port
   out=$(MASTER_PORT=$held srun --dpt=topology="$xml" "${common[@]}" "$py" "$prog" "$dir/out" 2>&1); rc=$?
