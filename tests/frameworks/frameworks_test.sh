@@ -44,11 +44,15 @@ venvs=/opt/dpt-py
 lightning_py=${DPT_LIGHTNING_PYTHON:-$venvs/lightning/bin/python}
 jax_py=${DPT_JAX_PYTHON:-$venvs/jax/bin/python}
 have_lightning() {
+  [[ -z ${DPT_FRAMEWORKS_TORCH_ONLY:-} ]] ||
+    { echo "SKIP (visibly): Lightning in the sanitizer build (the plain build runs it)"; return 1; }
   "$lightning_py" -c 'import pytorch_lightning' 2>/dev/null && return 0
   echo "SKIP (visibly): Lightning: $lightning_py cannot import pytorch_lightning (bash .ci/install-deps makes it)"
   return 1
 }
 have_jax() {
+  [[ -z ${DPT_FRAMEWORKS_TORCH_ONLY:-} ]] ||
+    { echo "SKIP (visibly): JAX in the sanitizer build (the plain build runs it)"; return 1; }
   "$jax_py" -c 'import jax' 2>/dev/null && return 0
   echo "SKIP (visibly): JAX: $jax_py cannot import jax (bash .ci/install-deps makes it)"
   return 1
@@ -276,15 +280,22 @@ PY
   else
     echo "SKIP (visibly): mpi4py missing for $py (apt install python3-mpi4py; bash .ci/install-deps does)"
   fi
-  # the example sbatch script (etc/examples), its MN-1 sizes overridden on the command line
-  ex="$here/../../etc/examples"
-  EXAMPLES=$(cd "$ex" && pwd) PYTHON=$py sbatch --wait -N4 --ntasks-per-node=2 --gpus-per-node=8 \
-    --dpt=topology="$xml",verbose -o "$dir/example.out" "$ex/pytorch-ddp.sbatch" --steps 3 --width 64 \
-    >"$dir/sbatch.log" 2>&1
-  rc=$?
-  check "etc/examples/pytorch-ddp.sbatch runs (sbatch --wait)" [ $rc -eq 0 ]
-  ((rc == 0)) || tail -20 "$dir/example.out"
-  check "... 8 ranks, each on the plan's node, and a throughput line" python3 - "$dir/plan.json" "$dir/example.out" <<'PY'
+  # the example sbatch scripts (etc/examples), their MN-1 sizes overridden on the command line:
+  # 8 ranks, each on the plan's node, and a throughput line (in the sbatch's cwd: its report)
+  ex=$(cd "$here/../../etc/examples" && pwd)
+  examples=(pytorch-ddp:"$py")
+  have_lightning >/dev/null && examples+=(lightning:"$dir/python-lightning")
+  have_jax >/dev/null && examples+=(jax:"$dir/python-jax")
+  for e in "${examples[@]}"; do
+    name=${e%%:*} epy=${e#*:}
+    (cd "$dir/rep" && EXAMPLES=$ex PYTHON=$epy sbatch --wait -N4 --ntasks-per-node=2 --gpus-per-node=8 \
+      --dpt=topology="$xml",verbose -o "$dir/example-$name.out" "$ex/$name.sbatch" --steps 3 --width 64) \
+      >"$dir/sbatch-$name.log" 2>&1
+    rc=$?
+    check "etc/examples/$name.sbatch runs (sbatch --wait)" [ $rc -eq 0 ]
+    ((rc == 0)) || tail -20 "$dir/example-$name.out"
+    check "... 8 ranks, each on the plan's node, and a throughput line" python3 - "$dir/plan.json" \
+      "$dir/example-$name.out" <<'PY'
 import json, re, sys
 plan = json.load(open(sys.argv[1]))
 seen = {}
@@ -297,6 +308,7 @@ if not ok:
     print("example: ranks on", seen, "plan", want)
 sys.exit(0 if ok else 1)
 PY
+  done
   check "the daemons survive" daemons_alive
   ;;
 *)
