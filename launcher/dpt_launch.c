@@ -199,13 +199,14 @@ static void job_report(const struct dpt_plan *plan, const char *statusdir, const
   int k;
 
   dpt_err_clear(&err);
-  snprintf(parts, sizeof parts, "%s/rank.%%d.json", statusdir);
+  snprintf(parts, sizeof parts, "%s/rank.", statusdir);
   snprintf(announce, sizeof announce, "%s/report", statusdir);
   memset(&j, 0, sizeof j);
   j.plan = plan;
   j.argc = nprog;
   j.argv = prog;
-  j.parts = parts;
+  j.parts_prefix = parts;
+  j.parts_suffix = ".json";
   j.announce = announce;
   j.path = report;
   j.missing_hint = "a rank on another node writes to its own TMPDIR; give dpt-launch a TMPDIR that "

@@ -311,7 +311,7 @@ int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, si
     goto out;
   }
   for (int r = 0; r < p.n; r++) {
-    snprintf(file, sizeof file, j->parts, r);
+    snprintf(file, sizeof file, "%s%d%s", j->parts_prefix, r, j->parts_suffix);
     p.text[r] = slurp(file, &p.len[r]);
     if (p.text[r] && !p.len[r]) {
       free(p.text[r]);
@@ -354,7 +354,7 @@ int dpt_report_end_finish(const struct dpt_report_end_job *j, char *out_path, si
     rc = 2;
 out:
   for (int r = 0; r < p.n && p.text; r++) {
-    snprintf(file, sizeof file, j->parts, r);
+    snprintf(file, sizeof file, "%s%d%s", j->parts_prefix, r, j->parts_suffix);
     unlink(file);
     free(p.text[r]);
   }

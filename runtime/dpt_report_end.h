@@ -46,8 +46,8 @@ struct dpt_report_end_job {
   const struct dpt_plan *plan; /* the job's plan (embedded; hosts of missing ranks) */
   int argc;
   char *const *argv;           /* the program and its arguments */
-  const char *parts;           /* printf pattern with one %d (the rank): the supervisors' part files
-                                  (a '%' of the directory doubled) */
+  const char *parts_prefix;    /* the supervisors' part files: prefix, the rank, suffix */
+  const char *parts_suffix;
   const char *announce;        /* where the program's own writer announced its report, or NULL */
   const char *path;            /* the report path (may hold %j %s %p), or NULL: $DPT_REPORT, else
                                   the default name (dpt_report_path, pid of rank 0's program) */

@@ -75,7 +75,7 @@ void dpt_spank_report_finish(spank_t sp, const struct dpt_plan *plan, const char
 {
   struct dpt_report_end_job j;
   struct dpt_err err;
-  char parts[2 * PATH_MAX + 32], ann[PATH_MAX + 16], path[4096], idb[32];
+  char parts[PATH_MAX + 16], ann[PATH_MAX + 16], path[4096], idb[32], esc[2 * PATH_MAX];
   char **argv = NULL;
   int argc = 0, k;
   size_t at = 0;
@@ -84,13 +84,13 @@ void dpt_spank_report_finish(spank_t sp, const struct dpt_plan *plan, const char
   if (!plan || !base || !base[0])
     return;
   dpt_err_clear(&err);
-  for (const char *c = base; *c && at + 3 < sizeof parts; c++) { /* a '%' of the path is not a conversion */
+  snprintf(parts, sizeof parts, "%s.rank", base);
+  for (const char *c = base; *c && at + 3 < sizeof esc; c++) { /* dpt_report_path expands '%' again */
     if (*c == '%')
-      parts[at++] = '%';
-    parts[at++] = *c;
+      esc[at++] = '%';
+    esc[at++] = *c;
   }
-  parts[at] = '\0';
-  strncat(parts, ".rank%d.end", sizeof parts - strlen(parts) - 1);
+  esc[at] = '\0';
   snprintf(ann, sizeof ann, "%s.announce", base);
   if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS)
     argc = 0;
@@ -109,9 +109,10 @@ void dpt_spank_report_finish(spank_t sp, const struct dpt_plan *plan, const char
   j.plan = plan;
   j.argc = argc;
   j.argv = argv;
-  j.parts = parts;
+  j.parts_prefix = parts;
+  j.parts_suffix = ".end";
   j.announce = ann;
-  j.path = base;
+  j.path = esc;
   j.missing_hint = "the report's directory is not shared with that node, or the node failed";
   j.start_unix = start_unix;
   j.exit_status = -1; /* the rank that failed first */

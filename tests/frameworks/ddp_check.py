@@ -21,12 +21,13 @@ taken twice changes parameters by ~1e-2.
 """
 import json
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+from check_common import base_record  # this directory: sys.path[0]
 
 GLOBAL_BATCH = 32
 STEPS = 2
@@ -68,17 +69,7 @@ def main():
     lo = rank * shard
     train(ddp, x[:, lo:lo + shard], y[:, lo:lo + shard])
     params = flat(ddp)
-    rec = {
-        "rank": rank,
-        "world": world,
-        "env": {k: os.environ.get(k) for k in (
-            "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-            "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURMD_NODENAME",
-            "DPT_NODE_NAME", "DPT_RANK", "OMPI_COMM_WORLD_RANK", "CUDA_VISIBLE_DEVICES",
-            "OMP_NUM_THREADS")},
-        "host": os.environ.get("SLURMD_NODENAME") or os.environ.get("DPT_NODE_NAME") or socket.gethostname(),
-        "checksum": float(params.double().sum()),
-    }
+    rec = base_record(rank, world, float(params.double().sum()))
     dist.barrier()
     if rank == 0:
         ref, rx, ry = model_and_data()

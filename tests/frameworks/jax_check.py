@@ -17,7 +17,6 @@ order (~n u |g| with n = 32, u = 2^-24); two steps at lr 0.1 move a weight by
 < 0.2 * 2e-6.  A process order that is not RANK's fails the rank check."""
 import json
 import os
-import socket
 import sys
 
 import jax
@@ -28,6 +27,9 @@ jax.distributed.initialize(coordinator_address=f"{os.environ['MASTER_ADDR']}:{os
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.experimental import multihost_utils  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_common import base_record  # noqa: E402
 
 GLOBAL_BATCH, STEPS, LR = 32, 2, 0.1
 
@@ -56,17 +58,7 @@ def main():
     for s in range(STEPS):
         g = grad(w, x[s, lo:lo + shard], t[s, lo:lo + shard])
         w = w - LR * jnp.mean(multihost_utils.process_allgather(g), axis=0)
-    rec = {
-        "rank": rank,
-        "world": world,
-        "env": {k: os.environ.get(k) for k in (
-            "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-            "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURMD_NODENAME",
-            "DPT_NODE_NAME", "DPT_RANK", "OMPI_COMM_WORLD_RANK", "CUDA_VISIBLE_DEVICES",
-            "OMP_NUM_THREADS")},
-        "host": os.environ.get("SLURMD_NODENAME") or os.environ.get("DPT_NODE_NAME") or socket.gethostname(),
-        "checksum": float(jnp.sum(w.astype(jnp.float64) if jax.config.jax_enable_x64 else w)),
-    }
+    rec = base_record(rank, world, float(np.asarray(w, dtype=np.float64).sum()))
     allw = multihost_utils.process_allgather(w)
     rec["max_diff_across_ranks"] = float(jnp.max(jnp.abs(allw - w)))
     if rank == 0:

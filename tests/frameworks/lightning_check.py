@@ -14,7 +14,6 @@ Lightning chose; the 1e-5 bound against one process on the whole batch is
 ddp_check.py's."""
 import json
 import os
-import socket
 import sys
 
 import pytorch_lightning as pl
@@ -24,6 +23,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_common import base_record  # noqa: E402
 from ddp_check import GLOBAL_BATCH, STEPS, flat, model_and_data, train  # noqa: E402
 
 
@@ -60,19 +60,9 @@ def main():
     data = TensorDataset(x[:, lo:lo + shard].reshape(-1, x.shape[2]), y[:, lo:lo + shard].reshape(-1))
     trainer.fit(Module(model), DataLoader(data, batch_size=shard, shuffle=False))
     params = flat(model)
-    rec = {
-        "rank": rank,
-        "world": world,
-        "cluster_environment": type(trainer.strategy.cluster_environment).__name__,
-        "node_rank": trainer.node_rank,
-        "env": {k: os.environ.get(k) for k in (
-            "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-            "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURMD_NODENAME",
-            "DPT_NODE_NAME", "DPT_RANK", "OMPI_COMM_WORLD_RANK", "CUDA_VISIBLE_DEVICES",
-            "OMP_NUM_THREADS")},
-        "host": os.environ.get("SLURMD_NODENAME") or os.environ.get("DPT_NODE_NAME") or socket.gethostname(),
-        "checksum": float(params.double().sum()),
-    }
+    rec = base_record(rank, world, float(params.double().sum()))
+    rec["cluster_environment"] = type(trainer.strategy.cluster_environment).__name__
+    rec["node_rank"] = trainer.node_rank
     if rank == 0:
         ref, rx, ry = model_and_data()
         train(ref, rx, ry)
