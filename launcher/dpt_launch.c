@@ -19,8 +19,9 @@
  * (`dpt-launch --exec-rank`, internal) that applies the CPU/memory binding
  * with hwloc (dpt_bind_apply_from_env), forks the program, forwards signals to
  * it, and records how it ended; dpt-launch exits with the status of the first
- * rank that failed and names it.  -N mode adds a rankfile that places rank r
- * on its plan node.  SIGUSR1 and SIGUSR2 reach the ranks through mpirun;
+ * rank that failed and names it.  -N mode places rank r on its plan node: a
+ * rankfile binding it to the plan's CPUs when the plan has them (--input),
+ * else `--host NODE` in its app context, unbound.  SIGUSR1 and SIGUSR2 reach the ranks through mpirun;
  * SIGTERM too, as a SIGUSR2 that the rank supervisors turn back into SIGTERM
  * (mpirun would abort the job on a SIGTERM of its own); SIGINT/SIGHUP/SIGQUIT
  * go to mpirun, which tears the job down.
@@ -228,7 +229,7 @@ int main(int argc, char **argv)
   int no_report = 0;
   double t_start = 0;
   char **prog = NULL, **hosts = NULL;
-  int nprog = 0, n_hosts = 0, n_nodes_set = 0, n_set = 0;
+  int nprog = 0, n_hosts = 0, n_nodes_set = 0, n_set = 0, cpusets = 0;
   struct dpt_err err;
   struct dpt_job job;
   struct dpt_plan *plan = NULL;
@@ -393,7 +394,9 @@ int main(int argc, char **argv)
     goto out;
   if (!verbose && sv_push(&av, "--quiet") < 0) /* no abort paragraphs: the summary line below names the rank */
     goto out;
-  if (hostfile) {
+  for (i = 0; i < plan->n_ranks; i++) /* a rankfile binds: only where the plan has every rank's CPUs */
+    cpusets += plan->ranks[i].cpuset[0] != '\0';
+  if (hostfile && cpusets == plan->n_ranks) {
     FILE *f;
     if ((size_t)snprintf(rankfile, sizeof rankfile, "%s/rankfile", statusdir) >= sizeof rankfile) {
       fprintf(stderr, "dpt-launch: the rankfile path under %s is too long; set TMPDIR to a shorter "
@@ -407,20 +410,12 @@ int main(int argc, char **argv)
     }
     if (dry)
       printf("\nrankfile (%s):\n", rankfile);
-    for (i = 0; i < plan->n_ranks; i++) {
-      const struct dpt_plan_rank *rk = &plan->ranks[i];
-      if (rk->cpuset[0])
-        fprintf(f, "rank %d=%s slot=%s\n", i, plan->nodes[rk->node].host, rk->cpuset);
-      else
-        fprintf(f, "rank %d=%s slot=%d\n", i, plan->nodes[rk->node].host, rk->local_rank);
-    }
+    for (i = 0; i < plan->n_ranks; i++)
+      fprintf(f, "rank %d=%s slot=%s\n", i, plan->nodes[plan->ranks[i].node].host, plan->ranks[i].cpuset);
     if (!dry)
       fclose(f);
-    if (sv_push(&av, "--rankfile") < 0 || sv_push(&av, rankfile) < 0)
-      goto out;
-    if (plan->ranks[0].cpuset[0] &&
-        (sv_push(&av, "--mca") < 0 || sv_push(&av, "rmaps_rank_file_physical") < 0 ||
-         sv_push(&av, "1") < 0))
+    if (sv_push(&av, "--rankfile") < 0 || sv_push(&av, rankfile) < 0 || sv_push(&av, "--mca") < 0 ||
+        sv_push(&av, "rmaps_rank_file_physical") < 0 || sv_push(&av, "1") < 0)
       goto out;
   } else if (sv_push(&av, "--bind-to") < 0 || sv_push(&av, "none") < 0) {
     goto out;
@@ -443,6 +438,12 @@ int main(int argc, char **argv)
     if (i && sv_push(&av, ":") < 0)
       goto out;
     if (sv_push(&av, "-n") < 0 || sv_push(&av, "1") < 0)
+      goto out;
+    /* without the ranks' CPUs (--gpus-per-node: no node topology) the rank goes to its
+     * plan host unbound; a rankfile would bind it to a core it guessed (slot = local
+     * rank), which mpirun refuses beyond the host's cores */
+    if (hostfile && cpusets < plan->n_ranks &&
+        (sv_push(&av, "--host") < 0 || sv_push(&av, plan->nodes[plan->ranks[i].node].host) < 0))
       goto out;
     if (dpt_bind_env(plan, i, get_env, NULL, env_to_x, &el, &err) < 0) {
       rc = dpt_launch_bad("%s", err.msg);

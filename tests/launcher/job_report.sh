@@ -93,6 +93,22 @@ assert r1["end"]["signal"] == 9 and r1["end"]["signal_name"] == "SIGKILL" and r1
 assert "killed by signal 9" in doc["errors"][0]["message"], doc["errors"]
 EOF
 
+# --hostfile without node topology (--gpus-per-node 4 on this 2-core machine: the plan has no
+# CPUs for the ranks): each rank placed on its plan host unbound, not in a rankfile slot past
+# the cores (mpirun refused that); MPI rank == RANK; the report has all 4
+mkdir "$tmp/h"
+echo "localhost slots=8" >"$tmp/hosts"
+(cd "$tmp/h" && "$launch" --hostfile "$tmp/hosts" -N 1 --gpus-per-node 4 -- sh -c \
+  '[ "$OMPI_COMM_WORLD_RANK" = "$RANK" ] && [ "$CUDA_VISIBLE_DEVICES" = "$RANK" ]') >"$tmp/log" 2>&1
+rc=$?
+f=$(cd "$tmp/h" && ls dpt-report-sh-*.json 2>/dev/null)
+echo "--hostfile, 4 ranks per host on $(nproc) cores without a node topology: exit $rc, report $f"
+[ $rc = 0 ] || fail "--hostfile --gpus-per-node 4: exit $rc: $(cat "$tmp/log")"
+[ -n "$f" ] && "$py" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert [(r["rank"], r["end"]["status"], r["env"]["CUDA_VISIBLE_DEVICES"]) for r in d["ranks"]] == \
+  [(r, 0, str(r)) for r in range(4)], d["ranks"]' "$tmp/h/$f" || fail "--hostfile --gpus-per-node 4: report $f"
+
 # --no-report: nothing left; a program that is not there: refused before the launch (exit 2)
 mkdir "$tmp/c"
 (cd "$tmp/c" && "$launch" -n 1 --no-report -- true) >"$tmp/log" 2>&1 || fail "--no-report: exit $?: $(cat "$tmp/log")"
