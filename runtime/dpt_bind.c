@@ -60,9 +60,9 @@ void dpt_bind_note(char *report, size_t len, const char *fmt, ...)
   va_end(ap);
 }
 
-int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get,
-                        void *get_arg, dpt_bind_setenv_fn set, void *set_arg, char *report,
-                        size_t report_len, struct dpt_err *err)
+static int bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, void *get_arg,
+                    dpt_bind_setenv_fn set, void *set_arg, char *report, size_t report_len,
+                    struct dpt_err *err)
 {
   const struct dpt_plan_rank *rk;
   const struct dpt_plan_node *nd;
@@ -167,6 +167,22 @@ int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_f
 #undef P
   /* MASTER_ADDR/PORT and the rest of torchrun's variables (dpt_rdzv.h) */
   return dpt_rdzv_env(plan, rank, get, get_arg, set, set_arg, report, report_len, err);
+}
+
+int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get,
+                        void *get_arg, dpt_bind_setenv_fn set, void *set_arg, char *report,
+                        size_t report_len, struct dpt_err *err)
+{
+  char kept[768];
+  int rc = bind_env(plan, rank, get, get_arg, set, set_arg, kept, sizeof kept, err);
+  if (rc < 0)
+    return rc;
+  if (report && report_len)
+    snprintf(report, report_len, "%s", kept);
+  /* what the user set and kept, for the program's job report (ranks[].env, binding.applied) */
+  if (kept[0] && (rc = set(set_arg, "DPT_ENV_KEPT", kept)) < 0)
+    return dpt_err_set(err, rc, "cannot set DPT_ENV_KEPT for rank %d", rank);
+  return 0;
 }
 
 int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, void *get_arg,
@@ -355,7 +371,8 @@ const char *const dpt_bind_env_names[] = {
   "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "DPT_RANK", "DPT_SIZE", "DPT_LOCAL_RANK",
   "DPT_LOCAL_SIZE", "DPT_NODE_ID", "DPT_N_NODES", "DPT_NODE_NAME", "DPT_HOST_INDEX", "DPT_PLAN_DIGEST",
   "DPT_PLAN_THREADS", "DPT_CPUSET", "DPT_NUMA", "OMP_NUM_THREADS", "DPT_PLAN_IB_HCA", "NCCL_IB_HCA",
-  "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "DPT_CUDA_DEVICE", "MASTER_ADDR", "MASTER_PORT", NULL};
+  "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "DPT_CUDA_DEVICE", "MASTER_ADDR", "MASTER_PORT", "DPT_ENV_KEPT",
+  NULL};
 
 static const char *env_or(const char *name, const char *dflt)
 {

@@ -46,7 +46,8 @@ int dpt_bind_env(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get, 
 
 /* dpt_bind_env, and report (may be NULL) receives what was not applied as the
  * plan says ("NCCL_IB_HCA=mlx5_1 kept (set by the user; the plan says
- * mlx5_0,mlx5_1)"), "" when everything was. */
+ * mlx5_0,mlx5_1)"), "" when everything was.  Either way a non-empty one also
+ * goes to the rank as DPT_ENV_KEPT, which its job report records. */
 int dpt_bind_env_report(const struct dpt_plan *plan, int rank, dpt_bind_getenv_fn get,
                         void *get_arg, dpt_bind_setenv_fn set, void *set_arg, char *report,
                         size_t report_len, struct dpt_err *err);

@@ -191,6 +191,8 @@ static void ends(FILE *f, const json_t *doc)
       if (json_is_string(json_object_get(env, shown[k])))
         fprintf(f, " %s=%s", shown[k], json_string_value(json_object_get(env, shown[k])));
     fprintf(f, " (%zu variables; ranks[].env in the file)\n", json_object_size(env));
+    if (json_is_string(json_object_get(env, "DPT_ENV_KEPT")))
+      fprintf(f, "  env       rank 0 kept the user's: %s\n", json_string_value(json_object_get(env, "DPT_ENV_KEPT")));
   }
 }
 

@@ -109,6 +109,14 @@ d = json.load(open(sys.argv[1]))
 assert [(r["rank"], r["end"]["status"], r["env"]["CUDA_VISIBLE_DEVICES"]) for r in d["ranks"]] == \
   [(r, 0, str(r)) for r in range(4)], d["ranks"]' "$tmp/h/$f" || fail "--hostfile --gpus-per-node 4: report $f"
 
+# a variable the user set and dpt kept (MASTER_PORT) is named in the report
+mkdir "$tmp/k"
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+(cd "$tmp/k" && MASTER_PORT=$port "$launch" -n 1 -- true) >"$tmp/log" 2>&1 || fail "MASTER_PORT kept: exit $?"
+f=$(cd "$tmp/k" && ls dpt-report-true-*.json 2>/dev/null)
+[ -n "$f" ] && "$report" "$tmp/k/$f" | grep -q "^  env       rank 0 kept the user's: MASTER_PORT=$port" ||
+  fail "the user's MASTER_PORT is not named in the report: $("$report" "$tmp/k/$f" 2>&1 | grep env)"
+
 # --no-report: nothing left; a program that is not there: refused before the launch (exit 2)
 mkdir "$tmp/c"
 (cd "$tmp/c" && "$launch" -n 1 --no-report -- true) >"$tmp/log" 2>&1 || fail "--no-report: exit $?: $(cat "$tmp/log")"
