@@ -24,10 +24,16 @@ dpt_launch_expect(runtime.launch.usage.noranks 2 "say how many ranks" ${_launch}
 dpt_launch_expect(runtime.launch.dryrun 0
                   "dpt plan [0-9a-f]+.*bindings \\(plan digest [0-9a-f]+\\):.*rank 2  node .*local 2/3.*command: .*--exec-rank"
                   ${_launch} -n 3 --oversubscribe --dry-run --comm hierarchical -- true)
+# --hostfile: each rank on its plan host -- without the node's topology (--gpus-per-node) by
+# --host in its app context, unbound; with it (--input) by a rankfile on the plan's CPUs
 dpt_launch_expect(runtime.launch.dryrun.hostfile 0
-                  "rankfile .*rank 0=localhost slot=0.*rank 1=localhost slot=1.*--rankfile"
+                  "command: [^\n]*--bind-to none -n 1 --host localhost -x RANK=0 [^\n]* : -n 1 --host localhost -x RANK=1 "
                   ${_launch} --hostfile ${CMAKE_CURRENT_LIST_DIR}/hosts.local -N 1
                   --gpus-per-node 2 --dry-run -- true)
+dpt_launch_expect(runtime.launch.dryrun.hostfile_cpus 0
+                  "rankfile .*rank 0=localhost slot=0\n.*rank 1=localhost slot=1\n.*--rankfile [^ ]+ --mca rmaps_rank_file_physical 1"
+                  ${_launch} --hostfile ${CMAKE_CURRENT_LIST_DIR}/hosts.local -N 1 --input
+                  ${CMAKE_SOURCE_DIR}/tests/launcher/node-2core.xml --gpus-per-node 2 --dry-run -- true)
 # Exit status and name of the first failing rank.
 dpt_launch_expect(runtime.launch.first_failure 3
                   "dpt-launch: rank 1 on [^ ]+ exited with status 3 \\(first failing rank"
