@@ -1051,8 +1051,11 @@ int dpt_report_finish(struct dpt_report *r, const struct dpt_report_gather *g, c
   }
   if (out_path)
     snprintf(out_path, 4096, "%s", path);
-  if (r->rank == 0)
-    dpt_report_announce(path, &gerr); /* best effort: the launcher then writes its own */
+  if (r->rank == 0) {
+    struct dpt_err aerr;
+    dpt_err_clear(&aerr);
+    dpt_report_announce(path, &aerr); /* best effort: unannounced, the launcher writes its own */
+  }
   if (grc < 0) {
     *err = gerr;
     rc = grc;

@@ -274,17 +274,15 @@ out:
 static int status_from_parts(const struct parts *p)
 {
   int code = 0;
-  const char *first = NULL;
+  char first[40] = ""; /* its end time */
   for (int r = 0; r < p->n; r++) {
     json_t *part = p->text[r] ? json_loadb(p->text[r], p->len[r], 0, NULL) : NULL;
     json_t *e = json_object_get(part, "end");
     json_int_t st = json_integer_value(json_object_get(e, "status"));
     json_int_t sig = json_integer_value(json_object_get(e, "signal"));
     const char *t = json_string_value(json_object_get(e, "end"));
-    if (e && (st || sig) && t && (!first || strcmp(t, first) < 0)) { /* ISO UTC: text order is time order */
-      static char keep[40];
-      snprintf(keep, sizeof keep, "%s", t);
-      first = keep;
+    if (e && (st || sig) && t && (!first[0] || strcmp(t, first) < 0)) { /* ISO UTC: text order is time order */
+      snprintf(first, sizeof first, "%s", t);
       code = sig ? 128 + (int)sig : (int)st;
     }
     json_decref(part);

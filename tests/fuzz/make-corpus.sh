@@ -28,7 +28,7 @@ def read(p):
         return f.read()
 
 for name in ("node_xml", "topology_conf", "addr_list", "ibnetdiscover", "spank_opts", "spank_plan",
-             "hostfile", "idx", "cifar10", "ckpt", "report"):
+             "hostfile", "idx", "cifar10", "ckpt", "report", "ncclring"):
     shutil.rmtree(os.path.join(out, name), ignore_errors=True)
 
 # hwloc XML: the real servers up to ~45 KB (libFuzzer's -max_len follows the
@@ -177,4 +177,15 @@ doc["scaling"] = {"baseline": "train-np1.json", "baseline_ranks": 1, "baseline_i
 put("report", "train-np2-scaling.json", json.dumps(doc, indent=1) + "\n")
 put("report", "train-np1-compact.json", json.dumps(json.loads(read(os.path.join(rd, "train-np1.json"))),
                                                    separators=(",", ":")))
+
+# NCCL_DEBUG=INFO output (dpt-report --nccl-log): rank 0's ring lines as NCCL's dumpLine prints
+# them (" %3d" per rank) for fuzz_ncclring's 8-rank plan -- agreeing, reversed behind
+# srun --label, in Slurm's node order, and a split communicator beside a connection line.
+def ring(ch, ranks, prefix="n1:4711:4711 [0] "):
+    return prefix + "NCCL INFO Channel %s :" % ch + "".join(" %3d" % r for r in ranks) + "\n"
+put("ncclring", "agree.log", ring("00/02", range(8)) + ring("01/02", [1, 0, 3, 2, 5, 4, 7, 6]))
+put("ncclring", "reversed-label.log", ring("00/02", [0, 7, 6, 5, 4, 3, 2, 1], "3: n2:4800:4800 [1] "))
+put("ncclring", "differ.log", ring("00/01", [0, 1, 4, 5, 2, 3, 6, 7]))
+put("ncclring", "split.log", "n1:4711:4790 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n" +
+    ring("00/02", range(4)) + ring("00/02", range(8)))
 PY
