@@ -597,19 +597,19 @@ static void cpus_allowed(char *buf, size_t len)
 
 static json_t *rank_part(struct dpt_report *r);
 
-/* ranks[].end of a supervised program (dpt_report_set_end). */
-static json_t *end_object(const struct dpt_report_end *e)
+/* ranks[].end of a supervised program (dpt_report_set_end); command: its argv. */
+static json_t *end_object(const struct dpt_report_end *e, json_t *command)
 {
   char t0[40], t1[40], sig[32];
   snprintf(sig, sizeof sig, "SIG%s", e->signal > 0 && sigabbrev_np(e->signal) ? sigabbrev_np(e->signal) : "?");
   iso_time(e->start_unix, t0, sizeof t0);
   iso_time(e->end_unix, t1, sizeof t1);
-  return json_pack("{s:s,s:b,s:o,s:o,s:o,s:b,s:s,s:s,s:s,s:f}", "by", e->by, "started", e->started,
+  return json_pack("{s:s,s:b,s:o,s:o,s:o,s:b,s:s,s:s,s:s,s:f,s:O}", "by", e->by, "started", e->started,
                    "status", e->status >= 0 ? json_integer(e->status) : json_null(), "signal",
                    e->signal > 0 ? json_integer(e->signal) : json_null(), "signal_name",
                    str_or_null(e->signal > 0 ? sig : NULL), "forwarded", e->forwarded,
                    "how", e->how, "start", t0, "end", t1, "wall_s",
-                   e->end_unix > e->start_unix ? e->end_unix - e->start_unix : 0.0);
+                   e->end_unix > e->start_unix ? e->end_unix - e->start_unix : 0.0, "command", command);
 }
 
 /* The part of a rank whose program a supervisor ran: no steps of its own, the
@@ -629,7 +629,7 @@ static json_t *end_part(struct dpt_report *r, const char *cpus, json_t *phases)
                            "step_time_s", 0.0, "images_per_s", 0.0, "peak_rss_bytes",
                            (json_int_t)(r->end.peak_rss_bytes > 0 ? r->end.peak_rss_bytes : 0), "phases", phases,
                            "errors", r->errors, "end_elapsed_s", now_mono() - r->start_mono, "end",
-                           end_object(&r->end), "env", r->env ? json_incref(r->env) : json_object());
+                           end_object(&r->end, r->command), "env", r->env ? json_incref(r->env) : json_object());
   return part;
 }
 

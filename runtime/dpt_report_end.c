@@ -239,8 +239,25 @@ static int write_own(const struct dpt_report_end_job *j, struct parts *p, int ex
   long pid0 = 0;
   int rc;
 
-  program_name(j->argc > 0 ? j->argv[0] : NULL, prog, sizeof prog);
-  if ((rc = dpt_report_create(&rep, prog, j->argc, j->argv, 0, j->plan->n_ranks, err)) < 0)
+  int argc = j->argc;
+  char *const *argv = j->argv;
+  char *cmd[64];
+  json_t *first = NULL;
+
+  for (int r = 0; r < p->n && !first; r++) /* srun cannot say the step's command: the ranks can */
+    first = p->text[r] ? json_loadb(p->text[r], p->len[r], 0, NULL) : NULL;
+  if (argc < 1 && first) {
+    const json_t *c = json_object_get(json_object_get(first, "end"), "command"), *x;
+    size_t i;
+    argc = 0;
+    json_array_foreach(c, i, x) if (argc < 63 && json_is_string(x)) cmd[argc++] = (char *)json_string_value(x);
+    cmd[argc] = NULL;
+    argv = cmd;
+  }
+  program_name(argc > 0 ? argv[0] : NULL, prog, sizeof prog);
+  rc = dpt_report_create(&rep, prog, argc, argv, 0, j->plan->n_ranks, err);
+  json_decref(first);
+  if (rc < 0)
     return rc;
   if (p->text[0]) { /* the default name and %p carry rank 0's pid, as a program's own report does */
     json_t *part0 = json_loadb(p->text[0], p->len[0], 0, NULL);

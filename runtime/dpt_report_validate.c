@@ -137,6 +137,8 @@ static void check_end(struct vctx *v, const json_t *rank)
     need(v, e, "start", T_STR);
     need(v, e, "end", T_STR);
     need(v, e, "wall_s", T_NUM);
+    if (json_object_get(e, "command"))
+      need(v, e, "command", T_ARR);
     pop(v, m);
   }
   if (env) {

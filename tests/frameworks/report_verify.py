@@ -30,6 +30,8 @@ def main(argv):
 
     job = doc["job"]
     want(job["launcher"] == "spank" and job["slurm_job_id"] and job["slurm_step_id"], "job %r" % job)
+    want(job["command"] and os.path.basename(job["command"][0]) == doc["program"]
+         and doc["program"] not in ("program", "srun"), "command %r program %r" % (job["command"], doc["program"]))
     want(os.path.basename(rep) == "dpt-report-%s.%s.json" % (job["slurm_job_id"], job["slurm_step_id"]),
          "name %s" % rep)
     ranks = {r["rank"]: r for r in doc["ranks"]}
