@@ -21,10 +21,13 @@
  * it, and records how it ended; dpt-launch exits with the status of the first
  * rank that failed and names it.  -N mode places rank r on its plan node: a
  * rankfile binding it to the plan's CPUs when the plan has them (--input),
- * else `--host NODE` in its app context, unbound.  SIGUSR1 and SIGUSR2 reach the ranks through mpirun;
- * SIGTERM too, as a SIGUSR2 that the rank supervisors turn back into SIGTERM
- * (mpirun would abort the job on a SIGTERM of its own); SIGINT/SIGHUP/SIGQUIT
- * go to mpirun, which tears the job down.
+ * else `--host NODE` in its app context, unbound.  After the job dpt-launch
+ * writes the job report of the program (runtime/dpt_report_end.h) from the
+ * supervisors' parts, or adds them to the report the program wrote.  SIGUSR1
+ * and SIGUSR2 reach the ranks through mpirun; SIGTERM too, as a SIGUSR2 that
+ * the rank supervisors turn back into SIGTERM (mpirun would abort the job on a
+ * SIGTERM of its own); SIGINT/SIGHUP/SIGQUIT go to mpirun, which tears the job
+ * down.
  *
  * Exit: 0 when every rank succeeded; the first failing rank's status
  * (128+signal when killed) — a rank that died on its own, else one that failed
@@ -545,7 +548,8 @@ int main(int argc, char **argv)
       }
     dpt_launch_child_pid = -1;
     first = dpt_launch_first_failure(statusdir, plan->n_ranks,
-                          dpt_launch_got_signal == SIGTERM || dpt_launch_got_signal == SIGUSR1 || dpt_launch_got_signal == SIGUSR2 ? dpt_launch_got_signal : 0,
+                          dpt_launch_got_signal == SIGTERM || dpt_launch_got_signal == SIGUSR1 ||
+                                  dpt_launch_got_signal == SIGUSR2 ? dpt_launch_got_signal : 0,
                           msg, sizeof msg);
     dpt_launch_forwarded[0] = '\0';
     if (first) {

@@ -22,7 +22,8 @@ volatile sig_atomic_t dpt_launch_got_signal = 0;
  * meant to $DPT_LAUNCH_STATUS_DIR/forwarded ("T": SIGTERM, "U": a real
  * SIGUSR2), and each rank supervisor turns a SIGUSR2 back into SIGTERM unless
  * that file says "U" (or is unreadable: a node without the launcher's /tmp). */
-char dpt_launch_forwarded[DPT_LAUNCH_FORWARDED_CAP]; /* "" until the status directory exists; its path + "/forwarded" */
+char dpt_launch_forwarded[DPT_LAUNCH_FORWARDED_CAP]; /* "" until the status directory exists;
+                                                       its path + "/forwarded" */
 int dpt_launch_is_supervisor;           /* this process is a rank supervisor (--exec-rank) */
 
 static void forward(int sig)
