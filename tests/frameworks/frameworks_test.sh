@@ -21,7 +21,7 @@
 #       env, peak RSS, for a good step, a failing and killed rank, a missing program
 #   Both modes: the same for a Lightning Trainer (lightning_check.py: Lightning chooses
 #   TorchElasticEnvironment) and JAX (jax_check.py: jax.distributed.initialize with the plan),
-#   from PyPI venvs (.ci/install-deps), each skipped visibly when missing.
+#   from PyPI venvs (.ci/install-deps --tests), each skipped visibly when missing.
 # Needs Debian's PyTorch (python3-torch, /usr/bin/python3); exit 77 = skipped.
 set -uo pipefail
 
@@ -37,7 +37,7 @@ verify="$here/ddp_verify.py"
 . "$here/../slurm/testlib.sh"
 
 # Lightning 2.2.5 (on Debian's torch) and JAX 0.10.2 (CPU) from PyPI, each in its own venv
-# (.ci/install-deps: /opt/dpt-py, ~/.local/share/dpt-py without root); a missing one is
+# (.ci/install-deps --tests: /opt/dpt-py, ~/.local/share/dpt-py without root); a missing one is
 # skipped visibly.
 venvs=/opt/dpt-py
 [[ -d $venvs ]] || venvs=$HOME/.local/share/dpt-py
@@ -47,14 +47,14 @@ have_lightning() {
   [[ -z ${DPT_FRAMEWORKS_TORCH_ONLY:-} ]] ||
     { echo "SKIP (visibly): Lightning in the sanitizer build (the plain build runs it)"; return 1; }
   "$lightning_py" -c 'import pytorch_lightning' 2>/dev/null && return 0
-  echo "SKIP (visibly): Lightning: $lightning_py cannot import pytorch_lightning (bash .ci/install-deps makes it)"
+  echo "SKIP (visibly): Lightning: $lightning_py cannot import pytorch_lightning (bash .ci/install-deps --tests makes it)"
   return 1
 }
 have_jax() {
   [[ -z ${DPT_FRAMEWORKS_TORCH_ONLY:-} ]] ||
     { echo "SKIP (visibly): JAX in the sanitizer build (the plain build runs it)"; return 1; }
   "$jax_py" -c 'import jax' 2>/dev/null && return 0
-  echo "SKIP (visibly): JAX: $jax_py cannot import jax (bash .ci/install-deps makes it)"
+  echo "SKIP (visibly): JAX: $jax_py cannot import jax (bash .ci/install-deps --tests makes it)"
   return 1
 }
 
