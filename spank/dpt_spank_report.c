@@ -47,8 +47,11 @@ int dpt_spank_report_setup(spank_t sp, const struct dpt_spank_opts *opts, char *
   int rc;
 
   base[0] = '\0';
-  if (!strcmp(opts->report, "none"))
+  if (!strcmp(opts->report, "none")) { /* not an enclosing step's, either (srun inside a task) */
+    unsetenv("DPT_LAUNCH_PARTS");
+    unsetenv("DPT_REPORT_ANNOUNCE");
     return 0;
+  }
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
       spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
     return dpt_err_set(err, DPT_E_RUNTIME, "srun did not say the job and step id");
