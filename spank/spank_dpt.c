@@ -144,9 +144,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
   if (spank_context() != S_CTX_REMOTE || !g_opts.enabled || step_is_skipped(sp))
     return 0;
   dpt_err_clear(&err);
-  if (dpt_spank_task_apply(sp, &g_opts, &err) < 0 || dpt_spank_supervise(sp, &err) < 0) {
+  if (dpt_spank_task_apply(sp, &g_opts, &err) < 0 ||
+      (strcmp(g_opts.report, "none") && dpt_spank_supervise(sp, &err) < 0)) {
     slurm_error("dpt: %s", err.msg);
-    dpt_spank_supervise_failed(sp, &err); /* the job report says why this rank did not start */
+    if (strcmp(g_opts.report, "none")) /* report=none: no part (nor an enclosing step's) */
+      dpt_spank_supervise_failed(sp, &err); /* the job report says why this rank did not start */
     return -1;
   }
   return 0;

@@ -221,6 +221,13 @@ slurm)
   rep=$(ls -t "$dir"/rep/dpt-report-*.json 2>/dev/null | head -1)
   check "... the report: every rank not started, named with its node" \
     python3 "$here/report_verify.py" "$rep" "$dir/plan.json" --not-started "$dir/no-such-program"
+  # report=none: no supervisor, no report, nothing left -- also under an enclosing step's
+  # variables (an srun inside a task inherits them)
+  mkdir -m 0777 "$dir/none"
+  (cd "$dir/none" && DPT_LAUNCH_PARTS="$dir/none/outer.json" DPT_REPORT_ANNOUNCE="$dir/none/outer.json.announce" \
+    srun --dpt=topology="$xml",report=none "${common[@]}" true) >"$dir/none.log" 2>&1
+  check "srun --dpt=report=none: the step runs" [ $? -eq 0 ]
+  check "... and leaves nothing in its directory" [ -z "$(ls -A "$dir/none")" ]
   # a Lightning Trainer and JAX: the same checks against the plan
   for fw in lightning jax; do
     have_$fw || continue
