@@ -18,6 +18,7 @@
 
 #include "dpt_bind.h"
 #include "dpt_env.h"
+#include "dpt_file.h"
 #include "dpt_rdzv.h"
 
 static double now_unix(void)
@@ -106,32 +107,14 @@ struct parts {
   int n;
 };
 
+/* A small file's contents (a supervisor's part, the announcement), NULL when absent. */
 static char *slurp(const char *path, size_t *len)
 {
-  FILE *f = fopen(path, "r");
+  struct dpt_err e;
   char *buf = NULL;
-  size_t cap = 0, n = 0;
-  if (!f)
-    return NULL;
-  for (;;) {
-    if (n + 4096 + 1 > cap) {
-      char *nb = realloc(buf, cap = 2 * cap + 4096 + 1);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return NULL;
-      }
-      buf = nb;
-    }
-    size_t k = fread(buf + n, 1, cap - n - 1, f);
-    n += k;
-    if (k == 0)
-      break;
-  }
-  fclose(f);
-  buf[n] = '\0';
-  *len = n;
-  return buf;
+  *len = 0;
+  dpt_err_clear(&e);
+  return dpt_file_read(path, "report part", NULL, 64u << 20, &buf, len, &e) == 0 ? buf : NULL;
 }
 
 /* The gather hook of the launcher's report: the supervisors' parts in rank order,
