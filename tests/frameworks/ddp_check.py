@@ -71,24 +71,18 @@ def main():
     params = flat(ddp)
     rec = base_record(rank, world, float(params.double().sum()))
     dist.barrier()
-    compare_and_write(out, rec, params)
-    dist.destroy_process_group()
-
-
-def compare_and_write(out, rec, params):
-    """Rank 0 trains the same model on one process with the whole batch and records the
-    largest difference; every rank records how far the replicas differ (DDP keeps them in
-    step) and writes OUT/rank-<rank>.json.  Collective."""
-    if rec["rank"] == 0:
+    if rank == 0:
         ref, rx, ry = model_and_data()
         train(ref, rx, ry)
         rec["max_diff_vs_one_process"] = float((params - flat(ref)).abs().max())
         rec["max_move"] = float((flat(ref) - flat(model_and_data()[0])).abs().max())
-    allp = [torch.zeros_like(params) for _ in range(rec["world"])]
+    # every rank must end with the same parameters (DDP keeps replicas in step)
+    allp = [torch.zeros_like(params) for _ in range(world)]
     dist.all_gather(allp, params)
     rec["max_diff_across_ranks"] = float(max((p - params).abs().max() for p in allp))
-    with open(os.path.join(out, f"rank-{rec['rank']}.json"), "w") as f:
+    with open(os.path.join(out, f"rank-{rank}.json"), "w") as f:
         json.dump(rec, f)
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
