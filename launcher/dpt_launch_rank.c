@@ -3,7 +3,8 @@
  * memory binding, forks the program in its own process group, forwards signals
  * to it, waits for it (wait4), records a failure for the launcher's summary
  * ($DPT_LAUNCH_STATUS_DIR/rank.<r>) and writes the rank's part of the job report
- * (rank.<r>.json: dpt_report_end_write, runtime/dpt_report_end.h). */
+ * (rank.<r>.json, written ahead when the program starts: dpt_report_end_part_begin,
+ * runtime/dpt_report_end.h). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -36,8 +37,15 @@ static uint64_t now_ns(void)
 
 /* The rank's part of the job report, next to its status record:
  * $DPT_LAUNCH_STATUS_DIR/rank.<r>.json (the launcher turns the parts into the
- * report, or adds them to the program's own).  Best effort: said, not fatal. */
-static void write_part(const char *dir, const char *rank, int argc, char **argv, const struct dpt_report_end *e)
+ * report, or adds them to the program's own).  Written ahead when the program
+ * has started (ahead: see dpt_report_end_part_begin; mpirun SIGKILLs this
+ * supervisor soon after the SIGTERM of a failed job's teardown), then with how
+ * it ended.  Best effort: said, not fatal. */
+static struct dpt_report_end_part *ahead;
+
+/* The part ahead of the end (first: when the program has started) or with it. */
+static void write_part(const char *dir, const char *rank, int argc, char **argv, const struct dpt_report_end *e,
+                       int first)
 {
   char path[PATH_MAX];
   struct dpt_err err;
@@ -45,8 +53,17 @@ static void write_part(const char *dir, const char *rank, int argc, char **argv,
   if (!dir || !*dir)
     return;
   snprintf(path, sizeof path, "%s/rank.%s.json", dir, rank);
-  if (dpt_report_end_write(path, argc, argv, e, &err) < 0)
+  if (first) {
+    if (dpt_report_end_part_begin(&ahead, path, argc, argv, e, "mpirun SIGKILLs the ranks' supervisors as "
+                                  "it tears down a failed job", &err) < 0)
+      fprintf(stderr, "dpt-launch: rank %s: its part of the job report cannot be written ahead: %s\n", rank,
+              err.msg);
+    return;
+  }
+  if (dpt_report_end_part_end(ahead, path, argc, argv, e, &err) < 0)
     fprintf(stderr, "dpt-launch: rank %s: its part of the job report is lost: %s\n", rank, err.msg);
+  dpt_report_end_part_free(ahead);
+  ahead = NULL;
 }
 
 /* Forks the program (its own process group, dies with the supervisor); *exec_errno
@@ -146,6 +163,8 @@ int dpt_launch_exec_rank(int argc, char **argv)
   e.started = !exec_errno;
   if (exec_errno)
     snprintf(e.how, sizeof e.how, "not started: cannot run %.200s: %s", argv[0], strerror(exec_errno));
+  else
+    write_part(dir, rank, argc, argv, &e, 1);
   while (wait4(pid, &status, 0, &ru) < 0)
     if (errno != EINTR) {
       fprintf(stderr, "dpt-launch: rank %s: waitpid: %s\n", rank, strerror(errno));
@@ -155,7 +174,7 @@ int dpt_launch_exec_rank(int argc, char **argv)
   dpt_report_end_from_wait(&e, status, &ru);
   code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (!code) {
-    write_part(dir, rank, argc, argv, &e);
+    write_part(dir, rank, argc, argv, &e, 0);
     return 0;
   }
   if (dpt_launch_got_signal)
@@ -164,7 +183,7 @@ int dpt_launch_exec_rank(int argc, char **argv)
   else if (e.started)
     fprintf(stderr, "dpt-launch: rank %s on %s (pid %d) %s\n", rank, node, (int)pid, e.how);
 record:
-  write_part(dir, rank, argc, argv, &e);
+  write_part(dir, rank, argc, argv, &e, 0);
   if (dir) {
     char path[PATH_MAX];
     FILE *f;

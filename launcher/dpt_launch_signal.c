@@ -51,6 +51,14 @@ static void forward(int sig)
   /* a supervisor signals the program's process group (the program and what it started) */
   if (dpt_launch_child_pid > 0 && (!dpt_launch_is_supervisor || kill(-(pid_t)dpt_launch_child_pid, out)))
     kill((pid_t)dpt_launch_child_pid, out);
+  /* A stopped program (SIGSTOP, a debugger's stop, SIGTSTP) acts on no signal but
+   * SIGKILL until it is continued: after a terminating signal the supervisor
+   * continues its group, as Slurm and a shell's kill do, so a stopped rank ends on
+   * the job's teardown at once, not at mpirun's SIGKILL a second later. */
+  if (dpt_launch_child_pid > 0 && dpt_launch_is_supervisor &&
+      (out == SIGTERM || out == SIGINT || out == SIGHUP || out == SIGQUIT) &&
+      kill(-(pid_t)dpt_launch_child_pid, SIGCONT))
+    kill((pid_t)dpt_launch_child_pid, SIGCONT);
   errno = saved;
 }
 

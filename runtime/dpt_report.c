@@ -393,6 +393,8 @@ int dpt_report_set_error(struct dpt_report *r, const struct dpt_err *e)
   return !j || json_array_append_new(r->errors, j) ? DPT_E_NOMEM : 0;
 }
 
+void dpt_report_clear_errors(struct dpt_report *r) { json_array_clear(r->errors); }
+
 void dpt_report_set_exit_status(struct dpt_report *r, int status)
 {
   r->exit_status = status;

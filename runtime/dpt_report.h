@@ -140,6 +140,8 @@ int dpt_report_add_epoch(struct dpt_report *rep, const struct dpt_report_epoch *
 
 /* Records an error of this rank (code name, message, time).  Several may be recorded. */
 int dpt_report_set_error(struct dpt_report *rep, const struct dpt_err *e);
+/* Forgets the errors recorded so far (a supervisor's part rewritten with the end). */
+void dpt_report_clear_errors(struct dpt_report *rep);
 void dpt_report_set_exit_status(struct dpt_report *rep, int status);
 
 /* ---- a program a launcher supervised (runtime/dpt_report_end.h) --------------- */

@@ -52,51 +52,122 @@ static void program_name(const char *argv0, char *buf, size_t len)
   snprintf(buf, len, "%s", !argv0 || !*argv0 ? "program" : slash && slash[1] ? slash + 1 : argv0);
 }
 
-int dpt_report_end_write(const char *path, int argc, char *const *argv, const struct dpt_report_end *e,
-                         struct dpt_err *err)
+struct dpt_report_end_part {
+  struct dpt_report *rep; /* this rank's report, made once (its node's topology read) */
+  long rank;
+  char node[256];
+};
+
+void dpt_report_end_part_free(struct dpt_report_end_part *p)
+{
+  if (!p)
+    return;
+  dpt_report_destroy(p->rep);
+  free(p);
+}
+
+/* The rank's report with its binding; the environment's names for ranks[].env. */
+static int part_open(struct dpt_report_end_part **out, int argc, char *const *argv, struct dpt_err *err)
+{
+  struct dpt_report_end_part *p = calloc(1, sizeof *p);
+  long size = dpt_env_str("DPT_SIZE") ? atol(dpt_env_str("DPT_SIZE")) : -1;
+  char prog[64], applied[1024];
+  int rc;
+
+  *out = NULL;
+  if (!p)
+    return dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
+  p->rank = dpt_env_str("DPT_RANK") ? atol(dpt_env_str("DPT_RANK")) : -1;
+  snprintf(p->node, sizeof p->node, "%s", dpt_env_str("DPT_NODE_NAME") ? dpt_env_str("DPT_NODE_NAME") : "?");
+  if (p->rank < 0 || size < 1 || p->rank >= size) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "rank supervisor: DPT_RANK/DPT_SIZE missing or bad (%ld of %ld): "
+                     "not started by a dpt launcher", p->rank, size);
+    goto fail;
+  }
+  program_name(argv && argc > 0 ? argv[0] : NULL, prog, sizeof prog);
+  if ((rc = dpt_report_create(&p->rep, prog, argc, argv, (int)p->rank, (int)size, err)) < 0)
+    goto fail;
+  dpt_bind_describe_applied(applied, sizeof applied);
+  if (dpt_report_set_binding(p->rep, applied)) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
+    goto fail;
+  }
+  *out = p;
+  return 0;
+fail:
+  dpt_report_end_part_free(p);
+  return rc;
+}
+
+/* The part with end e (an error when the program did not end well) to path, atomically. */
+static int part_put(struct dpt_report_end_part *p, const char *path, const struct dpt_report_end *e,
+                    struct dpt_err *err)
 {
   const char *names[64];
-  char prog[64], applied[1024];
-  struct dpt_report *rep = NULL;
-  long rank = dpt_env_str("DPT_RANK") ? atol(dpt_env_str("DPT_RANK")) : -1;
-  long size = dpt_env_str("DPT_SIZE") ? atol(dpt_env_str("DPT_SIZE")) : -1;
-  const char *node = dpt_env_str("DPT_NODE_NAME") ? dpt_env_str("DPT_NODE_NAME") : "?";
   char *text = NULL;
   int n = 0, rc;
 
-  if (rank < 0 || size < 1 || rank >= size)
-    return dpt_err_set(err, DPT_E_INPUT, "rank supervisor: DPT_RANK/DPT_SIZE missing or bad (%ld of %ld): "
-                       "not started by a dpt launcher", rank, size);
   for (int i = 0; dpt_bind_env_names[i] && n < 62; i++)
     names[n++] = dpt_bind_env_names[i];
   for (int i = 0; dpt_rdzv_env_names[i] && n < 62; i++)
     if (strcmp(dpt_rdzv_env_names[i], "MASTER_ADDR") && strcmp(dpt_rdzv_env_names[i], "MASTER_PORT"))
       names[n++] = dpt_rdzv_env_names[i]; /* those two are in dpt_bind_env_names */
   names[n] = NULL;
-  program_name(argv && argc > 0 ? argv[0] : NULL, prog, sizeof prog);
-  if ((rc = dpt_report_create(&rep, prog, argc, argv, (int)rank, (int)size, err)) < 0)
-    goto out;
-  dpt_bind_describe_applied(applied, sizeof applied);
-  if (dpt_report_set_binding(rep, applied) || dpt_report_set_end(rep, e, names)) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
-    goto out;
-  }
+  if (dpt_report_set_end(p->rep, e, names))
+    return dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
+  dpt_report_clear_errors(p->rep);
   if (!e->started || e->status != 0) {
     struct dpt_err fe;
     dpt_err_clear(&fe);
-    dpt_err_set(&fe, e->started ? DPT_E_RUNTIME : DPT_E_INPUT, "rank %ld on %s (pid %ld) %s%s", rank, node,
-                e->pid, e->how, e->forwarded ? " after the launcher forwarded a signal" : "");
-    dpt_report_set_error(rep, &fe);
+    dpt_err_set(&fe, e->started ? DPT_E_RUNTIME : DPT_E_INPUT, "rank %ld on %s (pid %ld) %s%s", p->rank,
+                p->node, e->pid, e->how, e->forwarded ? " after the launcher forwarded a signal" : "");
+    dpt_report_set_error(p->rep, &fe);
   }
-  if (!(text = dpt_report_part(rep))) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
-    goto out;
-  }
+  if (!(text = dpt_report_part(p->rep)))
+    return dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
   rc = dpt_report_write_atomic(path, text, strlen(text), err);
-out:
   free(text);
-  dpt_report_destroy(rep);
   return rc < 0 ? rc : 0;
+}
+
+int dpt_report_end_part_begin(struct dpt_report_end_part **out, const char *path, int argc, char *const *argv,
+                              const struct dpt_report_end *e, const char *teardown, struct dpt_err *err)
+{
+  struct dpt_report_end ahead = *e;
+  int rc;
+
+  if ((rc = part_open(out, argc, argv, err)) < 0)
+    return rc;
+  ahead.status = -1;
+  ahead.signal = 0;
+  ahead.peak_rss_bytes = 0;
+  ahead.end_unix = ahead.start_unix;
+  snprintf(ahead.how, sizeof ahead.how, "no end recorded: its supervisor was killed before the program "
+           "ended (%.180s)", teardown && *teardown ? teardown : "a teardown");
+  if ((rc = part_put(*out, path, &ahead, err)) < 0) {
+    dpt_report_end_part_free(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+int dpt_report_end_part_end(struct dpt_report_end_part *p, const char *path, int argc, char *const *argv,
+                            const struct dpt_report_end *e, struct dpt_err *err)
+{
+  struct dpt_report_end_part *own = NULL;
+  int rc;
+
+  if (!p && (rc = part_open(&own, argc, argv, err)) < 0)
+    return rc;
+  rc = part_put(p ? p : own, path, e, err);
+  dpt_report_end_part_free(own);
+  return rc;
+}
+
+int dpt_report_end_write(const char *path, int argc, char *const *argv, const struct dpt_report_end *e,
+                         struct dpt_err *err)
+{
+  return dpt_report_end_part_end(NULL, path, argc, argv, e, err);
 }
 
 /* ---- the launcher ----------------------------------------------------------- */

@@ -42,6 +42,23 @@ void dpt_report_end_from_wait(struct dpt_report_end *e, int wstatus, const struc
 int dpt_report_end_write(const char *path, int argc, char *const *argv, const struct dpt_report_end *e,
                          struct dpt_err *err);
 
+/* Supervisor: the rank's part written ahead.  A supervisor can be killed before
+ * its program ends -- mpirun SIGKILLs the ranks' supervisors a moment after the
+ * SIGTERM of a failed job's teardown, slurmstepd a step's processes KillWait
+ * seconds after it -- and its part must not be lost with it.  So begin() writes
+ * the part as soon as the program has started (e: started, pid, start time),
+ * saying "no end recorded: its supervisor was killed before the program ended
+ * (teardown)" with status and signal null and end = start; end() rewrites it
+ * with how the program ended.  The node's topology is read in begin(), so the
+ * last write is quick.  end() and free() take p == NULL (begin failed: end()
+ * then writes the part in one go). */
+struct dpt_report_end_part;
+int dpt_report_end_part_begin(struct dpt_report_end_part **out, const char *path, int argc, char *const *argv,
+                              const struct dpt_report_end *e, const char *teardown, struct dpt_err *err);
+int dpt_report_end_part_end(struct dpt_report_end_part *p, const char *path, int argc, char *const *argv,
+                            const struct dpt_report_end *e, struct dpt_err *err);
+void dpt_report_end_part_free(struct dpt_report_end_part *p);
+
 struct dpt_report_end_job {
   const struct dpt_plan *plan; /* the job's plan (embedded; hosts of missing ranks) */
   int argc;

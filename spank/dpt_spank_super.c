@@ -86,6 +86,7 @@ int dpt_spank_supervise(spank_t sp, struct dpt_err *err)
   static const int ignored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM,
                                 SIGTSTP, SIGTTIN, SIGTTOU};
   struct dpt_report_end e;
+  struct dpt_report_end_part *ahead = NULL;
   struct rusage ru;
   char *buf = NULL, path[4200], **argv = NULL;
   int argc = 0, status = 0, ok;
@@ -137,18 +138,29 @@ int dpt_spank_supervise(spank_t sp, struct dpt_err *err)
   }
   e.pid = (long)pid;
   memset(&ru, 0, sizeof ru);
+  snprintf(path, sizeof path, "%s.rank%s.end", getenv("DPT_LAUNCH_PARTS"),
+           getenv("DPT_RANK") ? getenv("DPT_RANK") : "x");
+  {
+    /* written ahead: slurmstepd SIGKILLs the supervisor with the program when
+     * the program outlives a step's SIGTERM by KillWait seconds */
+    struct dpt_err werr;
+    dpt_err_clear(&werr);
+    if (e.started && dpt_report_end_part_begin(&ahead, path, argc, argv, &e, "slurmstepd SIGKILLs what is "
+                                               "left of a step KillWait seconds after its SIGTERM", &werr) < 0)
+      fprintf(stderr, "dpt: rank %s: its part of the job report cannot be written ahead: %s\n",
+              getenv("DPT_RANK") ? getenv("DPT_RANK") : "?", werr.msg);
+  }
   while (wait4(pid, &status, 0, &ru) < 0)
     if (errno != EINTR)
       _exit(1);
   dpt_report_end_from_wait(&e, status, &ru);
-  snprintf(path, sizeof path, "%s.rank%s.end", getenv("DPT_LAUNCH_PARTS"),
-           getenv("DPT_RANK") ? getenv("DPT_RANK") : "x");
   {
     struct dpt_err werr;
     dpt_err_clear(&werr);
-    if (dpt_report_end_write(path, argc, argv, &e, &werr) < 0)
+    if (dpt_report_end_part_end(ahead, path, argc, argv, &e, &werr) < 0)
       fprintf(stderr, "dpt: rank %s: its part of the job report is lost: %s\n",
               getenv("DPT_RANK") ? getenv("DPT_RANK") : "?", werr.msg);
+    dpt_report_end_part_free(ahead);
   }
   end_like(status);
   return 0; /* not reached */

@@ -93,6 +93,57 @@ assert r1["end"]["signal"] == 9 and r1["end"]["signal_name"] == "SIGKILL" and r1
 assert "killed by signal 9" in doc["errors"][0]["message"], doc["errors"]
 EOF
 
+# a stopped rank and dpt-launch's SIGTERM (scancel, Ctrl-C): the supervisor continues the
+# program after forwarding it (SIGCONT, as Slurm and a shell's kill do), so it ends on the
+# SIGTERM instead of staying stopped and the job with it
+mkdir "$tmp/s"
+(cd "$tmp/s" && exec "$launch" -n 1 --report "$tmp/s/r.json" -- sh -c \
+  'echo $$ >"$0/pid"; kill -STOP $$; exec sleep 60' "$tmp/s") >"$tmp/log" 2>&1 &
+lp=$!
+for _ in $(seq 300); do
+  p=$(cat "$tmp/s/pid" 2>/dev/null) && [ -n "$p" ] && grep -q '^State:.*T' "/proc/$p/status" 2>/dev/null && break
+  sleep 0.1
+done
+kill -TERM $lp
+for _ in $(seq 300); do kill -0 $lp 2>/dev/null || break; sleep 0.1; done
+if kill -0 $lp 2>/dev/null; then
+  fail "stopped rank: dpt-launch still running 30 s after SIGTERM: $(cat "$tmp/log")"
+  kill -KILL $lp; [ -n "${p:-}" ] && kill -KILL "$p"
+fi
+wait $lp
+rc=$?
+echo "stopped rank, SIGTERM to dpt-launch: exit $rc"
+[ $rc = 143 ] || fail "stopped rank, SIGTERM: dpt-launch exit $rc, not 143: $(cat "$tmp/log")"
+"$py" -c 'import json, sys
+e = json.load(open(sys.argv[1]))["ranks"][0]["end"]
+assert (e["signal"], e["forwarded"]) == (15, True), e' "$tmp/s/r.json" ||
+  fail "stopped rank, SIGTERM: not ended by the forwarded SIGTERM: $(head -c 3000 "$tmp/s/r.json")"
+
+# a supervisor killed before its program ends (mpirun's teardown SIGKILLs them): its part
+# was written ahead, so the report still has the rank, with no end recorded
+mkdir "$tmp/w"
+(cd "$tmp/w" && "$launch" -n 2 --oversubscribe --report "$tmp/w/r.json" -- sh -c \
+  'if [ "$RANK" = 1 ]; then
+     for i in $(seq 200); do [ -s "$DPT_LAUNCH_STATUS_DIR/rank.1.json" ] && break; sleep 0.1; done
+     kill -KILL $PPID
+   fi; sleep 2') >"$tmp/log" 2>&1
+rc=$?
+echo "supervisor of rank 1 killed: dpt-launch exit $rc"
+[ $rc != 0 ] || fail "supervisor killed: dpt-launch exit 0"
+"$report" --check "$tmp/w/r.json" >/dev/null || fail "supervisor killed: the report does not validate"
+"$py" - "$tmp/w/r.json" <<'EOF' || fail "supervisor killed: $(head -c 3000 "$tmp/w/r.json")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+r1 = [r for r in doc["ranks"] if r["rank"] == 1][0]
+e = r1["end"]
+assert not doc["job"]["partial"] and doc["job"]["ranks_reporting"] == 2, doc["job"]
+assert e["started"] and e["status"] is None and e["signal"] is None and e["wall_s"] == 0, e
+assert e["how"].startswith("no end recorded: its supervisor was killed before the program ended (mpirun"), e
+assert r1["pid"] > 0 and r1["env"]["RANK"] == "1", r1
+assert any(x["message"].startswith("rank 1 on ") and "no end recorded" in x["message"] for x in doc["errors"]), \
+    doc["errors"]
+EOF
+
 # --hostfile without node topology (--gpus-per-node 4 on this 2-core machine: the plan has no
 # CPUs for the ranks): each rank placed on its plan host unbound, not in a rankfile slot past
 # the cores (mpirun refused that); MPI rank == RANK; the report has all 4
