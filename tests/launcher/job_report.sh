@@ -179,6 +179,7 @@ rc=$?
 [ -z "$(ls -A "$tmp/c")" ] || fail "missing program left $(ls -A "$tmp/c")"
 
 mkdir -p "$out" && cp "$tmp"/a/dpt-report-python3-*.json "$out/job-report-python.json" 2>/dev/null &&
-  cp "$tmp"/b/run-*.json "$out/job-report-killed.json" 2>/dev/null
+  cp "$tmp"/b/run-*.json "$out/job-report-killed.json" 2>/dev/null &&
+  cp "$tmp"/w/r.json "$out/job-report-unrecorded.json" 2>/dev/null
 [ $fails = 0 ] && echo "ok: dpt-launch's job report of a Python and a shell program: ends, signals, RSS, env"
 [ $fails = 0 ]
