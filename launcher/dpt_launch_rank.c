@@ -3,7 +3,7 @@
  * memory binding, forks the program in its own process group, forwards signals
  * to it, waits for it (wait4), records a failure for the launcher's summary
  * ($DPT_LAUNCH_STATUS_DIR/rank.<r>) and writes the rank's part of the job report
- * (rank.<r>.json, written ahead when the program starts: dpt_report_end_part_begin,
+ * (rank.<r>.json, written ahead when the program starts: dpt_report_end_part_ahead,
  * runtime/dpt_report_end.h). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,7 +38,7 @@ static uint64_t now_ns(void)
 /* The rank's part of the job report, next to its status record:
  * $DPT_LAUNCH_STATUS_DIR/rank.<r>.json (the launcher turns the parts into the
  * report, or adds them to the program's own).  Written ahead when the program
- * has started (ahead: see dpt_report_end_part_begin; mpirun SIGKILLs this
+ * has started (see dpt_report_end_part_open; mpirun SIGKILLs this
  * supervisor soon after the SIGTERM of a failed job's teardown), then with how
  * it ended.  Best effort: said, not fatal. */
 static struct dpt_report_end_part *ahead;
@@ -54,8 +54,8 @@ static void write_part(const char *dir, const char *rank, int argc, char **argv,
     return;
   snprintf(path, sizeof path, "%s/rank.%s.json", dir, rank);
   if (first) {
-    if (dpt_report_end_part_begin(&ahead, path, argc, argv, e, "mpirun SIGKILLs the ranks' supervisors as "
-                                  "it tears down a failed job", &err) < 0)
+    if (ahead && dpt_report_end_part_ahead(ahead, path, e, "mpirun SIGKILLs the ranks' supervisors as it "
+                                           "tears down a failed job", &err) < 0)
       fprintf(stderr, "dpt-launch: rank %s: its part of the job report cannot be written ahead: %s\n", rank,
               err.msg);
     return;
@@ -149,6 +149,9 @@ int dpt_launch_exec_rank(int argc, char **argv)
             report, getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS") : "-",
             getenv("CUDA_VISIBLE_DEVICES") ? ", CUDA_VISIBLE_DEVICES=" : "",
             getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
+  if (dir && *dir && dpt_report_end_part_open(&ahead, argc, argv, &err) < 0)
+    fprintf(stderr, "dpt-launch: rank %s: its part of the job report cannot be written ahead: %s\n", rank,
+            err.msg);
   dpt_launch_install_forwarding();
   e.start_unix = (double)now_ns() * 1e-9;
   pid = start_program(argv, rank, node, &exec_errno);

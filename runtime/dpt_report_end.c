@@ -66,7 +66,7 @@ void dpt_report_end_part_free(struct dpt_report_end_part *p)
   free(p);
 }
 
-/* The rank's report with its binding; the environment's names for ranks[].env. */
+/* The rank's report with its binding. */
 static int part_open(struct dpt_report_end_part **out, int argc, char *const *argv, struct dpt_err *err)
 {
   struct dpt_report_end_part *p = calloc(1, sizeof *p);
@@ -130,25 +130,34 @@ static int part_put(struct dpt_report_end_part *p, const char *path, const struc
   return rc < 0 ? rc : 0;
 }
 
-int dpt_report_end_part_begin(struct dpt_report_end_part **out, const char *path, int argc, char *const *argv,
-                              const struct dpt_report_end *e, const char *teardown, struct dpt_err *err)
+int dpt_report_end_part_open(struct dpt_report_end_part **out, int argc, char *const *argv, struct dpt_err *err)
+{
+  char *text;
+  int rc = part_open(out, argc, argv, err);
+  if (rc < 0)
+    return rc;
+  text = dpt_report_part((*out)->rep); /* reads the node's topology (kept for the writes) */
+  if (!text) {
+    dpt_report_end_part_free(*out);
+    *out = NULL;
+    return dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
+  }
+  free(text);
+  return 0;
+}
+
+int dpt_report_end_part_ahead(struct dpt_report_end_part *p, const char *path, const struct dpt_report_end *e,
+                              const char *teardown, struct dpt_err *err)
 {
   struct dpt_report_end ahead = *e;
-  int rc;
 
-  if ((rc = part_open(out, argc, argv, err)) < 0)
-    return rc;
   ahead.status = -1;
   ahead.signal = 0;
   ahead.peak_rss_bytes = 0;
   ahead.end_unix = ahead.start_unix;
   snprintf(ahead.how, sizeof ahead.how, "no end recorded: its supervisor was killed before the program "
            "ended (%.180s)", teardown && *teardown ? teardown : "a teardown");
-  if ((rc = part_put(*out, path, &ahead, err)) < 0) {
-    dpt_report_end_part_free(*out);
-    *out = NULL;
-  }
-  return rc;
+  return part_put(p, path, &ahead, err);
 }
 
 int dpt_report_end_part_end(struct dpt_report_end_part *p, const char *path, int argc, char *const *argv,

@@ -45,16 +45,20 @@ int dpt_report_end_write(const char *path, int argc, char *const *argv, const st
 /* Supervisor: the rank's part written ahead.  A supervisor can be killed before
  * its program ends -- mpirun SIGKILLs the ranks' supervisors a moment after the
  * SIGTERM of a failed job's teardown, slurmstepd a step's processes KillWait
- * seconds after it -- and its part must not be lost with it.  So begin() writes
- * the part as soon as the program has started (e: started, pid, start time),
- * saying "no end recorded: its supervisor was killed before the program ended
- * (teardown)" with status and signal null and end = start; end() rewrites it
- * with how the program ended.  The node's topology is read in begin(), so the
- * last write is quick.  end() and free() take p == NULL (begin failed: end()
- * then writes the part in one go). */
+ * seconds after it -- and its part must not be lost with it.
+ *   open(), before the program is forked: makes the part and reads the node's
+ *     topology (hwloc), so the writes that follow are quick.  (Read after the
+ *     fork, while the program ran, it made GCC 12's LeakSanitizer crash at the
+ *     supervisor's exit on a bogus dynamic-TLS range: trainer.resume_ranks.)
+ *   ahead(), once the program has started (e: started, pid, start time): writes
+ *     the part saying "no end recorded: its supervisor was killed before the
+ *     program ended (teardown)", status and signal null, end = start.
+ *   end(): rewrites it with how the program ended.
+ * end() and free() take p == NULL (open failed: end() writes the part in one go). */
 struct dpt_report_end_part;
-int dpt_report_end_part_begin(struct dpt_report_end_part **out, const char *path, int argc, char *const *argv,
-                              const struct dpt_report_end *e, const char *teardown, struct dpt_err *err);
+int dpt_report_end_part_open(struct dpt_report_end_part **out, int argc, char *const *argv, struct dpt_err *err);
+int dpt_report_end_part_ahead(struct dpt_report_end_part *p, const char *path, const struct dpt_report_end *e,
+                              const char *teardown, struct dpt_err *err);
 int dpt_report_end_part_end(struct dpt_report_end_part *p, const char *path, int argc, char *const *argv,
                             const struct dpt_report_end *e, struct dpt_err *err);
 void dpt_report_end_part_free(struct dpt_report_end_part *p);

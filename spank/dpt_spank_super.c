@@ -111,10 +111,18 @@ int dpt_spank_supervise(spank_t sp, struct dpt_err *err)
   if (!ok)
     snprintf(e.how, sizeof e.how, "not started: cannot run %.150s: not found or not executable on the "
              "task's PATH", argc > 0 ? argv[0] : "(no program)");
+  if (ok) { /* the part made (the node's topology read) before the fork: written ahead below */
+    struct dpt_err werr;
+    dpt_err_clear(&werr);
+    if (dpt_report_end_part_open(&ahead, argc, argv, &werr) < 0)
+      fprintf(stderr, "dpt: rank %s: its part of the job report cannot be written ahead: %s\n",
+              getenv("DPT_RANK") ? getenv("DPT_RANK") : "?", werr.msg);
+  }
   e.start_unix = now_unix();
   pid = fork();
   if (pid < 0) {
     free(buf);
+    dpt_report_end_part_free(ahead);
     return dpt_err_set(err, DPT_E_RUNTIME, "cannot fork the task supervisor: %s", strerror(errno));
   }
   if (pid == 0) { /* the task: back to slurmstepd, which execs the program */
@@ -122,6 +130,7 @@ int dpt_spank_supervise(spank_t sp, struct dpt_err *err)
     if (getppid() != parent)
       _exit(128 + SIGKILL);
     free(buf);
+    dpt_report_end_part_free(ahead);
     return 0;
   }
   /* The supervisor: slurmstepd waits for this pid, signals reach the program
@@ -145,8 +154,8 @@ int dpt_spank_supervise(spank_t sp, struct dpt_err *err)
      * the program outlives a step's SIGTERM by KillWait seconds */
     struct dpt_err werr;
     dpt_err_clear(&werr);
-    if (e.started && dpt_report_end_part_begin(&ahead, path, argc, argv, &e, "slurmstepd SIGKILLs what is "
-                                               "left of a step KillWait seconds after its SIGTERM", &werr) < 0)
+    if (ahead && dpt_report_end_part_ahead(ahead, path, &e, "slurmstepd SIGKILLs what is left of a step "
+                                           "KillWait seconds after its SIGTERM", &werr) < 0)
       fprintf(stderr, "dpt: rank %s: its part of the job report cannot be written ahead: %s\n",
               getenv("DPT_RANK") ? getenv("DPT_RANK") : "?", werr.msg);
   }
