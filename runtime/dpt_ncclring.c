@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "dpt_ncclring.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,8 +71,8 @@ static int ring_line(const char *line, int *ch, int *nch, int *ranks, int cap, i
     v = strtol(p, &end, 10);
     if (end == p || (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') || v < 0)
       return 0;
-    if (*n < cap)
-      ranks[*n] = (int)v;
+    if (*n < cap) /* a rank past int (strtol saturates) is one the plan lacks, not a negative index */
+      ranks[*n] = v > INT_MAX ? INT_MAX : (int)v;
     (*n)++;
     p = end;
   }
@@ -155,7 +156,7 @@ int dpt_ncclring_check(FILE *log, const char *log_name, const json_t *plan, FILE
     if (ch == 0)
       comm++;
     for (int i = 0; i < n; i++)
-      if (ring[i] >= v.n_ranks) {
+      if (ring[i] < 0 || ring[i] >= v.n_ranks) {
         rc = dpt_err_set(err, DPT_E_INPUT, "%s: NCCL channel %02d/%02d names rank %d; the plan has %d", log_name,
                          ch, nch, ring[i], v.n_ranks);
         goto out;

@@ -180,7 +180,8 @@ put("report", "train-np1-compact.json", json.dumps(json.loads(read(os.path.join(
 
 # NCCL_DEBUG=INFO output (dpt-report --nccl-log): rank 0's ring lines as NCCL's dumpLine prints
 # them (" %3d" per rank) for fuzz_ncclring's 8-rank plan -- agreeing, reversed behind
-# srun --label, in Slurm's node order, and a split communicator beside a connection line.
+# srun --label, in Slurm's node order, a split communicator beside a connection line, and a
+# rank past int (strtol saturates; once read as rank -1: libFuzzer's crash in CI).
 def ring(ch, ranks, prefix="n1:4711:4711 [0] "):
     return prefix + "NCCL INFO Channel %s :" % ch + "".join(" %3d" % r for r in ranks) + "\n"
 put("ncclring", "agree.log", ring("00/02", range(8)) + ring("01/02", [1, 0, 3, 2, 5, 4, 7, 6]))
@@ -188,4 +189,5 @@ put("ncclring", "reversed-label.log", ring("00/02", [0, 7, 6, 5, 4, 3, 2, 1], "3
 put("ncclring", "differ.log", ring("00/01", [0, 1, 4, 5, 2, 3, 6, 7]))
 put("ncclring", "split.log", "n1:4711:4790 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n" +
     ring("00/02", range(4)) + ring("00/02", range(8)))
+put("ncclring", "rank-past-int.log", ring("00/01", [0, 1, 2, 3, 4, 5, 6]).rstrip("\n") + " 99999999999999999999\n")
 PY
