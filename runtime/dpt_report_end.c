@@ -19,6 +19,7 @@
 #include "dpt_bind.h"
 #include "dpt_env.h"
 #include "dpt_file.h"
+#include "dpt_node.h"
 #include "dpt_rdzv.h"
 
 static double now_unix(void)
@@ -132,17 +133,23 @@ static int part_put(struct dpt_report_end_part *p, const char *path, const struc
 
 int dpt_report_end_part_open(struct dpt_report_end_part **out, int argc, char *const *argv, struct dpt_err *err)
 {
-  char *text;
+  struct dpt_node *node = NULL;
+  struct dpt_err ne;
   int rc = part_open(out, argc, argv, err);
   if (rc < 0)
     return rc;
-  text = dpt_report_part((*out)->rep); /* reads the node's topology (kept for the writes) */
-  if (!text) {
-    dpt_report_end_part_free(*out);
-    *out = NULL;
-    return dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
+  /* the node's topology, kept for the writes (when hwloc cannot read it, the part's
+   * node stays unset and the write tries again, as any rank part does) */
+  dpt_err_clear(&ne);
+  if (dpt_node_load(&node, NULL, &ne) == 0) {
+    rc = dpt_report_set_node((*out)->rep, node, err);
+    dpt_node_destroy(node);
+    if (rc < 0) {
+      dpt_report_end_part_free(*out);
+      *out = NULL;
+      return rc;
+    }
   }
-  free(text);
   return 0;
 }
 
