@@ -85,6 +85,28 @@ task_status() {
 }
 status_of() { task_status "$1" | awk -v t="$2" '$1 == t { $1 = ""; sub(/^ /, ""); print; exit }'; }
 
+# tasks_ended D N: each of the step's N tasks ended non-zero -- srun's stderr lists it (srun
+# prints a line only for a task that ended non-zero), or srun gave up waiting for the step
+# ("Timed out waiting for job step to complete": it waits KillWait + 2 s after the abort, and
+# a loaded machine's other slurmstepd can report later) and the task's process (D/pid.T) is
+# gone within KillWait (2 s, cluster.sh) + 3 s, so no task outlives the step
+tasks_ended() {
+  local d=$1 n=$2 t pid i st
+  for ((t = 0; t < n; t++)); do
+    [[ -n $(status_of "$d/srun.err" "$t") ]] && continue
+    grep -q 'Timed out waiting for job step to complete' "$d/srun.err" ||
+      { echo "task $t: srun reports no end and did not time out waiting for the step"; return 1; }
+    pid=$(cat "$d/pid.$t" 2>/dev/null) || { echo "task $t: no pid file"; return 1; }
+    for ((i = 0; i < 100; i++)); do
+      st=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || break
+      [[ $st == Z ]] && break
+      sleep 0.05
+    done
+    ((i < 100)) || { echo "task $t (pid $pid): still running 5 s after srun gave up on the step"; return 1; }
+    echo "task $t: not reported by srun (it timed out waiting for the step), its process (pid $pid) is gone"
+  done
+}
+
 # wait_files DIR PREFIX N [TRIES]: until DIR holds N files PREFIX.* (0.05 s per try)
 wait_files() {
   local i
@@ -380,7 +402,7 @@ dpt)
   check "srun --dpt, task 1 of 4 killed (node shared): srun exits non-zero ($rc) within $((wd + 5)) s (${el} s)" \
     eval '[ $rc -ne 0 ] && [ $rc -ne 124 ] && between "$el" 0 $((wd + 5))'
   check "srun reports task 1 killed" [ "$(status_of "$d/srun.err" 1)" = "Killed" ]
-  check "every task of the step ended non-zero (srun reports 4)" [ "$(task_status "$d/srun.err" | wc -l)" -eq 4 ]
+  check "every task of the step ended non-zero (srun reports each, or its process is gone)" tasks_ended "$d" 4
   next_job_ok "after the kill (shared node)"
   # task 1 alone on n2: nothing but the dpt watchdog ends the survivors
   run_dpt alone -N4 --ntasks-per-node=1 --gpus-per-node=1
