@@ -10,6 +10,11 @@
 # Registered as the ctest test "valgrind.unit" (label valgrind) when the build
 # is configured with -DDPT_VALGRIND=ON.  Suppressions: tests/valgrind/dpt.supp
 # (third-party libraries only, each justified there).
+# The tests run DPT_VALGRIND_JOBS at a time (default: the CPUs online; memcheck runs a
+# program on one core), the longest first by the build's own timings (ctest's
+# Testing/Temporary/CTestCostData.txt, written by the plain run before it), so the longest
+# ones do not end the run alone; a test that asks ctest to run it alone (RUN_SERIAL,
+# RESOURCE_LOCK) runs alone here too, after the others.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: memcheck.sh BUILD_DIR [EXCLUDE_REGEX]}" && pwd)
@@ -31,7 +36,7 @@ exclude=${2:-'^(node_facts_live_machine|trainer\.test_(gradcheck|model|ref)|trai
 log_dir=$build/valgrind
 mkdir -p "$log_dir"
 exec python3 - "$build" "$here/dpt.supp" "$exclude" "$log_dir" <<'PY'
-import json, os, re, subprocess, sys, time
+import concurrent.futures, json, os, re, subprocess, sys, threading, time
 build, supp, exclude, log_dir = sys.argv[1:5]
 info = json.loads(subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, check=True,
                                  capture_output=True, text=True).stdout)
@@ -50,8 +55,23 @@ vg = ["valgrind", "--tool=memcheck", "--error-exitcode=99", "--leak-check=full",
       "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite", "--num-callers=30",
       "--keep-debuginfo=yes",  # frames of plugins hwloc dlclose()s keep their names
       "--suppressions=" + supp, "--gen-suppressions=all", "-q"]
-bad, t0 = [], time.time()
-for name, cmd, props in sel:
+def cost_hints():
+    """ctest's average time per test in this build (0 for one it never ran)"""
+    cost = {}
+    try:
+        with open(os.path.join(build, "Testing", "Temporary", "CTestCostData.txt")) as f:
+            for line in f:
+                parts = line.split()
+                if line.startswith("---"):
+                    break
+                if len(parts) == 3:
+                    cost[parts[0]] = float(parts[2])
+    except (OSError, ValueError):
+        pass
+    return cost
+
+def run_one(test):
+    name, cmd, props = test
     env = dict(os.environ)
     for kv in props.get("ENVIRONMENT", []):
         k, _, v = kv.partition("=")
@@ -68,12 +88,27 @@ for name, cmd, props in sel:
                            stdout=f, stderr=subprocess.STDOUT)
     dt = time.time() - start
     status = "ok" if r.returncode == 0 else ("MEMCHECK ERRORS" if r.returncode == 99 else "FAILED (exit %d)" % r.returncode)
-    print("%-45s %6.1f s  %s" % (name, dt, status), flush=True)
-    if r.returncode:
-        bad.append(name)
-        with open(log) as f:
-            tail = f.read()[-4000:]
-        print(tail)
+    with lock:
+        print("%-45s %6.1f s  %s" % (name, dt, status), flush=True)
+        if r.returncode:
+            bad.append(name)
+            with open(log) as f:
+                print(f.read()[-4000:], flush=True)
+
+jobs_env = os.environ.get("DPT_VALGRIND_JOBS", "")
+if jobs_env and not jobs_env.isdigit() or jobs_env == "0":
+    sys.exit("memcheck.sh: DPT_VALGRIND_JOBS=%s: give a number of tests to run at once (1 or more)" % jobs_env)
+jobs = int(jobs_env) if jobs_env else len(os.sched_getaffinity(0))
+cost = cost_hints()
+alone = [t for t in sel if t[2].get("RUN_SERIAL") or t[2].get("RESOURCE_LOCK")]
+pool_tests = sorted((t for t in sel if t not in alone), key=lambda t: -cost.get(t[0], 0.0))
+bad, lock, t0 = [], threading.Lock(), time.time()
+print("valgrind memcheck: %d unit tests, %d at a time%s" % (len(sel), jobs,
+      "" if cost else " (no CTestCostData.txt: in ctest's order)"), flush=True)
+with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
+    list(ex.map(run_one, pool_tests))
+for t in alone:
+    run_one(t)
 print("valgrind memcheck: %d unit tests, %d failed, %.0f s" % (len(sel), len(bad), time.time() - t0))
 if not sel:
     print("no unit test found in %s (not built?)" % build)
