@@ -156,7 +156,7 @@ int dpt_ncclring_check(FILE *log, const char *log_name, const json_t *plan, FILE
     if (ch == 0)
       comm++;
     for (int i = 0; i < n; i++)
-      if (ring[i] < 0 || ring[i] >= v.n_ranks) {
+      if (ring[i] >= v.n_ranks) { /* ring_line stores ranks >= 0 only */
         rc = dpt_err_set(err, DPT_E_INPUT, "%s: NCCL channel %02d/%02d names rank %d; the plan has %d", log_name,
                          ch, nch, ring[i], v.n_ranks);
         goto out;

@@ -97,12 +97,14 @@ def run_one(test):
                 print(f.read()[-4000:], flush=True)
 
 jobs_env = os.environ.get("DPT_VALGRIND_JOBS", "")
-if jobs_env and not jobs_env.isdigit() or jobs_env == "0":
+if jobs_env and (not jobs_env.isdigit() or int(jobs_env) < 1):
     sys.exit("memcheck.sh: DPT_VALGRIND_JOBS=%s: give a number of tests to run at once (1 or more)" % jobs_env)
 jobs = int(jobs_env) if jobs_env else len(os.sched_getaffinity(0))
 cost = cost_hints()
-alone = [t for t in sel if t[2].get("RUN_SERIAL") or t[2].get("RESOURCE_LOCK")]
-pool_tests = sorted((t for t in sel if t not in alone), key=lambda t: -cost.get(t[0], 0.0))
+pool_tests, alone = [], []
+for t in sel:
+    (alone if t[2].get("RUN_SERIAL") or t[2].get("RESOURCE_LOCK") else pool_tests).append(t)
+pool_tests.sort(key=lambda t: -cost.get(t[0], 0.0))
 bad, lock, t0 = [], threading.Lock(), time.time()
 print("valgrind memcheck: %d unit tests, %d at a time%s" % (len(sel), jobs,
       "" if cost else " (no CTestCostData.txt: in ctest's order)"), flush=True)
