@@ -118,6 +118,12 @@ struct dpt_backend_ops {
   int (*sgd_init)(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
                   const unsigned char *mask, struct dpt_err *err);
   int (*sgd_step)(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err);
+  /* LARS instead of plain momentum (dpt_lars_step, dpt_optim.h), set after sgd_init: the
+   * parameter tensors in slab order (dpt_model_param_segs), eta and eps; sgd_step then runs
+   * LARS with sgd_init's momentum, weight decay and nesterov (the decay mask unused: LARS skips
+   * BN and bias tensors itself).  NULL where the backend has no LARS yet (cuda). */
+  int (*lars_init)(struct dpt_backend *be, const struct dpt_param_seg *seg, int n_seg, float eta, float eps,
+                   struct dpt_err *err);
   /* Block until the work enqueued so far (backward's gradients) is complete:
    * call before another stream or a communicator reads the gradient slab. */
   int (*sync)(struct dpt_backend *be, struct dpt_err *err);

@@ -364,7 +364,21 @@ static int cpu_sgd_step(struct dpt_backend *be, float lr, const float *grads, st
     memcpy(cb->grads, grads, be->model->n_params * sizeof(float));
     grads = NULL;
   }
-  dpt_sgd_step(&cb->sgd, lr, cb->params, grads ? grads : cb->grads);
+  if (cb->lars_ready) dpt_lars_step(&cb->lars, &cb->sgd, lr, cb->params, grads ? grads : cb->grads);
+  else dpt_sgd_step(&cb->sgd, lr, cb->params, grads ? grads : cb->grads);
+  return 0;
+}
+
+static int cpu_lars_init(struct dpt_backend *be, const struct dpt_param_seg *seg, int n_seg, float eta, float eps,
+                         struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  int rc;
+  if (!cb->sgd_ready) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: lars_init before sgd_init");
+  dpt_lars_free(&cb->lars);
+  cb->lars_ready = 0;
+  if ((rc = dpt_lars_init(&cb->lars, be->model->n_params, seg, n_seg, eta, eps, err))) return rc;
+  cb->lars_ready = 1;
   return 0;
 }
 
@@ -444,6 +458,7 @@ static void cpu_destroy(struct dpt_backend *be)
   free(cb->pending);
   if (cb->pending_token) munmap(cb->pending_token, 4096);
   dpt_sgd_free(&cb->sgd);
+  dpt_lars_free(&cb->lars);
   free(cb);
 }
 
@@ -455,7 +470,7 @@ static const char *cpu_notes(struct dpt_backend *be)
 
 static const struct dpt_backend_ops cpu_ops = {
     .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,
-    .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init,
+    .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init, .lars_init = cpu_lars_init,
     .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,
     .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads, .loss = cpu_loss,
     .loss_totals = cpu_loss_totals, .host_waits = cpu_host_waits, .notes = cpu_notes};

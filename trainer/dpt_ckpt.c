@@ -13,11 +13,16 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define MAGIC "DPTCKPT2"
+#define MAGIC "DPTCKPT3"
 #define MAGIC_V1 "DPTCKPT1" /* no loss-scaler fields: read, never written */
-/* Header bytes of a version-1 file: struct dpt_ckpt_meta up to the loss-scaler fields. */
+#define MAGIC_V2 "DPTCKPT2" /* no optimizer name (all "sgd"): read, never written */
+/* Header bytes of a version-1 file: struct dpt_ckpt_meta up to the loss-scaler fields;
+ * of a version-2 file: up to the optimizer name. */
 #define HDR_V1 offsetof(struct dpt_ckpt_meta, loss_scale)
+#define HDR_V2 offsetof(struct dpt_ckpt_meta, optimizer)
 _Static_assert(HDR_V1 == 152, "version-1 checkpoint header is 152 bytes");
+_Static_assert(HDR_V2 == 168, "version-2 checkpoint header is 168 bytes");
+_Static_assert(sizeof(struct dpt_ckpt_meta) == 184, "version-3 checkpoint header is 184 bytes");
 
 struct wr {
   FILE *f;
@@ -130,19 +135,21 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: read error", path);
     goto out;
   }
-  int v1 = !memcmp(buf, MAGIC_V1, 8);
-  if (!v1 && memcmp(buf, MAGIC, 8)) {
+  int v1 = !memcmp(buf, MAGIC_V1, 8), v2 = !memcmp(buf, MAGIC_V2, 8);
+  if (!v1 && !v2 && memcmp(buf, MAGIC, 8)) {
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: not a dpt checkpoint (bad magic)", path);
     goto out;
   }
   struct dpt_ckpt_meta h;
-  size_t hdr = v1 ? HDR_V1 : sizeof h;
+  size_t hdr = v1 ? HDR_V1 : v2 ? HDR_V2 : sizeof h;
   memset(&h, 0, sizeof h); /* version 1: no loss scaler (0 = start with the default) */
   if (size < 8 + hdr + 4) {
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: truncated (%zu bytes): refusing it", path, size);
     goto out;
   }
   memcpy(&h, buf + 8, hdr);
+  h.optimizer[sizeof h.optimizer - 1] = '\0'; /* from the file: not necessarily terminated */
+  if (!h.optimizer[0]) snprintf(h.optimizer, sizeof h.optimizer, "sgd"); /* versions 1 and 2: all sgd */
   size_t want = 8 + hdr + (2 * h.n_params + h.n_state + h.n_pending) * sizeof(float) + 4;
   if (h.n_params > (1ull << 34) || h.n_state > (1ull << 34) || h.n_pending > (1ull << 34) || want != size) {
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: %zu bytes but the header describes %zu: "
@@ -171,6 +178,13 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
                        path, (int)strnlen(h.model, sizeof h.model), h.model,
                        (unsigned long long)h.n_params, expect->model,
                        (unsigned long long)expect->n_params);
+      goto out;
+    }
+    if (strcmp(h.optimizer, expect->optimizer[0] ? expect->optimizer : "sgd")) {
+      rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s was written with --optimizer %s, this run has --optimizer %s: "
+                       "their momentum buffers mean different things; resume with --optimizer %s or use another "
+                       "--checkpoint-dir", path, h.optimizer, expect->optimizer[0] ? expect->optimizer : "sgd",
+                       h.optimizer);
       goto out;
     }
     if (h.world_size != expect->world_size || h.batch != expect->batch || h.n_pending != expect->n_pending) {

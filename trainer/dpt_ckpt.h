@@ -1,8 +1,9 @@
 /* dpt_ckpt.h — checkpoints: atomic, checksummed, bit-exact resume.
  *
- * File layout (little-endian): "DPTCKPT2", a fixed header (struct dpt_ckpt_meta
+ * File layout (little-endian): "DPTCKPT3", a fixed header (struct dpt_ckpt_meta
  * fields, array lengths; "DPTCKPT1" files, whose header stops before the loss
- * scaler, are still read), the arrays params [n_params], state [n_state],
+ * scaler, and "DPTCKPT2" files, whose header stops before the optimizer, are
+ * still read), the arrays params [n_params], state [n_state],
  * velocity [n_params], pending [n_params] (double buffering's averaged
  * gradient waiting to be applied; n_pending = 0 without it), then a CRC-32 of
  * everything before it.  Written to "<path>.tmp.<pid>", fsync'd, renamed over
@@ -35,6 +36,10 @@ struct dpt_ckpt_meta {
   float loss_scale;
   int32_t scale_good_steps; /* consecutive good steps at that scale */
   int64_t scale_skipped;    /* steps skipped on overflow so far */
+  /* version 3: the optimizer whose momentum buffer "velocity" is ("sgd": torch.optim.SGD's
+   * unscaled velocity; "lars": learning-rate-scaled steps), which a resume must match;
+   * version 1 and 2 files were all written by "sgd" */
+  char optimizer[16];
 };
 
 int dpt_ckpt_save(const char *path, const struct dpt_ckpt_meta *m, const float *params /* [n_params] */,

@@ -88,6 +88,8 @@ struct cpu_backend {
   void *pending_token;    /* device_slabs: be->pending, one PROT_NONE page standing for cb->pending */
   struct dpt_sgd sgd;     /* ops->sgd_init / sgd_step; velocity [n_params] */
   int sgd_ready;
+  struct dpt_lars lars;   /* ops->lars_init: sgd_step runs LARS when lars_ready */
+  int lars_ready;
   int device_slabs;       /* DPT_CPU_DEVICE_SLABS=1: simulated device (host_slabs = 0) */
   float *last_out;        /* [N, K] plain: the last forward's output (forward(out = NULL)) */
   float *last_dout;       /* [N, K] plain: its gradient from loss() (backward(dout = NULL)) */

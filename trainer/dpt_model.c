@@ -1,5 +1,6 @@
 /* dpt_model.c — ResNet-50 v1.5 graph builder, parameter layout and init. */
 #include "dpt_model.h"
+#include "dpt_optim.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -375,6 +376,17 @@ void dpt_model_init_params(const struct dpt_model *m, uint64_t seed, float *para
       break;
     }
   }
+}
+
+int dpt_model_param_segs(const struct dpt_model *m, struct dpt_param_seg *seg, int cap)
+{
+  int n = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    const struct dpt_layer_desc *l = &m->layers[i];
+    if (l->w_len && n++ < cap) seg[n - 1] = (struct dpt_param_seg){l->w_off, l->w_len, l->type == DPT_LAYER_BN};
+    if (l->b_len && n++ < cap) seg[n - 1] = (struct dpt_param_seg){l->b_off, l->b_len, 1};
+  }
+  return n;
 }
 
 void dpt_model_decay_mask(const struct dpt_model *m, int skip_bn_bias, unsigned char *mask)

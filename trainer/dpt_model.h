@@ -118,6 +118,12 @@ void dpt_model_init_params(const struct dpt_model *m, uint64_t seed,
 void dpt_model_decay_mask(const struct dpt_model *m, int skip_bn_bias,
                           unsigned char *mask /* [n_params]: 1 = apply weight decay */);
 
+/* The parameter tensors in slab order (every layer's weight, then its BN beta or bias), skip = 1
+ * for BN parameters and biases (what LARS leaves out), into seg[cap]; returns how many there
+ * are (call with cap 0 to count). */
+struct dpt_param_seg;
+int dpt_model_param_segs(const struct dpt_model *m, struct dpt_param_seg *seg, int cap);
+
 /* Output tensor of the network (last layer's output). */
 static inline const struct dpt_tensor_desc *dpt_model_output(const struct dpt_model *m)
 {

@@ -89,6 +89,83 @@ void dpt_sgd_free(struct dpt_sgd *o)
   o->decay_mask = NULL;
 }
 
+int dpt_lars_init(struct dpt_lars *l, size_t n, const struct dpt_param_seg *seg, int n_seg, float eta,
+                  float eps, struct dpt_err *err)
+{
+  size_t at = 0;
+  memset(l, 0, sizeof *l);
+  if (!(eta > 0) || !(eps >= 0) || n_seg < 0)
+    return dpt_err_set(err, DPT_E_INPUT, "lars: eta %g must be > 0, eps %g >= 0 and the tensor count %d >= 0",
+                       (double)eta, (double)eps, n_seg);
+  for (int i = 0; i < n_seg; i++) { /* in slab order, back to back, ending at n */
+    if (seg[i].off != at || !seg[i].len)
+      return dpt_err_set(err, DPT_E_INPUT, "lars: parameter tensor %d at offset %zu (length %zu) does not follow "
+                         "the previous one, which ended at %zu: the tensors must tile the slab",
+                         i, seg[i].off, seg[i].len, at);
+    at += seg[i].len;
+  }
+  if (at != n)
+    return dpt_err_set(err, DPT_E_INPUT, "lars: the %d parameter tensors hold %zu values, the slab %zu", n_seg, at, n);
+  size_t ns = n_seg ? (size_t)n_seg : 1;
+  l->seg = malloc(ns * sizeof *l->seg);
+  l->ratio = malloc(ns * sizeof *l->ratio);
+  if (!l->seg || !l->ratio) {
+    dpt_lars_free(l);
+    return dpt_err_set(err, DPT_E_NOMEM, "lars: out of memory for %d parameter tensors", n_seg);
+  }
+  if (n_seg) memcpy(l->seg, seg, (size_t)n_seg * sizeof *seg);
+  for (int i = 0; i < n_seg; i++) l->ratio[i] = 1.0f;
+  l->n_seg = n_seg;
+  l->eta = eta;
+  l->eps = eps > 0 ? eps : (float)DPT_LARS_EPS_ZERO;
+  return 0;
+}
+
+/* One tensor: its trust ratio from the norms (summed in double), then the update. */
+static float lars_tensor(const struct dpt_lars *l, const struct dpt_param_seg *s, const struct dpt_sgd *o,
+                         float lr, float *w, const float *grad)
+{
+  const float m = o->momentum, wd = o->weight_decay;
+  const int nest = o->nesterov;
+  float *v = o->velocity + s->off, ratio = 1.0f, dec = 0.0f;
+  w += s->off;
+  grad += s->off;
+  if (!s->skip) {
+    double ww = 0, gg = 0;
+    for (size_t i = 0; i < s->len; i++) {
+      ww += (double)w[i] * w[i];
+      gg += (double)grad[i] * grad[i];
+    }
+    double wn = sqrt(ww), gn = sqrt(gg);
+    if (wn > 0 && gn > 0) ratio = (float)(l->eta * wn / (gn + wd * wn + l->eps));
+    dec = wd;
+  }
+  const float lt = lr * ratio;
+  for (size_t i = 0; i < s->len; i++) {
+    float g = grad[i] + dec * w[i];
+    float vi = m * v[i] - lt * g;
+    v[i] = vi;
+    w[i] += nest ? m * vi - lt * g : vi;
+  }
+  return ratio;
+}
+
+void dpt_lars_step(struct dpt_lars *l, struct dpt_sgd *o, float lr, float *w, const float *grad)
+{
+  /* tensors of very different sizes (64 to 2.4M values): handed out one at a time */
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int i = 0; i < l->n_seg; i++) l->ratio[i] = lars_tensor(l, &l->seg[i], o, lr, w, grad);
+}
+
+void dpt_lars_free(struct dpt_lars *l)
+{
+  free(l->seg);
+  free(l->ratio);
+  l->seg = NULL;
+  l->ratio = NULL;
+  l->n_seg = 0;
+}
+
 static const char *const kind_names[] = {"const", "step", "multistep", "poly", "cosine"};
 
 int dpt_schedule_parse_kind(const char *s)
@@ -119,8 +196,9 @@ double dpt_schedule_lr(const struct dpt_schedule *s, double e)
   }
   case DPT_SCHED_MULTISTEP: {
     int k = 0;
-    while (k < s->n_milestones && e >= s->milestones[k]) k++;
-    return peak * pow(s->gamma, k);
+    double f = 1.0;
+    for (; k < s->n_milestones && e >= s->milestones[k]; k++) f *= s->n_gammas ? s->gammas[k] : s->gamma;
+    return peak * f;
   }
   case DPT_SCHED_POLY: {
     double span = s->total_epochs - s->warmup_epochs;

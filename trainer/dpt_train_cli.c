@@ -29,6 +29,9 @@ void dpt_train_defaults(struct opts *o)
   o->gamma = 0.1;
   o->step_epochs = 30;
   o->power = 2.0;
+  o->optimizer = "sgd";
+  o->lars_eta = DPT_LARS_ETA_DEFAULT;
+  o->lars_eps = 0.0; /* the MLPerf reference's default, which it turns into 1e-7 */
   o->n_synth = 2048;
   o->val = 1;
   o->seed = 1;
@@ -80,9 +83,21 @@ static void usage(FILE *f)
           "  --warmup-epochs F     gradual linear warm-up (default %g)\n"
           "  --schedule S          const|step|multistep|poly|cosine (default %s)\n"
           "  --gamma F, --step-epochs F, --milestones E1,E2,..  step / multistep (default %g, %g)\n"
+          "  --gammas F1,F2,..     multistep: the factor at each milestone instead of --gamma, applied\n"
+          "                        cumulatively (ChainerMN's 90 epochs: --milestones 30,60,80\n"
+          "                        --gammas 0.2,0.1,0.1)\n"
           "  --power F             poly exponent (default %g)\n"
+          "  --end-lr F            the learning rate poly / cosine decay to after warm-up (default 0;\n"
+          "                        MLPerf's ResNet-50: poly, power 2, end 1e-4)\n"
+          "  --optimizer O         sgd (momentum SGD, torch.optim.SGD's rule) or lars (layer-wise trust\n"
+          "                        ratios as the MLPerf ResNet-50 reference: per tensor lr x eta|w| /\n"
+          "                        (|g| + wd|w| + eps), momentum on lr-scaled steps; BN and bias\n"
+          "                        tensors: plain momentum, no decay).  Default %s\n"
+          "  --lars-eta F          LARS coefficient (default %g)\n"
+          "  --lars-eps F          LARS epsilon (default 0, taken as 1e-7 as the reference does)\n"
+          "  --nesterov            Nesterov momentum (Goyal et al.'s 1-hour run; sgd and lars)\n"
           "  --momentum F          (default %g)   --weight-decay F (default %g)\n"
-          "  --decay-bn            apply weight decay to BN and bias too (default: not)\n"
+          "  --decay-bn            sgd: apply weight decay to BN and bias too (default: not)\n"
           "  --label-smoothing F   (default 0)\n"
           "  --seed N              (default %llu)\n"
           "system:\n"
@@ -134,7 +149,8 @@ static void usage(FILE *f)
           "exit: 0 done, 1 runtime failure (or preempted without --checkpoint-dir), 2 bad usage or\n"
           "input, 3 preempted with a checkpoint written.\n",
           DPT_DATASETS, d.dataset, d.n_synth, d.prefetch, d.batch, d.epochs, d.lr, d.lr_batch,
-          d.warmup_epochs, d.schedule, d.gamma, d.step_epochs, d.power, d.momentum, d.weight_decay,
+          d.warmup_epochs, d.schedule, d.gamma, d.step_epochs, d.power, d.optimizer, d.lars_eta, d.momentum,
+          d.weight_decay,
           (unsigned long long)d.seed, d.backend, dpt_backend_available(), d.bucket_mb, d.log_every);
 }
 
@@ -176,7 +192,8 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
     O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
     O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
-    O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT
+    O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT, O_GAMMAS, O_ENDLR, O_OPTIM,
+    O_NEST, O_LETA, O_LEPS
   };
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
@@ -198,9 +215,11 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
       {"stop-after", 1, 0, O_STOP}, {"accumulate", 1, 0, O_ACC},
       {"no-report", 0, 0, O_NOREPORT}, {"baseline", 1, 0, O_BASELINE}, {"bucket-mb", 1, 0, O_BUCKET},
       {"fuse", 1, 0, O_FUSE}, {"cuda-graph", 1, 0, O_GRAPH}, {"profile-steps", 1, 0, O_PROF},
-      {"profile-out", 1, 0, O_PROFOUT},
+      {"profile-out", 1, 0, O_PROFOUT}, {"gammas", 1, 0, O_GAMMAS}, {"end-lr", 1, 0, O_ENDLR},
+      {"optimizer", 1, 0, O_OPTIM}, {"nesterov", 0, 0, O_NEST}, {"lars-eta", 1, 0, O_LETA},
+      {"lars-eps", 1, 0, O_LEPS},
       {0, 0, 0, 0}};
-  int c, rc = 0, have_epochs = 0, have_iters = 0;
+  int c, rc = 0, have_epochs = 0, have_iters = 0, have_lars_opt = 0;
   double d;
   opterr = 0;
   while (!rc && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -252,6 +271,12 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     case O_STEPE: rc = dpt_train_num("--step-epochs", optarg, 0.001, 1e6, &o->step_epochs); break;
     case O_MILE: snprintf(o->milestones, sizeof o->milestones, "%s", optarg); break;
     case O_POWER: rc = dpt_train_num("--power", optarg, 0, 100, &o->power); break;
+    case O_GAMMAS: snprintf(o->gammas, sizeof o->gammas, "%s", optarg); break;
+    case O_ENDLR: rc = dpt_train_num("--end-lr", optarg, 0, 1000, &o->end_lr); break;
+    case O_OPTIM: o->optimizer = optarg; break;
+    case O_NEST: o->nesterov = 1; break;
+    case O_LETA: rc = dpt_train_num("--lars-eta", optarg, 1e-9, 1000, &o->lars_eta); have_lars_opt = 1; break;
+    case O_LEPS: rc = dpt_train_num("--lars-eps", optarg, 0, 1, &o->lars_eps); have_lars_opt = 1; break;
     case O_LRB: rc = inum("--lr-batch", optarg, 1, 1 << 24, &o->lr_batch); break;
     case O_DECAYBN: o->no_decay_bn = 0; break;
     case O_NOFLIP: o->flip = 0; break;
@@ -306,6 +331,17 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     return dpt_train_bad("--milestones only applies to --schedule multistep (got --schedule %s)", o->schedule);
   if (!strcmp(o->schedule, "multistep") && !o->milestones[0])
     return dpt_train_bad("--schedule multistep needs --milestones E1,E2,...");
+  if (o->gammas[0] && strcmp(o->schedule, "multistep"))
+    return dpt_train_bad("--gammas only applies to --schedule multistep (got --schedule %s)", o->schedule);
+  if (o->end_lr > 0 && strcmp(o->schedule, "poly") && strcmp(o->schedule, "cosine"))
+    return dpt_train_bad("--end-lr only applies to --schedule poly or cosine (got --schedule %s)", o->schedule);
+  if (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "lars"))
+    return dpt_train_bad("--optimizer '%s' is unknown: sgd or lars", o->optimizer);
+  if (have_lars_opt && strcmp(o->optimizer, "lars"))
+    return dpt_train_bad("--lars-eta / --lars-eps need --optimizer lars (got --optimizer %s)", o->optimizer);
+  if (!strcmp(o->optimizer, "lars") && !o->no_decay_bn)
+    return dpt_train_bad("--decay-bn with --optimizer lars: LARS leaves BN and bias tensors out (no trust ratio, "
+                         "no weight decay), as the MLPerf reference does");
   if (o->no_report && (o->report || o->baseline))
     return dpt_train_bad("--no-report with %s: give one of them", o->report ? "--report" : "--baseline");
   if (o->ckpt_every && !o->ckpt_dir) return dpt_train_bad("--checkpoint-every needs --checkpoint-dir");

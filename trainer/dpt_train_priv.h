@@ -61,6 +61,11 @@ struct opts {
   long stop_after;     /* stop (with a checkpoint) after this many steps of this run: tests, preemption */
   double lr, warmup_epochs, momentum, weight_decay, width, smoothing, gamma, step_epochs, power;
   char milestones[128];
+  char gammas[128];      /* --gammas: multistep factors, one per milestone ("": --gamma at each) */
+  double end_lr;         /* --end-lr: what poly / cosine decay to (0) */
+  const char *optimizer; /* --optimizer sgd|lars */
+  int nesterov;          /* --nesterov */
+  double lars_eta, lars_eps; /* --lars-eta, --lars-eps (0: 1e-7 as the MLPerf reference) */
   uint64_t seed;
   const char *precision; /* --precision fp32|tf32|mixed (NULL: the backend's default) */
   const char *baseline; /* job report: --baseline REPORT (scaling efficiency) */

@@ -219,7 +219,26 @@ int dpt_train_run_schedule(struct run *r, struct dpt_err *err)
       if (*end && *end != ',')
         return dpt_err_set(err, DPT_E_INPUT, "--milestones '%s': not a comma-separated list", o->milestones);
     }
+    if (*s)
+      return dpt_err_set(err, DPT_E_INPUT, "--milestones '%s': more than %d milestones", o->milestones,
+                         DPT_SCHED_MAX_MILESTONES);
   }
+  if (o->gammas[0]) {
+    char *s = o->gammas, *end;
+    while (*s) {
+      double v = strtod(s, &end);
+      if (end == s || (*end && *end != ',') || !(v > 0 && v <= 1000))
+        return dpt_err_set(err, DPT_E_INPUT, "--gammas '%s': need a comma-separated list of factors > 0", o->gammas);
+      if (sch->n_gammas == DPT_SCHED_MAX_MILESTONES)
+        return dpt_err_set(err, DPT_E_INPUT, "--gammas '%s': more than %d factors", o->gammas, DPT_SCHED_MAX_MILESTONES);
+      sch->gammas[sch->n_gammas++] = v;
+      s = *end == ',' ? end + 1 : end;
+    }
+    if (sch->n_gammas != sch->n_milestones)
+      return dpt_err_set(err, DPT_E_INPUT, "--gammas '%s' gives %d factors for %d milestones ('%s'): give one per "
+                         "milestone", o->gammas, sch->n_gammas, sch->n_milestones, o->milestones);
+  }
+  sch->min_lr = o->end_lr;
   return 0;
 }
 
@@ -238,7 +257,19 @@ int dpt_train_run_buffers(struct run *r, struct dpt_err *err)
   if (!r->mask || (o->dbuf && !r->pending) || (o->accum > 1 && !r->gacc))
     return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
   dpt_model_decay_mask(&r->model, o->no_decay_bn, r->mask);
-  if ((rc = be->ops->sgd_init(be, (float)o->momentum, (float)o->weight_decay, 0, r->mask, err))) return rc;
+  if ((rc = be->ops->sgd_init(be, (float)o->momentum, (float)o->weight_decay, o->nesterov, r->mask, err))) return rc;
+  if (!strcmp(o->optimizer, "lars")) {
+    if (!be->ops->lars_init)
+      return dpt_err_set(err, DPT_E_UNSUPPORTED, "--optimizer lars: the %s backend has no LARS update yet: "
+                         "use --backend cpu (the host reference)", be->ops->name);
+    int ns = dpt_model_param_segs(&r->model, NULL, 0);
+    struct dpt_param_seg *seg = malloc((ns ? ns : 1) * sizeof *seg);
+    if (!seg) return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
+    dpt_model_param_segs(&r->model, seg, ns);
+    rc = be->ops->lars_init(be, seg, ns, (float)o->lars_eta, (float)o->lars_eps, err);
+    free(seg);
+    if (rc) return rc;
+  }
   /* double buffering keeps the averaged gradient in the backend's memory when the
    * communicator can read it there (host slabs, or nccl on device slabs) */
   if (o->dbuf && (be->host_slabs || r->dev_comm || r->R == 1)) { /* one rank: no communicator reads it */
@@ -377,6 +408,13 @@ void dpt_train_run_describe(struct run *r)
     dpt_report_set_config(rep, "schedule", json_string(o->schedule));
     dpt_report_set_config(rep, "peak_lr", json_real(r->sch.peak_lr));
     dpt_report_set_config(rep, "warmup_epochs", json_real(o->warmup_epochs));
+    dpt_report_set_config(rep, "end_lr", json_real(o->end_lr));
+    dpt_report_set_config(rep, "optimizer", json_string(o->optimizer));
+    dpt_report_set_config(rep, "nesterov", json_boolean(o->nesterov));
+    if (!strcmp(o->optimizer, "lars")) {
+      dpt_report_set_config(rep, "lars_eta", json_real(o->lars_eta));
+      dpt_report_set_config(rep, "lars_eps", json_real(o->lars_eps > 0 ? o->lars_eps : DPT_LARS_EPS_ZERO));
+    }
     dpt_report_set_config(rep, "momentum", json_real(o->momentum));
     dpt_report_set_config(rep, "weight_decay", json_real(o->weight_decay));
     dpt_report_set_config(rep, "double_buffering", json_boolean(o->dbuf));
@@ -404,6 +442,13 @@ void dpt_train_run_describe(struct run *r)
            be->host_slabs ? "" : " (device slabs)", R > 1 ? "comm " : "single rank",
            R > 1 ? o->comm : "", o->dbuf ? ", double buffering" : "", r->sch.peak_lr, o->schedule,
            o->warmup_epochs, r->total_steps, r->total_epochs);
+    if (!strcmp(o->optimizer, "lars"))
+      printf("dpt-train: optimizer: LARS (eta %g, eps %g; BN and bias: plain momentum, no decay), momentum %g%s, "
+             "weight decay %g\n", o->lars_eta, o->lars_eps > 0 ? o->lars_eps : DPT_LARS_EPS_ZERO, o->momentum,
+             o->nesterov ? " (nesterov)" : "", o->weight_decay);
+    else
+      printf("dpt-train: optimizer: momentum SGD %g%s, weight decay %g%s\n", o->momentum,
+             o->nesterov ? " (nesterov)" : "", o->weight_decay, o->no_decay_bn ? " (not on BN and bias)" : "");
     printf("dpt-train: input: %s\n", r->input_desc);
     if (gpu_line[0]) printf("dpt-train: cuda: %s\n", gpu_line);
     const char *notes = be->ops->notes ? be->ops->notes(be) : "";

@@ -199,6 +199,7 @@ int dpt_train_run_resume(struct run *r, struct dpt_err *err)
   cm->n_state = r->model.n_state;
   cm->n_pending = o->dbuf ? np : 0;
   snprintf(cm->model, sizeof cm->model, "%s", r->model_desc);
+  snprintf(cm->optimizer, sizeof cm->optimizer, "%s", o->optimizer);
   if (o->resume) {
     char path[4300];
     int found;

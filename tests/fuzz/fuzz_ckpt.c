@@ -5,9 +5,9 @@
  * past it, to the header checks an attacker with a crafted file reaches), bit
  * 1 = the run expects double buffering (n_pending = 4).  The rest is the file.
  * The run expects model "fuzz-model", 4 parameters, 2 state values, 2 ranks x
- * batch 8 (the seeds in corpus/ckpt are written for that).
+ * batch 8, written by --optimizer sgd (the seeds in corpus/ckpt are written for that).
  * Properties: 0 or DPT_E_INPUT with a message; on success the header agrees
- * with the expectation and the arrays were filled. */
+ * with the expectation (the optimizer too: a terminated "sgd") and the arrays were filled. */
 #include <zlib.h>
 
 #include "dpt_ckpt.h"
@@ -44,6 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
   FUZZ_CHECK(got.n_params == 4 && got.n_state == 2 && got.n_pending == expect.n_pending);
   FUZZ_CHECK(got.world_size == 2 && got.batch == 8 && !strncmp(got.model, "fuzz-model", sizeof got.model));
+  FUZZ_CHECK(!strcmp(got.optimizer, "sgd"));
   volatile float sum = params[3] + state[1] + velocity[3] + (expect.n_pending ? pending[3] : 0.0f);
   (void)sum;
   return 0;

@@ -147,12 +147,15 @@ if os.path.isdir(fmnist):
 # Checkpoints (trainer/dpt_ckpt.h layout) for the harness's expectation:
 # model "fuzz-model", 4 params, 2 state, 2 ranks x batch 8.  Byte 0: bit 0 =
 # recompute the CRC, bit 1 = double buffering (4 pending values).
-# Version 2 adds the loss scaler (float scale, int32 good steps, int64 skipped) to the header.
-def ckpt(pending=0, model=b"fuzz-model", step=100, crc_ok=True, v1=False, scale=1024.0):
+# Version 2 adds the loss scaler (float scale, int32 good steps, int64 skipped) to the header,
+# version 3 the optimizer's name (char[16]; the harness's run expects sgd).
+def ckpt(pending=0, model=b"fuzz-model", step=100, crc_ok=True, v=3, scale=1024.0, optimizer=b"sgd"):
     meta = struct.pack("<QiiQiiQQQ96s", step, 1, 5, 1234, 2, 8, 4, 2, pending, model)
-    if not v1:
+    if v >= 2:
         meta += struct.pack("<fiq", scale, 7, 3)
-    body = (b"DPTCKPT1" if v1 else b"DPTCKPT2") + meta + struct.pack("<4f", 0.5, -1.0, 2.0, 3.25) + struct.pack("<2f", 1.0, 0.0)
+    if v >= 3:
+        meta += struct.pack("<16s", optimizer)
+    body = b"DPTCKPT%d" % v + meta + struct.pack("<4f", 0.5, -1.0, 2.0, 3.25) + struct.pack("<2f", 1.0, 0.0)
     body += struct.pack("<4f", 0.1, 0.2, 0.3, 0.4) + (struct.pack("<4f", 9, 8, 7, 6) if pending else b"")
     crc = zlib.crc32(body) & 0xffffffff
     return body + struct.pack("<I", crc if crc_ok else crc ^ 1)
@@ -161,7 +164,10 @@ put("ckpt", "valid-double-buffering", bytes([2]) + ckpt(pending=4))
 put("ckpt", "other-model", bytes([0]) + ckpt(model=b"resnet50"))
 put("ckpt", "bad-crc", bytes([0]) + ckpt(crc_ok=False))
 put("ckpt", "truncated", bytes([1]) + ckpt()[:100])
-put("ckpt", "valid-v1", bytes([0]) + ckpt(v1=True))
+put("ckpt", "valid-v1", bytes([0]) + ckpt(v=1))
+put("ckpt", "valid-v2", bytes([0]) + ckpt(v=2))
+put("ckpt", "other-optimizer", bytes([0]) + ckpt(optimizer=b"lars"))
+put("ckpt", "optimizer-not-terminated", bytes([1]) + ckpt(optimizer=b"sgdsgdsgdsgdsgds"))
 put("ckpt", "negative-loss-scale", bytes([1]) + ckpt(scale=-2.0))
 
 # Job reports (dpt.report/1): the reports of real runs kept for the golden tests,

@@ -100,9 +100,32 @@ int main(void)
   CHECK(dpt_ckpt_load(pv1, &m, &got, p_, s_, v_, q_, &err) == 0 && !memcmp(p, p_, sizeof p) &&
             !memcmp(q, q_, sizeof q) && got.global_step == 10 && got.loss_scale == 0 && got.scale_skipped == 0,
         "version 1: %s", err.msg);
+  /* a version-2 file (before the optimizer name): read as written by sgd */
+  char pv2[320];
+  snprintf(pv2, sizeof pv2, "%s/v2.dpt", dir);
+  rewrite(p1, pv2, "DPTCKPT2", offsetof(struct dpt_ckpt_meta, optimizer), NULL);
+  memset(v_, 0, sizeof v_);
+  CHECK(dpt_ckpt_load(pv2, &m, &got, p_, s_, v_, q_, &err) == 0 && !memcmp(v, v_, sizeof v) &&
+            got.loss_scale == 8192.0f && !strcmp(got.optimizer, "sgd"), "version 2: %s (optimizer '%s')", err.msg,
+        got.optimizer);
+  /* the optimizer must match: an sgd checkpoint is refused by a lars run and the other way round,
+   * naming both (their momentum buffers mean different things) */
+  struct dpt_ckpt_meta ml = m;
+  snprintf(ml.optimizer, sizeof ml.optimizer, "lars");
+  CHECK(dpt_ckpt_load(pv2, &ml, &got, p_, s_, v_, q_, &err) == DPT_E_INPUT && strstr(err.msg, "--optimizer sgd") &&
+            strstr(err.msg, "--optimizer lars"), "sgd checkpoint, lars run: %s", err.msg);
+  char pl[320];
+  snprintf(pl, sizeof pl, "%s/lars.dpt", dir);
+  CHECK(dpt_ckpt_save(pl, &ml, p, s, v, q, &err) == 0, "%s", err.msg);
+  CHECK(dpt_ckpt_load(pl, &ml, &got, p_, s_, v_, q_, &err) == 0 && !strcmp(got.optimizer, "lars"), "lars round trip: %s",
+        err.msg);
+  CHECK(dpt_ckpt_load(pl, &m, &got, p_, s_, v_, q_, &err) == DPT_E_INPUT && strstr(err.msg, "written with --optimizer lars"),
+        "lars checkpoint, sgd run: %s", err.msg);
+  unlink(pv2);
+  unlink(pl);
   /* a loss scale that is not a number, under a valid checksum: refused, saying what */
   snprintf(pbad, sizeof pbad, "%s/badscale.dpt", dir);
-  rewrite(p1, pbad, "DPTCKPT2", sizeof(struct dpt_ckpt_meta), nan_scale);
+  rewrite(p1, pbad, "DPTCKPT3", sizeof(struct dpt_ckpt_meta), nan_scale);
   CHECK(dpt_ckpt_load(pbad, &m, &got, p_, s_, v_, q_, &err) == DPT_E_INPUT && strstr(err.msg, "loss scaler") &&
             strstr(err.msg, pbad), "NaN loss scale: %s", err.msg);
   unlink(pv1);

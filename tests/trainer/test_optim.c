@@ -1,5 +1,6 @@
 /* test_optim: softmax cross-entropy (label smoothing, padding labels, top-k),
- * momentum SGD (weight-decay mask, nesterov) and the learning-rate schedules. */
+ * momentum SGD (weight-decay mask, nesterov), LARS against a float64 oracle of the MLPerf
+ * reference's formula, and the learning-rate schedules. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,68 @@
 
 #include "dpt_check.h"
 #define NEAR(a, b, tol) (fabs((double)(a) - (double)(b)) <= (tol) * (1 + fabs((double)(b))))
+
+/* LARS: 3 steps of the MLPerf ResNet-50 reference's update (lars_optimizer.py) on five tensors
+ * (a weight, a BN gamma and beta, which are skipped, an all-zero weight: trust ratio 1 on step 1,
+ * and a weight whose gradient is 0: ratio 1, decay only), with a changing learning rate (the
+ * momentum buffer holds lr-scaled steps), momentum 0.9, wd 0.01, eta 0.02, eps 0 (taken as 1e-7).
+ * The values come from tests/trainer/lars_oracle.py (numpy, float64), not from dpt. */
+static const double lars_w0[18] = {0.7380505400522861, -0.61927827593542284, 0.43982259252975203, 1.1879870357968392, -1.0793286748947775, 0.37032255725651914, 0.90589999999999993, 0.94704999999999995, 0.9588500000000002, -2.3025000000000002, 1.15625, -0.58812500000000001, -0.13786275644298462, 0.41358826932895382, -0.27572551288596925, -0.068931378221492312, 0.67556553750000004, -0.38603745};
+static const double lars_v0[18] = {-0.027513756581053032, -0.0086056597365897596, 0.017733404818189909, -0.0052817398901893603, -0.035336288300127222, 0.031294501104337527, -0.045100000000000001, 0.022550000000000001, -0.067649999999999988, -1.1274999999999999, 0.56374999999999997, -0.28187499999999999, -0.041869401136105031, 0.12560820340831508, -0.083738802272210061, -0.020934700568052515, -0.010819462499999998, 0.0061825500000000011};
+static const double lars_r0[5] = {0.029330856131320433, 1, 1, 0.0095534807317833471, 1};
+static const double lars_w1[18] = {0.71313029939117667, -0.62707338429282788, 0.45588509096422192, 1.1832039533937746, -1.1113356013338023, 0.39866807037667135, 0.86530999999999991, 0.9673449999999999, 0.89796500000000012, -3.3172499999999996, 1.6636250000000001, -0.84181250000000007, -0.17833705691720689, 0.53501117075162063, -0.35667411383441378, -0.089168528458603444, 0.6659563435875, -0.38054648205000002};
+static const double lars_v1[18] = {-0.027577840614576993, -0.0086259944630402811, 0.017775021918528606, -0.0052936840923602279, -0.0354192855889452, 0.031367804853649081, -0.045100000000000001, 0.022550000000000001, -0.067649999999999988, -1.1274999999999999, 0.56374999999999997, -0.28187499999999999, -0.04287419602639797, 0.12862258807919391, -0.085748392052795941, -0.021437098013198985, -0.010768503374999999, 0.0061534305000000011};
+static const double lars_r1[5] = {0.029550075338553864, 1, 1, 0.013810427170275001, 1};
+static const float lars_w0in[18] = {0.8f, -0.6f, 0.4f, 1.2f, -1.0f, 0.3f, 1.0f, 0.9f, 1.1f,
+                                     0.05f, -0.02f, 0.0f, 0, 0, 0, 0, 0.7f, -0.4f};
+static const float lars_g0[18] = {0.3f, 0.1f, -0.2f, 0.05f, 0.4f, -0.35f, 0.02f, -0.01f, 0.03f,
+                                  0.5f, -0.25f, 0.125f, 0.1f, -0.3f, 0.2f, 0.05f, 0, 0};
+
+static void test_lars(void)
+{
+  struct dpt_err err = {0};
+  const struct dpt_param_seg seg[5] = {{0, 6, 0}, {6, 3, 1}, {9, 3, 1}, {12, 4, 0}, {16, 2, 0}};
+  const double *want_w[2] = {lars_w0, lars_w1}, *want_v[2] = {lars_v0, lars_v1}, *want_r[2] = {lars_r0, lars_r1};
+  const float lrs[3] = {0.5f, 1.0f, 0.25f};
+  /* float32 against float64: 3 steps of at most 6 roundings each of values up to 3.4, plus the
+   * inputs' own rounding to float: below 64 units of 2^-24 relative to 1 + |value| */
+  const double tol = 64.0 / (1 << 24);
+  for (int nest = 0; nest < 2; nest++) {
+    struct dpt_sgd o;
+    struct dpt_lars l;
+    float w[18], g[18];
+    CHECK(dpt_sgd_init(&o, 18, 0.9f, 0.01f, NULL, &err) == 0, "%s", err.msg);
+    o.nesterov = nest;
+    CHECK(dpt_lars_init(&l, 18, seg, 5, 0.02f, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(l.eps == (float)DPT_LARS_EPS_ZERO, "eps 0 becomes %g, not 1e-7", (double)l.eps);
+    memcpy(w, lars_w0in, sizeof w);
+    for (int k = 0; k < 3; k++) {
+      for (int i = 0; i < 18; i++) g[i] = lars_g0[i] * (1.0f + 0.5f * (float)k);
+      dpt_lars_step(&l, &o, lrs[k], w, g);
+      if (k == 0) /* the all-zero weight and the zero gradient: ratio 1 */
+        CHECK(l.ratio[3] == 1.0f && l.ratio[4] == 1.0f && l.ratio[1] == 1.0f, "step 1 ratios %g %g %g",
+              (double)l.ratio[1], (double)l.ratio[3], (double)l.ratio[4]);
+    }
+    for (int i = 0; i < 18; i++) {
+      CHECK(NEAR(w[i], want_w[nest][i], tol), "lars nesterov=%d w[%d] %.9g vs %.9g", nest, i, w[i], want_w[nest][i]);
+      CHECK(NEAR(o.velocity[i], want_v[nest][i], tol), "lars nesterov=%d momentum[%d] %.9g vs %.9g", nest, i,
+            o.velocity[i], want_v[nest][i]);
+    }
+    for (int t = 0; t < 5; t++)
+      CHECK(NEAR(l.ratio[t], want_r[nest][t], tol), "lars nesterov=%d trust ratio %d %.9g vs %.9g", nest, t,
+            l.ratio[t], want_r[nest][t]);
+    dpt_lars_free(&l);
+    dpt_sgd_free(&o);
+  }
+  /* tensors that do not tile the slab are refused, saying where */
+  struct dpt_lars l;
+  const struct dpt_param_seg gap[2] = {{0, 6, 0}, {7, 3, 1}}, shortv[1] = {{0, 6, 0}};
+  CHECK(dpt_lars_init(&l, 10, gap, 2, 0.001f, 0, &err) == DPT_E_INPUT && strstr(err.msg, "offset 7"), "gap: %s",
+        err.msg);
+  CHECK(dpt_lars_init(&l, 10, shortv, 1, 0.001f, 0, &err) == DPT_E_INPUT && strstr(err.msg, "6 values, the slab 10"),
+        "short: %s", err.msg);
+  CHECK(dpt_lars_init(&l, 6, shortv, 1, 0.0f, 0, &err) == DPT_E_INPUT, "eta 0 must be refused");
+}
 
 int main(void)
 {
@@ -70,6 +133,15 @@ int main(void)
   CHECK(NEAR(dpt_schedule_lr(&c, 2.5), (0.1 + 3.2) / 2, 1e-9), "warm-up midpoint %g", dpt_schedule_lr(&c, 2.5));
   CHECK(NEAR(dpt_schedule_lr(&c, 29.9), 3.2, 1e-9) && NEAR(dpt_schedule_lr(&c, 30), 0.32, 1e-9) &&
             NEAR(dpt_schedule_lr(&c, 85), 0.0032, 1e-9), "multistep");
+  /* per-milestone factors, cumulative: ChainerMN's 90-epoch ImageNet recipe (ChainerMN v1.3
+   * announcement, appendix): lr x0.2 at epoch 30, x0.1 at 60 and at 80 */
+  c.n_gammas = 3;
+  c.gammas[0] = 0.2, c.gammas[1] = 0.1, c.gammas[2] = 0.1;
+  CHECK(NEAR(dpt_schedule_lr(&c, 29.9), 3.2, 1e-12) && NEAR(dpt_schedule_lr(&c, 30), 0.64, 1e-12) &&
+            NEAR(dpt_schedule_lr(&c, 59.9), 0.64, 1e-12) && NEAR(dpt_schedule_lr(&c, 60), 0.064, 1e-12) &&
+            NEAR(dpt_schedule_lr(&c, 80), 0.0064, 1e-12), "multistep gammas %g %g %g", dpt_schedule_lr(&c, 30),
+        dpt_schedule_lr(&c, 60), dpt_schedule_lr(&c, 80));
+  c.n_gammas = 0;
   c.kind = DPT_SCHED_STEP;
   c.step_epochs = 30;
   CHECK(NEAR(dpt_schedule_lr(&c, 65), 0.032, 1e-9), "step %g", dpt_schedule_lr(&c, 65));
@@ -79,10 +151,20 @@ int main(void)
   c.kind = DPT_SCHED_POLY;
   c.power = 2;
   CHECK(NEAR(dpt_schedule_lr(&c, 47.5), 0.8, 1e-9), "poly %g", dpt_schedule_lr(&c, 47.5));
+  /* MLPerf's PolynomialDecayWithWarmup (image_classification/tensorflow2/lars_util.py) at a
+   * global batch < 16384: initial lr 10, warm-up 5 epochs from 0, power 2, end lr 1e-4.
+   * Values by hand: 2.5 -> 10 x 2.5 / 5; 47.5 (half-way through the decay) -> 1e-4 + 9.9999 / 4;
+   * 90 -> 1e-4.  (The reference's decay spans one step more, train_steps - warmup_steps + 1.) */
+  struct dpt_schedule mp = {.kind = DPT_SCHED_POLY, .peak_lr = 10, .warmup_epochs = 5, .total_epochs = 90,
+                            .power = 2, .min_lr = 1e-4};
+  CHECK(NEAR(dpt_schedule_lr(&mp, 2.5), 5.0, 1e-12) && NEAR(dpt_schedule_lr(&mp, 47.5), 2.500075, 1e-12) &&
+            NEAR(dpt_schedule_lr(&mp, 90), 1e-4, 1e-12), "mlperf poly %g %g %g", dpt_schedule_lr(&mp, 2.5),
+        dpt_schedule_lr(&mp, 47.5), dpt_schedule_lr(&mp, 90));
   c.kind = DPT_SCHED_CONST;
   CHECK(NEAR(dpt_schedule_lr(&c, 70), 3.2, 1e-12), "const");
   CHECK(dpt_schedule_parse_kind("cosine") == DPT_SCHED_COSINE && dpt_schedule_parse_kind("linear") == -1, "parse");
+  test_lars();
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-  else printf("ok: cross-entropy, SGD, schedules\n");
+  else printf("ok: cross-entropy, SGD, LARS, schedules\n");
   return failures ? 1 : 0;
 }
