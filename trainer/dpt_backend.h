@@ -121,7 +121,8 @@ struct dpt_backend_ops {
   /* LARS instead of plain momentum (dpt_lars_step, dpt_optim.h), set after sgd_init: the
    * parameter tensors in slab order (dpt_model_param_segs), eta and eps; sgd_step then runs
    * LARS with sgd_init's momentum, weight decay and nesterov (the decay mask unused: LARS skips
-   * BN and bias tensors itself).  NULL where the backend has no LARS yet (cuda). */
+   * BN and bias tensors itself; eps > 0: the caller turns 0 into 1e-7).  cpu: dpt_lars_step;
+   * cuda: dpt_cuda_lars_step (per-tensor norms as segmented reductions, then the update). */
   int (*lars_init)(struct dpt_backend *be, const struct dpt_param_seg *seg, int n_seg, float eta, float eps,
                    struct dpt_err *err);
   /* Block until the work enqueued so far (backward's gradients) is complete:

@@ -260,13 +260,14 @@ int dpt_train_run_buffers(struct run *r, struct dpt_err *err)
   if ((rc = be->ops->sgd_init(be, (float)o->momentum, (float)o->weight_decay, o->nesterov, r->mask, err))) return rc;
   if (!strcmp(o->optimizer, "lars")) {
     if (!be->ops->lars_init)
-      return dpt_err_set(err, DPT_E_UNSUPPORTED, "--optimizer lars: the %s backend has no LARS update yet: "
-                         "use --backend cpu (the host reference)", be->ops->name);
+      return dpt_err_set(err, DPT_E_UNSUPPORTED, "--optimizer lars: the %s backend has no LARS update: "
+                         "use --backend cpu or cuda", be->ops->name);
     int ns = dpt_model_param_segs(&r->model, NULL, 0);
     struct dpt_param_seg *seg = malloc((ns ? ns : 1) * sizeof *seg);
     if (!seg) return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
     dpt_model_param_segs(&r->model, seg, ns);
-    rc = be->ops->lars_init(be, seg, ns, (float)o->lars_eta, (float)o->lars_eps, err);
+    rc = be->ops->lars_init(be, seg, ns, (float)o->lars_eta,
+                            (float)(o->lars_eps > 0 ? o->lars_eps : DPT_LARS_EPS_ZERO), err);
     free(seg);
     if (rc) return rc;
   }

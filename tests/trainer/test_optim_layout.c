@@ -325,9 +325,60 @@ static void bad_layouts(void)
   dpt_model_free(&m);
 }
 
+/* LARS's device tables (dpt_optim_lars_build): ResNet-50's 161 tensors cut into chunks that tile
+ * the slab in order, each inside its tensor and inside the layout segment it names; at fp32 the
+ * FC weight (LARS: a trust ratio) shares a copy-less segment with BN parameters and the bias (no
+ * ratio), which is why the update reads its tensor from the chunk and not from the segment. */
+static void lars_tables(void)
+{
+  struct dpt_model m;
+  struct dpt_cuda_plan plan;
+  struct dpt_optim_layout lay;
+  struct dpt_optim_lars l;
+  struct dpt_err err;
+  resnet(&m, 224, 0, 1.0);
+  if (!layout_for(&m, DPT_CUDA_FP32, &plan, &lay, 0)) exit(1);
+  int ns = dpt_model_param_segs(&m, NULL, 0);
+  struct dpt_param_seg *seg = malloc((size_t)ns * sizeof *seg);
+  CHECK(ns == 161 && dpt_model_param_segs(&m, seg, ns) == ns, "ResNet-50 has %d parameter tensors, not 161", ns);
+  CHECK(dpt_optim_lars_build(&lay, seg, ns, 1000, &l, &err) == 0, "lars tables: %s", err.msg);
+  unsigned long long at = 0;
+  int bad = 0, mixed_seg = 0, skipped = 0;
+  for (int c = 0; c < l.n_chunk; c++) {
+    const struct dpt_optim_lars_chunk *ch = &l.chunk[c];
+    const struct dpt_optim_lars_tensor *T = &l.tensor[ch->tensor];
+    const struct dpt_optim_seg *sg = &lay.seg[ch->seg];
+    bad += ch->start != at || !ch->len || ch->len > 1000 || ch->start < T->off || ch->start + ch->len > T->off + T->len ||
+           ch->start < sg->src || ch->start + ch->len > sg->src + sg->len || c < T->first_chunk ||
+           c >= T->first_chunk + T->n_chunk;
+    at += ch->len;
+  }
+  for (int t = 0; t < l.n_tensor; t++) {
+    skipped += l.tensor[t].skip;
+    bad += l.tensor[t].skip != seg[t].skip || l.tensor[t].off != seg[t].off;
+    for (int u = 0; u < l.n_tensor; u++) /* a ratio tensor and a skipped one in the same segment */
+      mixed_seg += !l.tensor[t].skip && l.tensor[u].skip && l.chunk[l.tensor[t].first_chunk].seg == l.chunk[l.tensor[u].first_chunk].seg;
+  }
+  CHECK(!bad && at == m.n_params, "lars chunks: %d inconsistent, %llu of %zu elements covered", bad, at, m.n_params);
+  CHECK(skipped == 2 * 53 + 1, "%d skipped tensors, want 53 BN gammas + 53 betas + the FC bias", skipped);
+  CHECK(mixed_seg > 0, "no layout segment holds both a LARS tensor and a skipped one (the FC weight at fp32)");
+  int n_chunk = l.n_chunk;
+  dpt_optim_lars_free(&l);
+  /* tensors that do not tile the slab are refused */
+  seg[5].off += 1;
+  CHECK(dpt_optim_lars_build(&lay, seg, ns, 0, &l, &err) == DPT_E_INPUT && strstr(err.msg, "tensor 5"), "gap: %s", err.msg);
+  CHECK(dpt_optim_lars_build(&lay, seg, 3, 0, &l, &err) == DPT_E_INPUT && strstr(err.msg, "3 tensors"), "short: %s", err.msg);
+  printf("lars tables: %d tensors, %d chunks of <= 1000; refused: %s\n", ns, n_chunk, err.msg);
+  free(seg);
+  dpt_optim_layout_free(&lay);
+  dpt_cuda_plan_free(&plan);
+  dpt_model_free(&m);
+}
+
 int main(void)
 {
   resnet50_layout();
+  lars_tables();
   reference_step();
   bf16_rounding();
   bad_layouts();

@@ -519,7 +519,10 @@ static int optim_launch(struct cu_backend *cb, const float *g, float lr, const f
                                   .copy = cb->region[DPT_CUDA_R_WEIGHTS], .lr = lr, .lr_dev = lr_dev,
                                   .momentum = momentum, .weight_decay = wd, .nesterov = nesterov, .skip = skip,
                                   .copy_only = copy_only};
-  KERN_CK(dpt_cuda_optim_step, (&cb->otab, &a, cb->stream), -1, copy_only ? "weight copies" : "fused optimizer");
+  if (cb->lars_ready && !copy_only)
+    KERN_CK(dpt_cuda_lars_step, (&cb->otab, &cb->ltab, &a, cb->stream), -1, "LARS optimizer");
+  else
+    KERN_CK(dpt_cuda_optim_step, (&cb->otab, &a, cb->stream), -1, copy_only ? "weight copies" : "fused optimizer");
   return 0;
 fail:
   return rc;
@@ -588,6 +591,7 @@ static void cu_destroy(struct dpt_backend *be)
   if (cb->ecache_open) dpt_engine_cache_close(&cb->ecache);
   if (cb->errata_loaded) dpt_cudnn_errata_free(&cb->errata);
   dpt_cuda_optim_tables_free(&cb->otab);
+  dpt_cuda_lars_tables_free(&cb->ltab);
   dpt_optim_layout_free(&cb->olay);
   while (cb->n_allocs) dfree(cb, cb->allocs[0]);
   if (cb->blas) cublasDestroy(cb->blas);
@@ -627,6 +631,35 @@ static int cu_sgd_init(struct dpt_backend *be, float momentum, float weight_deca
   cb->sgd_ready = 1 + !!mask; /* 2: masked */
   return 0;
 fail:
+  return rc;
+}
+
+/* LARS: its tables beside the fused optimizer's (the same weight-copy rule); the update kernel
+ * launch becomes dpt_cuda_lars_step's three (partial sums, trust ratios, update). */
+static int cu_lars_init(struct dpt_backend *be, const struct dpt_param_seg *seg, int n_seg, float eta, float eps,
+                        struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  struct dpt_optim_lars l;
+  int rc = 0;
+  if (!cb->sgd_ready) return dpt_err_set(err, DPT_E_INPUT, "cuda backend: lars_init before sgd_init");
+  if (!(eta > 0) || !(eps > 0))
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: LARS eta %g and eps %g must be > 0 (eps 0 is taken as 1e-7 "
+                       "by the caller)", (double)eta, (double)eps);
+  if ((rc = dpt_optim_lars_build(&cb->olay, seg, n_seg, 0, &l, err))) return rc;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "LARS set-up");
+  dpt_cuda_lars_tables_free(&cb->ltab);
+  cb->lars_ready = 0;
+  int e = dpt_cuda_lars_upload(&l, eta, eps, &cb->ltab, cb->stream);
+  if (e) {
+    rc = dpt_cuda_call_fail(cb, -1, "LARS tables", "dpt_cuda_lars_upload", cudaGetErrorString((cudaError_t)e), err);
+    goto fail;
+  }
+  cb->bytes += (size_t)l.n_tensor * (sizeof *l.tensor + sizeof(float)) + (size_t)l.n_chunk * (sizeof *l.chunk + 16);
+  if (cb->bytes > cb->peak) cb->peak = cb->bytes;
+  cb->lars_ready = 1;
+fail:
+  dpt_optim_lars_free(&l);
   return rc;
 }
 
@@ -938,7 +971,7 @@ static void cu_host_free(struct dpt_backend *be, void *p)
 
 static const struct dpt_backend_ops cuda_ops = {
     .name = "cuda", .forward = cu_forward, .backward = cu_backward, .copy_slab = cu_copy_slab,
-    .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init,
+    .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init, .lars_init = cu_lars_init,
     .sgd_step = cu_sgd_step, .sync = cu_sync, .peak_bytes = cu_peak_bytes,
     .overflow_check = dpt_backend_cuda_check_overflow, .scaler_get = cu_scaler_get, .scaler_set = cu_scaler_set,
     .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads,

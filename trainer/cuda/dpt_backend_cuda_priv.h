@@ -129,6 +129,8 @@ struct cu_backend {
    * copies in the compute type (no per-layer cast kernels) */
   struct dpt_optim_layout olay;
   struct dpt_cuda_optim_tables otab;
+  struct dpt_cuda_lars_tables ltab;  /* --optimizer lars (ops->lars_init): the update runs LARS */
+  int lars_ready;
   float *lr_dev;                    /* device float: the step's learning rate (graph steps) */
   /* the fused step (--fuse) */
   int fused;

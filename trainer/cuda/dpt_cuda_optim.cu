@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <string.h>
 
 #include "dpt_cuda_optim.h"
 
@@ -53,7 +54,143 @@ __global__ static void dpt_k_optim_step(const struct dpt_optim_seg *segs, const 
   }
 }
 
+// ---- LARS ----------------------------------------------------------------------------------
+
+#define DPT_LARS_THREADS 256
+
+// Per chunk: sum w^2 and g^2 in double (a fixed-order tree over the block); 0 for skipped tensors.
+__global__ static void dpt_k_lars_partials(const struct dpt_optim_lars_chunk *chunks,
+                                           const struct dpt_optim_lars_tensor *tensors, double *partial,
+                                           struct dpt_cuda_optim_args a)
+{
+  __shared__ double sw[DPT_LARS_THREADS], sg[DPT_LARS_THREADS];
+  if (a.skip && *a.skip) return;
+  const struct dpt_optim_lars_chunk ch = chunks[blockIdx.x];
+  double ww = 0.0, gg = 0.0;
+  if (!tensors[ch.tensor].skip)
+    for (unsigned int j = threadIdx.x; j < ch.len; j += blockDim.x) {
+      const double w = a.w[ch.start + j], g = a.g[ch.start + j];
+      ww += w * w;
+      gg += g * g;
+    }
+  sw[threadIdx.x] = ww;
+  sg[threadIdx.x] = gg;
+  __syncthreads();
+  for (unsigned int h = blockDim.x / 2; h > 0; h /= 2) {
+    if (threadIdx.x < h) {
+      sw[threadIdx.x] += sw[threadIdx.x + h];
+      sg[threadIdx.x] += sg[threadIdx.x + h];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = sw[0];
+    partial[2 * blockIdx.x + 1] = sg[0];
+  }
+}
+
+// Per tensor: its chunks' partials in chunk order, the trust ratio as dpt_lars_step computes it.
+__global__ static void dpt_k_lars_ratios(const struct dpt_optim_lars_tensor *tensors, int n_tensor,
+                                         const double *partial, float *ratio, float eta, float eps,
+                                         struct dpt_cuda_optim_args a)
+{
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n_tensor || (a.skip && *a.skip)) return;
+  const struct dpt_optim_lars_tensor T = tensors[t];
+  float r = 1.0f;
+  if (!T.skip) {
+    double ww = 0.0, gg = 0.0;
+    for (int c = T.first_chunk; c < T.first_chunk + T.n_chunk; c++) {
+      ww += partial[2 * c];
+      gg += partial[2 * c + 1];
+    }
+    const double wn = sqrt(ww), gn = sqrt(gg);
+    if (wn > 0 && gn > 0) r = (float)((double)eta * wn / (gn + (double)a.weight_decay * wn + (double)eps));
+  }
+  ratio[t] = r;
+}
+
+// Per chunk: g' = g + wd w (not skipped), v = m v - lr r g', w += v (nesterov: m v - lr r g'),
+// explicitly rounded (no FMA contraction), then the weight copy.
+template <int DT>
+__global__ static void dpt_k_lars_update(const struct dpt_optim_seg *segs, const struct dpt_optim_lars_chunk *chunks,
+                                         const struct dpt_optim_lars_tensor *tensors, const float *ratio,
+                                         struct dpt_cuda_optim_args a)
+{
+  if (a.skip && *a.skip) return;
+  const float lr = a.lr_dev ? *a.lr_dev : a.lr;
+  const struct dpt_optim_lars_chunk ch = chunks[blockIdx.x];
+  const struct dpt_optim_seg sg = segs[ch.seg];
+  const float lt = __fmul_rn(lr, ratio[ch.tensor]), dec = tensors[ch.tensor].skip ? 0.0f : a.weight_decay;
+  for (unsigned int j = threadIdx.x; j < ch.len; j += blockDim.x) {
+    const unsigned long long i = ch.start + j;
+    const float wi = a.w[i];
+    const float gi = __fadd_rn(a.g[i], __fmul_rn(dec, wi));
+    const float vi = __fsub_rn(__fmul_rn(a.momentum, a.v[i]), __fmul_rn(lt, gi));
+    a.v[i] = vi;
+    const float step = a.nesterov ? __fsub_rn(__fmul_rn(a.momentum, vi), __fmul_rn(lt, gi)) : vi;
+    const float wn = __fadd_rn(wi, step);
+    a.w[i] = wn;
+    if (sg.kind != DPT_OSEG_NONE && a.copy) store_copy<DT>(a.copy, dpt_optim_dst(&sg, i), wn);
+  }
+}
+
 extern "C" {
+
+int dpt_cuda_lars_upload(const struct dpt_optim_lars *l, float eta, float eps, struct dpt_cuda_lars_tables *t,
+                         cudaStream_t s)
+{
+  const size_t tb = (size_t)l->n_tensor * sizeof *l->tensor, cb = (size_t)l->n_chunk * sizeof *l->chunk;
+  const size_t o_chunk = (tb + 255) / 256 * 256, o_part = o_chunk + (cb + 255) / 256 * 256;
+  const size_t o_ratio = o_part + ((size_t)l->n_chunk * 2 * sizeof(double) + 255) / 256 * 256;
+  const size_t total = o_ratio + (size_t)l->n_tensor * sizeof(float) + 1;
+  cudaError_t e;
+  memset(t, 0, sizeof *t);
+  if ((e = cudaMalloc(&t->mem, total)) != cudaSuccess) {
+    t->mem = NULL;
+    return (int)e;
+  }
+  char *base = (char *)t->mem;
+  t->tensor = (struct dpt_optim_lars_tensor *)base;
+  t->chunk = (struct dpt_optim_lars_chunk *)(base + o_chunk);
+  t->partial = (double *)(base + o_part);
+  t->ratio = (float *)(base + o_ratio);
+  if ((tb && (e = cudaMemcpyAsync(t->tensor, l->tensor, tb, cudaMemcpyHostToDevice, s)) != cudaSuccess) ||
+      (cb && (e = cudaMemcpyAsync(t->chunk, l->chunk, cb, cudaMemcpyHostToDevice, s)) != cudaSuccess) ||
+      (e = cudaStreamSynchronize(s)) != cudaSuccess) { /* the host tables may go once this returns */
+    cudaFree(t->mem);
+    memset(t, 0, sizeof *t);
+    return (int)e;
+  }
+  t->n_tensor = l->n_tensor;
+  t->n_chunk = l->n_chunk;
+  t->eta = eta;
+  t->eps = eps;
+  return 0;
+}
+
+void dpt_cuda_lars_tables_free(struct dpt_cuda_lars_tables *t)
+{
+  if (t && t->mem) cudaFree(t->mem);
+  if (t) memset(t, 0, sizeof *t);
+}
+
+int dpt_cuda_lars_step(const struct dpt_cuda_optim_tables *t, const struct dpt_cuda_lars_tables *lt,
+                       const struct dpt_cuda_optim_args *a, cudaStream_t s)
+{
+  if (!lt->n_chunk) return (int)cudaGetLastError();
+  dim3 grid((unsigned)lt->n_chunk), block(DPT_LARS_THREADS);
+  dpt_k_lars_partials<<<grid, block, 0, s>>>(lt->chunk, lt->tensor, lt->partial, *a);
+  dpt_k_lars_ratios<<<(lt->n_tensor + 127) / 128, 128, 0, s>>>(lt->tensor, lt->n_tensor, lt->partial, lt->ratio, lt->eta,
+                                                                 lt->eps, *a);
+  switch (t->dtype) {
+  case DPT_OPT_F16: dpt_k_lars_update<DPT_OPT_F16><<<grid, block, 0, s>>>(t->seg, lt->chunk, lt->tensor, lt->ratio, *a); break;
+  case DPT_OPT_BF16: dpt_k_lars_update<DPT_OPT_BF16><<<grid, block, 0, s>>>(t->seg, lt->chunk, lt->tensor, lt->ratio, *a); break;
+  default: dpt_k_lars_update<DPT_OPT_F32><<<grid, block, 0, s>>>(t->seg, lt->chunk, lt->tensor, lt->ratio, *a); break;
+  }
+  return (int)cudaGetLastError();
+}
+
 
 int dpt_cuda_optim_upload(const struct dpt_optim_layout *lay, struct dpt_cuda_optim_tables *t, cudaStream_t s)
 {

@@ -44,6 +44,30 @@ struct dpt_cuda_optim_args {
 /* One launch: n_chunk blocks of 256 threads.  Returns cudaGetLastError(). */
 int dpt_cuda_optim_step(const struct dpt_cuda_optim_tables *t, const struct dpt_cuda_optim_args *a, cudaStream_t s);
 
+/* LARS (issue 23): dpt_optim.h's dpt_lars_step on the device, the MLPerf reference's rule.
+ * Tables of dpt_optim_lars (one cudaMalloc: tensors, chunks, per-chunk partial sums of w^2 and
+ * g^2 in double, per-tensor trust ratios), uploaded once. */
+struct dpt_cuda_lars_tables {
+  struct dpt_optim_lars_tensor *tensor; /* device [n_tensor] */
+  struct dpt_optim_lars_chunk *chunk;   /* device [n_chunk] */
+  double *partial;                      /* device [n_chunk][2]: sum w^2, sum g^2 of the chunk */
+  float *ratio;                         /* device [n_tensor]: the last step's trust ratios */
+  int n_tensor, n_chunk;
+  float eta, eps;                       /* eps > 0 (0 was already taken as 1e-7) */
+  void *mem;
+};
+/* Returns a cudaError_t (0 on success); nothing allocated on failure. */
+int dpt_cuda_lars_upload(const struct dpt_optim_lars *l, float eta, float eps, struct dpt_cuda_lars_tables *t,
+                         cudaStream_t s);
+void dpt_cuda_lars_tables_free(struct dpt_cuda_lars_tables *t);
+/* Three launches on s: the partial sums per chunk (a block each, a fixed-order tree), the trust
+ * ratio per tensor (the tensor's partials summed in chunk order: the same bits every run), the
+ * update per chunk with its weight copies by the layout t's rule.  a: w, v, g, copy, lr / lr_dev,
+ * momentum, weight_decay, nesterov, skip (the overflow flag skips all three); mask and copy_only
+ * are not used (a copy-only launch is dpt_cuda_optim_step's).  Returns cudaGetLastError(). */
+int dpt_cuda_lars_step(const struct dpt_cuda_optim_tables *t, const struct dpt_cuda_lars_tables *lt,
+                       const struct dpt_cuda_optim_args *a, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

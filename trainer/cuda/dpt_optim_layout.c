@@ -2,6 +2,7 @@
  * Compiled with -ffp-contract=off: the reference must not fuse a*b + c where the kernel rounds
  * twice (and dpt_sgd_step, on x86-64 without FMA in the baseline ISA, never does). */
 #include "dpt_optim_layout.h"
+#include "dpt_optim.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,58 @@ fail:
   free(cend);
   dpt_optim_layout_free(lay);
   return rc;
+}
+
+int dpt_optim_lars_build(const struct dpt_optim_layout *lay, const struct dpt_param_seg *seg, int n_seg, size_t chunk,
+                         struct dpt_optim_lars *out, struct dpt_err *err)
+{
+  size_t nc = 0, at = 0;
+  int s = 0;
+  memset(out, 0, sizeof *out);
+  if (!chunk) chunk = 4096;
+  if (chunk > (1u << 30) || n_seg < 0)
+    return dpt_err_set(err, DPT_E_INPUT, "LARS tables: chunk of %zu elements, %d tensors", chunk, n_seg);
+  for (int t = 0; t < n_seg; t++) {
+    if (seg[t].off != at || !seg[t].len)
+      return dpt_err_set(err, DPT_E_INPUT, "LARS tables: tensor %d at slab element %zu (length %zu) does not follow the "
+                         "one before, which ended at %zu", t, seg[t].off, seg[t].len, at);
+    at += seg[t].len;
+    nc += (seg[t].len + chunk - 1) / chunk;
+  }
+  if (at != lay->n_params)
+    return dpt_err_set(err, DPT_E_INPUT, "LARS tables: the %d tensors hold %zu parameters, the optimizer layout %zu",
+                       n_seg, at, lay->n_params);
+  out->tensor = calloc(n_seg ? (size_t)n_seg : 1, sizeof *out->tensor);
+  out->chunk = calloc(nc ? nc : 1, sizeof *out->chunk);
+  if (!out->tensor || !out->chunk) {
+    dpt_optim_lars_free(out);
+    return dpt_err_set(err, DPT_E_NOMEM, "LARS tables: out of memory for %zu chunks", nc);
+  }
+  for (int t = 0; t < n_seg; t++) {
+    /* the layout segment holding the tensor (both in slab order) */
+    while (s < lay->n_seg && lay->seg[s].src + lay->seg[s].len <= seg[t].off) s++;
+    if (s == lay->n_seg || seg[t].off < lay->seg[s].src || seg[t].off + seg[t].len > lay->seg[s].src + lay->seg[s].len) {
+      dpt_optim_lars_free(out);
+      return dpt_err_set(err, DPT_E_INPUT, "LARS tables: tensor %d [%zu, %zu) crosses a boundary of the optimizer "
+                         "layout's segments", t, seg[t].off, seg[t].off + seg[t].len);
+    }
+    struct dpt_optim_lars_tensor *T = &out->tensor[t];
+    *T = (struct dpt_optim_lars_tensor){seg[t].off, seg[t].len, seg[t].skip, out->n_chunk, 0};
+    for (unsigned long long o = 0; o < T->len; o += chunk) {
+      unsigned long long left = T->len - o;
+      out->chunk[out->n_chunk++] = (struct dpt_optim_lars_chunk){T->off + o, (unsigned)(left < chunk ? left : chunk), t, s};
+      T->n_chunk++;
+    }
+  }
+  out->n_tensor = n_seg;
+  return 0;
+}
+
+void dpt_optim_lars_free(struct dpt_optim_lars *l)
+{
+  free(l->tensor);
+  free(l->chunk);
+  memset(l, 0, sizeof *l);
 }
 
 unsigned short dpt_optim_bf16(float f)

@@ -96,6 +96,31 @@ void dpt_optim_ref_step(const struct dpt_optim_layout *lay, float lr, const floa
 /* The copies of w alone (the kernel's copy_only launch: the parameters the host put in the slab). */
 void dpt_optim_ref_copies(const struct dpt_optim_layout *lay, const float *w, void *copy);
 
+/* LARS on the device (issue 23, dpt_cuda_lars_step): the parameter tensors (dpt_model_param_segs)
+ * cut into chunks of at most `chunk` elements that never cross a tensor, each chunk with the layout
+ * segment that holds it (a tensor lies inside one segment: segments are unions of whole blocks),
+ * so the update writes the weight copies by the layout's rule.  A tensor's chunks are
+ * consecutive: its norms are the sum of their partial sums in chunk order (deterministic). */
+struct dpt_optim_lars_tensor {
+  unsigned long long off, len; /* slab range */
+  int skip;                    /* BN parameter or bias: trust ratio 1, no weight decay */
+  int first_chunk, n_chunk;
+};
+struct dpt_optim_lars_chunk {
+  unsigned long long start;    /* first slab element */
+  unsigned int len;            /* elements */
+  int tensor, seg;             /* its tensor and its layout segment */
+};
+struct dpt_optim_lars {
+  int n_tensor, n_chunk;
+  struct dpt_optim_lars_tensor *tensor; /* [n_tensor], by off */
+  struct dpt_optim_lars_chunk *chunk;   /* [n_chunk], by start */
+};
+/* DPT_E_INPUT when the tensors do not tile the layout's slab; DPT_E_NOMEM.  chunk 0: 4096. */
+int dpt_optim_lars_build(const struct dpt_optim_layout *lay, const struct dpt_param_seg *seg, int n_seg, size_t chunk,
+                         struct dpt_optim_lars *out, struct dpt_err *err);
+void dpt_optim_lars_free(struct dpt_optim_lars *l);
+
 /* float -> bf16 bits, round to nearest even (NaN -> 0x7fff, as CUDA's __float2bfloat16_rn). */
 unsigned short dpt_optim_bf16(float f);
 

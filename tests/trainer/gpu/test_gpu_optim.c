@@ -9,7 +9,13 @@
  * copy-only launch (what the cuda backend runs after the host puts parameters in the slab:
  * start-up, resume, broadcast) writes the copies of new weights equal to dpt_optim_ref_copies
  * and leaves the weights and the momentum alone.
+ * LARS (issue 23, dpt_cuda_lars_step) against the host's dpt_lars_step, ResNet-50 at fp32 and bf16,
+ * plain and Nesterov, 3 steps (the third at a rate read from device memory): the same rule with
+ * the trust ratios' norms summed in another order (double), so within a few units in the last
+ * place of each value, not bit for bit (bounds below); its weight copies equal the copies of its
+ * own new weights (dpt_optim_ref_copies); the overflow flag skips it.
  * SKIPPED (77) without a usable CUDA device. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +25,7 @@
 #include "dpt_cuda_optim.h"
 #include "dpt_cuda_plan.h"
 #include "dpt_model.h"
+#include "dpt_optim.h"
 #include "dpt_optim_layout.h"
 
 #include "cu_check.h"
@@ -133,6 +140,127 @@ static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_prec
   dpt_cuda_plan_free(&plan);
 }
 
+/* |a - b| <= k units of 2^-24 relative to |b| (at least the smallest normal's) */
+static int ulps_close(float a, float b, double k)
+{
+  double d = fabs((double)a - (double)b), m = fabs((double)b);
+  return d <= k * (m > 1e-30 ? m : 1e-30) / (1 << 24);
+}
+
+static void run_lars(const struct dpt_model *m, enum dpt_cuda_precision prec, int nesterov)
+{
+  struct dpt_cuda_plan plan;
+  struct dpt_optim_layout lay;
+  struct dpt_optim_lars ll;
+  struct dpt_cuda_optim_tables tab;
+  struct dpt_cuda_lars_tables ltab;
+  struct dpt_sgd hs;
+  struct dpt_lars hl;
+  struct dpt_err err;
+  char what[96];
+  snprintf(what, sizeof what, "LARS resnet50 %s%s", dpt_cuda_precision_name(prec), nesterov ? " nesterov" : "");
+  if (dpt_cuda_plan_build(m, 1, prec, 0, &plan, &err)) {
+    fprintf(stderr, "plan: %s\n", err.msg);
+    exit(1);
+  }
+  int *cs = malloc((size_t)m->n_layers * sizeof *cs);
+  for (int l = 0; l < m->n_layers; l++) cs[l] = plan.t[m->layers[l].in[0]].c_stored;
+  int dt = prec == DPT_CUDA_MIXED ? DPT_OPT_F16 : prec == DPT_CUDA_BF16 ? DPT_OPT_BF16 : DPT_OPT_F32;
+  int ns = dpt_model_param_segs(m, NULL, 0);
+  struct dpt_param_seg *seg = malloc((size_t)ns * sizeof *seg);
+  dpt_model_param_segs(m, seg, ns);
+  const float eta = 0.001f, eps = 1e-7f, mom = 0.9f, wd = 5e-5f;
+  if (dpt_optim_layout_build(m, plan.wcopy_off, cs, dt, 0, &lay, &err) ||
+      dpt_optim_lars_build(&lay, seg, ns, 0, &ll, &err) || dpt_sgd_init(&hs, m->n_params, mom, wd, NULL, &err) ||
+      dpt_lars_init(&hl, m->n_params, seg, ns, eta, eps, &err)) {
+    fprintf(stderr, "%s: %s\n", what, err.msg);
+    exit(1);
+  }
+  hs.nesterov = nesterov;
+  size_t n = m->n_params, cb = plan.weight_copy_bytes;
+  float *w = malloc(n * 4), *g = malloc(n * 4), *hw = malloc(n * 4), *hv = malloc(n * 4), *hr = malloc((size_t)ns * 4);
+  unsigned char *copy = calloc(cb, 1), *hcopy = malloc(cb);
+  if (!w || !g || !hw || !hv || !hr || !copy || !hcopy) exit(1);
+  unsigned seed = 23;
+  for (size_t i = 0; i < n; i++) w[i] = 0.1f * frand(&seed);
+  float *dw, *dv, *dg, *dlr;
+  int *dskip;
+  void *dcopy;
+  cudaStream_t s;
+  CU(cudaStreamCreate(&s));
+  CU(cudaMalloc((void **)&dw, n * 4));
+  CU(cudaMalloc((void **)&dv, n * 4));
+  CU(cudaMalloc((void **)&dg, n * 4));
+  CU(cudaMalloc(&dcopy, cb));
+  CU(cudaMalloc((void **)&dlr, 4));
+  CU(cudaMalloc((void **)&dskip, 4));
+  CU(cudaMemcpy(dw, w, n * 4, cudaMemcpyHostToDevice));
+  CU(cudaMemset(dv, 0, n * 4));
+  CU(cudaMemset(dcopy, 0, cb));
+  CU(cudaMemset(dskip, 0, 4));
+  CU((cudaError_t)dpt_cuda_optim_upload(&lay, &tab, s));
+  CU((cudaError_t)dpt_cuda_lars_upload(&ll, eta, eps, &ltab, s));
+  struct dpt_cuda_optim_args a = {dw, dv, dg, NULL, dcopy, 0.1f, NULL, mom, wd, nesterov, dskip, 0};
+  for (int step = 0; step < 3; step++) {
+    for (size_t i = 0; i < n; i++) g[i] = 0.01f * frand(&seed);
+    if (step == 0) /* a tensor with a zero gradient: trust ratio 1, decay only */
+      memset(g + seg[0].off, 0, seg[0].len * 4);
+    CU(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
+    float lr = step == 2 ? 2.5f : 5.0f;
+    a.lr_dev = NULL;
+    a.lr = lr;
+    if (step == 2) { /* the rate from device memory; the argument is a decoy */
+      CU(cudaMemcpy(dlr, &lr, 4, cudaMemcpyHostToDevice));
+      a.lr_dev = dlr;
+      a.lr = -1.0f;
+    }
+    CU((cudaError_t)dpt_cuda_lars_step(&tab, &ltab, &a, s));
+    dpt_lars_step(&hl, &hs, lr, w, g);
+  }
+  CU(cudaStreamSynchronize(s));
+  CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hv, dv, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hr, ltab.ratio, (size_t)ns * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
+  /* Bounds: the host and the kernel round the same float operations (no FMA on either side);
+   * only the norms' summation order differs (double, relative difference ~1e-15), which moves
+   * a trust ratio by at most 1 unit of 2^-24 after the cast to float.  That changes each step's
+   * momentum term by <= 1 unit relative, so after 3 steps: ratios 2 units, momentum 8, weights 8
+   * (a weight's increment is far smaller than the weight). */
+  size_t bad_w = 0, bad_v = 0, bad_r = 0;
+  for (size_t i = 0; i < n; i++) bad_w += !ulps_close(hw[i], w[i], 8), bad_v += !ulps_close(hv[i], hs.velocity[i], 8);
+  for (int t = 0; t < ns; t++) bad_r += !ulps_close(hr[t], hl.ratio[t], 2);
+  CHECK(!bad_w && !bad_v && !bad_r, "%s: %zu weights, %zu momenta, %zu trust ratios (of %d) off the host's dpt_lars_step",
+        what, bad_w, bad_v, bad_r, ns);
+  CHECK(hl.ratio[0] != 1.0f || hr[0] != 1.0f, "%s: the first tensor's ratio stayed 1 after nonzero gradients", what);
+  /* the copies are those of the kernel's own new weights */
+  dpt_optim_ref_copies(&lay, hw, copy);
+  CHECK(!memcmp(hcopy, copy, cb), "%s: the weight copies differ from dpt_optim_ref_copies of the new weights", what);
+  /* overflow: the flag skips all three launches */
+  int one = 1;
+  CU(cudaMemcpy(dskip, &one, 4, cudaMemcpyHostToDevice));
+  a.lr_dev = NULL;
+  a.lr = 5.0f;
+  CU((cudaError_t)dpt_cuda_lars_step(&tab, &ltab, &a, s));
+  CU(cudaStreamSynchronize(s));
+  float *hw2 = malloc(n * 4);
+  CU(cudaMemcpy(hw2, dw, n * 4, cudaMemcpyDeviceToHost));
+  CHECK(!memcmp(hw2, hw, n * 4), "%s: the skipped step changed weights", what);
+  printf("%s: %d tensors in %d chunks, within %s of dpt_lars_step; copies = reference; skip honoured\n", what,
+         ll.n_tensor, ll.n_chunk, "8 units in the last place");
+  free(hw2);
+  dpt_cuda_lars_tables_free(&ltab);
+  dpt_cuda_optim_tables_free(&tab);
+  cudaFree(dw), cudaFree(dv), cudaFree(dg), cudaFree(dcopy), cudaFree(dlr), cudaFree(dskip);
+  cudaStreamDestroy(s);
+  free(w), free(g), free(hw), free(hv), free(hr), free(copy), free(hcopy), free(cs), free(seg);
+  dpt_lars_free(&hl);
+  dpt_sgd_free(&hs);
+  dpt_optim_lars_free(&ll);
+  dpt_optim_layout_free(&lay);
+  dpt_cuda_plan_free(&plan);
+}
+
 int main(void)
 {
   device_or_skip("test_gpu_optim");
@@ -148,6 +276,8 @@ int main(void)
     run(&small, "width-1/8", p, p == DPT_CUDA_MIXED, 1000);
   }
   run(&big, "resnet50", DPT_CUDA_BF16, 1, 1000);
+  run_lars(&big, DPT_CUDA_FP32, 0);
+  run_lars(&big, DPT_CUDA_BF16, 1);
   dpt_model_free(&big);
   dpt_model_free(&small);
   if (!failures) printf("test_gpu_optim: all checks passed\n");
