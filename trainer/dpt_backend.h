@@ -125,6 +125,12 @@ struct dpt_backend_ops {
    * cuda: dpt_cuda_lars_step (per-tensor norms as segmented reductions, then the update). */
   int (*lars_init)(struct dpt_backend *be, const struct dpt_param_seg *seg, int n_seg, float eta, float eps,
                    struct dpt_err *err);
+  /* RMSprop warm-up instead of plain momentum (dpt_rmsw_step, dpt_optim.h), set after sgd_init:
+   * the momentum buffer becomes the first half of an optimizer-state slab of 2 n_params (the
+   * second moment after it: be->velocity then covers both, as a checkpoint stores them);
+   * sgd_step then mixes at be->opt_epoch.  NULL where the backend has none (cuda). */
+  int (*rmsw_init)(struct dpt_backend *be, float lr_rms, float mu2, float eps, double center, double period,
+                   struct dpt_err *err);
   /* Block until the work enqueued so far (backward's gradients) is complete:
    * call before another stream or a communicator reads the gradient slab. */
   int (*sync)(struct dpt_backend *be, struct dpt_err *err);
@@ -202,7 +208,9 @@ struct dpt_backend {
   float *params;                   /* [model->n_params] */
   float *grads;                    /* [model->n_params] */
   float *state;                    /* [model->n_state] */
-  float *velocity;                 /* [model->n_params] after sgd_init (host_slabs), else NULL */
+  float *velocity;                 /* [model->n_params] after sgd_init (host_slabs), else NULL;
+                                      [2 n_params] after rmsw_init (+ the second moment) */
+  double opt_epoch;                /* the epoch of the gradient sgd_step applies (rmsprop warm-up) */
   float *pending;                  /* [model->n_params] after pending_init (backend memory), else NULL */
   const char *precision;           /* "fp32", "tf32", "mixed" or "bf16": what the backend runs */
   struct dpt_layer *layers;        /* [model->n_layers] */

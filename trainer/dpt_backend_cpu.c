@@ -341,6 +341,8 @@ static int cpu_sgd_init(struct dpt_backend *be, float momentum, float weight_dec
   struct cpu_backend *cb = CB(be);
   int rc;
   if (cb->sgd_ready) {
+    if (cb->rmsw_ready) cb->bytes_total -= cb->sgd.n * sizeof(float); /* its second moment goes too */
+    cb->rmsw_ready = 0;
     cb->bytes_total -= cb->sgd.n * (sizeof(float) + 1);
     dpt_sgd_free(&cb->sgd);
     cb->sgd_ready = 0;
@@ -364,8 +366,33 @@ static int cpu_sgd_step(struct dpt_backend *be, float lr, const float *grads, st
     memcpy(cb->grads, grads, be->model->n_params * sizeof(float));
     grads = NULL;
   }
-  if (cb->lars_ready) dpt_lars_step(&cb->lars, &cb->sgd, lr, cb->params, grads ? grads : cb->grads);
+  if (cb->rmsw_ready) dpt_rmsw_step(&cb->rmsw, &cb->sgd, lr, be->opt_epoch, cb->params, grads ? grads : cb->grads);
+  else if (cb->lars_ready) dpt_lars_step(&cb->lars, &cb->sgd, lr, cb->params, grads ? grads : cb->grads);
   else dpt_sgd_step(&cb->sgd, lr, cb->params, grads ? grads : cb->grads);
+  return 0;
+}
+
+static int cpu_rmsw_init(struct dpt_backend *be, float lr_rms, float mu2, float eps, double center, double period,
+                         struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  size_t n = be->model->n_params;
+  if (!cb->sgd_ready) return dpt_err_set(err, DPT_E_INPUT, "cpu backend: rmsw_init before sgd_init");
+  if (cb->device_slabs)
+    return dpt_err_set(err, DPT_E_UNSUPPORTED, "cpu backend with device slabs: no second-moment slab for RMSprop warm-up");
+  if (!cb->rmsw_ready) { /* the momentum buffer grows to [momentum | second moment] */
+    float *v2 = calloc(2 * (n ? n : 1), sizeof(float));
+    if (!v2) return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for the second moment (%zu values)", n);
+    memcpy(v2, cb->sgd.velocity, n * sizeof(float));
+    free(cb->sgd.velocity);
+    cb->sgd.velocity = v2;
+    be->velocity = v2;
+    cb->bytes_total += n * sizeof(float);
+  }
+  cb->rmsw_ready = 0;
+  int rc = dpt_rmsw_init(&cb->rmsw, n, cb->sgd.velocity + n, lr_rms, mu2, eps, center, period, err);
+  if (rc) return rc;
+  cb->rmsw_ready = 1;
   return 0;
 }
 
@@ -470,7 +497,7 @@ static const char *cpu_notes(struct dpt_backend *be)
 
 static const struct dpt_backend_ops cpu_ops = {
     .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,
-    .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init, .lars_init = cpu_lars_init,
+    .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init, .lars_init = cpu_lars_init, .rmsw_init = cpu_rmsw_init,
     .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,
     .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads, .loss = cpu_loss,
     .loss_totals = cpu_loss_totals, .host_waits = cpu_host_waits, .notes = cpu_notes};

@@ -22,7 +22,10 @@
 #define HDR_V2 offsetof(struct dpt_ckpt_meta, optimizer)
 _Static_assert(HDR_V1 == 152, "version-1 checkpoint header is 152 bytes");
 _Static_assert(HDR_V2 == 168, "version-2 checkpoint header is 168 bytes");
-_Static_assert(sizeof(struct dpt_ckpt_meta) == 184, "version-3 checkpoint header is 184 bytes");
+_Static_assert(sizeof(struct dpt_ckpt_meta) == 192, "version-3 checkpoint header is 192 bytes");
+
+/* elements of the optimizer-state array ("velocity") */
+static uint64_t opt_len(const struct dpt_ckpt_meta *m) { return m->n_opt_state ? m->n_opt_state : m->n_params; }
 
 struct wr {
   FILE *f;
@@ -64,11 +67,12 @@ int dpt_ckpt_save(const char *path, const struct dpt_ckpt_meta *m, const float *
     return dpt_err_set(err, DPT_E_RUNTIME, "checkpoint %s: cannot create (%s): check --checkpoint-dir",
                        tmp, strerror(errno));
   struct dpt_ckpt_meta h = *m;
+  h.n_opt_state = opt_len(m);
   put(&w, MAGIC, 8);
   put(&w, &h, sizeof h);
   put(&w, params, m->n_params * sizeof(float));
   put(&w, state, m->n_state * sizeof(float));
-  put(&w, velocity, m->n_params * sizeof(float));
+  put(&w, velocity, h.n_opt_state * sizeof(float));
   if (m->n_pending) put(&w, pending, m->n_pending * sizeof(float));
   uint32_t crc = (uint32_t)w.crc;
   errno = 0;
@@ -90,7 +94,7 @@ int dpt_ckpt_save(const char *path, const struct dpt_ckpt_meta *m, const float *
                        "The previous checkpoints in that directory are kept and --resume auto uses the newest "
                        "of them; free space there (or raise the limit, or give another --checkpoint-dir) "
                        "before resuming", path, got,
-                       (unsigned long long)(8 + sizeof h + (2 * m->n_params + m->n_state + m->n_pending) * 4 + 4),
+                       (unsigned long long)(8 + sizeof h + (m->n_params + h.n_opt_state + m->n_state + m->n_pending) * 4 + 4),
                        strerror(w.bad), why);
   }
   if (rename(tmp, path)) {
@@ -150,8 +154,10 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
   memcpy(&h, buf + 8, hdr);
   h.optimizer[sizeof h.optimizer - 1] = '\0'; /* from the file: not necessarily terminated */
   if (!h.optimizer[0]) snprintf(h.optimizer, sizeof h.optimizer, "sgd"); /* versions 1 and 2: all sgd */
-  size_t want = 8 + hdr + (2 * h.n_params + h.n_state + h.n_pending) * sizeof(float) + 4;
-  if (h.n_params > (1ull << 34) || h.n_state > (1ull << 34) || h.n_pending > (1ull << 34) || want != size) {
+  if (!h.n_opt_state) h.n_opt_state = h.n_params; /* versions 1 and 2: the momentum buffer */
+  size_t want = 8 + hdr + (h.n_params + h.n_opt_state + h.n_state + h.n_pending) * sizeof(float) + 4;
+  if (h.n_params > (1ull << 34) || h.n_state > (1ull << 34) || h.n_pending > (1ull << 34) ||
+      h.n_opt_state > (1ull << 36) || want != size) {
     rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s: %zu bytes but the header describes %zu: "
                      "truncated or corrupt, refusing it", path, size, want);
     goto out;
@@ -187,6 +193,13 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
                        h.optimizer);
       goto out;
     }
+    if (h.n_opt_state != opt_len(expect)) {
+      rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s holds %llu optimizer-state values for %llu parameters (--optimizer "
+                       "%s), this run needs %llu: corrupt, or written by another dpt version; use another "
+                       "--checkpoint-dir", path, (unsigned long long)h.n_opt_state, (unsigned long long)h.n_params,
+                       h.optimizer, (unsigned long long)opt_len(expect));
+      goto out;
+    }
     if (h.world_size != expect->world_size || h.batch != expect->batch || h.n_pending != expect->n_pending) {
       rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s was written by %d ranks x batch %d%s; this run "
                        "has %d x %d%s: resume with the same ranks, batch and --double-buffering",
@@ -206,8 +219,8 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
   p += h.n_params * 4;
   if (state) memcpy(state, p, h.n_state * 4);
   p += h.n_state * 4;
-  if (velocity) memcpy(velocity, p, h.n_params * 4);
-  p += h.n_params * 4;
+  if (velocity) memcpy(velocity, p, h.n_opt_state * 4);
+  p += h.n_opt_state * 4;
   if (pending && h.n_pending) memcpy(pending, p, h.n_pending * 4);
   if (got) *got = h;
 out:

@@ -4,7 +4,7 @@
  * fields, array lengths; "DPTCKPT1" files, whose header stops before the loss
  * scaler, and "DPTCKPT2" files, whose header stops before the optimizer, are
  * still read), the arrays params [n_params], state [n_state],
- * velocity [n_params], pending [n_params] (double buffering's averaged
+ * velocity [n_opt_state] (the optimizer's state), pending [n_params] (double buffering's averaged
  * gradient waiting to be applied; n_pending = 0 without it), then a CRC-32 of
  * everything before it.  Written to "<path>.tmp.<pid>", fsync'd, renamed over
  * <path>, and the directory fsync'd: a crash leaves the old file or the new
@@ -40,6 +40,10 @@ struct dpt_ckpt_meta {
    * unscaled velocity; "lars": learning-rate-scaled steps), which a resume must match;
    * version 1 and 2 files were all written by "sgd" */
   char optimizer[16];
+  /* version 3: length of the "velocity" array, the optimizer's state: n_params for sgd and lars
+   * (the momentum buffer), 2 n_params for rmsprop-warmup (the momentum buffer, then the second
+   * moment); 0 is read as n_params (version 1 and 2 files, and callers that leave it unset) */
+  uint64_t n_opt_state;
 };
 
 int dpt_ckpt_save(const char *path, const struct dpt_ckpt_meta *m, const float *params /* [n_params] */,

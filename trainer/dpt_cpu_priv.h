@@ -90,6 +90,9 @@ struct cpu_backend {
   int sgd_ready;
   struct dpt_lars lars;   /* ops->lars_init: sgd_step runs LARS when lars_ready */
   int lars_ready;
+  struct dpt_rmsw rmsw;   /* ops->rmsw_init: sgd_step runs RMSprop warm-up when rmsw_ready; its m is
+                             the second half of sgd.velocity [2 n_params] */
+  int rmsw_ready;
   int device_slabs;       /* DPT_CPU_DEVICE_SLABS=1: simulated device (host_slabs = 0) */
   float *last_out;        /* [N, K] plain: the last forward's output (forward(out = NULL)) */
   float *last_dout;       /* [N, K] plain: its gradient from loss() (backward(dout = NULL)) */

@@ -166,6 +166,51 @@ void dpt_lars_free(struct dpt_lars *l)
   l->n_seg = 0;
 }
 
+double dpt_rmsw_alpha_sgd(double e, double c, double p)
+{
+  if (!(p > 0)) return e < c ? 0.0 : 1.0;
+  if (e < c) return 0.5 * exp(2.0 * (e - c) / p);
+  if (e < c + p / 2) return 0.5 + (e - c) / p;
+  return 1.0;
+}
+
+int dpt_rmsw_init(struct dpt_rmsw *r, size_t n, float *m, float lr_rms, float mu2, float eps, double center,
+                  double period, struct dpt_err *err)
+{
+  memset(r, 0, sizeof *r);
+  if (!m || !(lr_rms > 0) || !(mu2 >= 0 && mu2 < 1) || !(eps > 0) || !(period > 0) || !(center >= 0))
+    return dpt_err_set(err, DPT_E_INPUT, "rmsprop warm-up: a second-moment buffer, lr %g > 0, mu2 %g in [0, 1), eps %g "
+                       "> 0, centre %g >= 0 and period %g > 0 epochs are needed", (double)lr_rms, (double)mu2,
+                       (double)eps, center, period);
+  r->m = m;
+  r->n = n;
+  r->lr_rms = lr_rms;
+  r->mu2 = mu2;
+  r->eps = eps;
+  r->center = center;
+  r->period = period;
+  return 0;
+}
+
+void dpt_rmsw_step(const struct dpt_rmsw *r, struct dpt_sgd *o, float lr, double epoch, float *w, const float *grad)
+{
+  const float a = (float)dpt_rmsw_alpha_sgd(epoch, r->center, r->period);
+  const float ar = lr > 0 ? (1.0f - a) * r->lr_rms / lr : 0.0f;
+  const float mu1 = o->momentum, wd = o->weight_decay, mu2 = r->mu2, eps = r->eps;
+  float *d = o->velocity, *m = r->m;
+  const unsigned char *mask = o->decay_mask;
+  const size_t n = r->n;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    float g = grad[i] + (mask[i] ? wd * w[i] : 0.0f);
+    float mi = mu2 * m[i] + (1.0f - mu2) * (g * g);
+    m[i] = mi;
+    float di = mu1 * d[i] - g * (a + ar / (sqrtf(mi) + eps));
+    d[i] = di;
+    w[i] += lr * di;
+  }
+}
+
 static const char *const kind_names[] = {"const", "step", "multistep", "poly", "cosine"};
 
 int dpt_schedule_parse_kind(const char *s)

@@ -68,6 +68,43 @@ void dpt_lars_step(struct dpt_lars *l, struct dpt_sgd *o, float lr, float *param
                    const float *grads /* [n] */);
 void dpt_lars_free(struct dpt_lars *l);
 
+/* RMSprop warm-up (Akiba, Suzuki, Fukuda 2017, "Extremely Large Minibatch SGD: Training
+ * ResNet-50 on ImageNet in 15 Minutes", arXiv 1711.04325, section 2.1): an update that starts
+ * as RMSprop and becomes momentum SGD over the first epochs.  Per element, at epoch e (fractional)
+ * with the scheduled learning rate lr (momentum SGD's):
+ *   g' = g + wd w (where the decay mask says)
+ *   m  = mu2 m + (1 - mu2) g'^2
+ *   d  = mu1 d - g' (a_sgd(e) + a_rms(e) / (sqrt(m) + eps)),  a_rms = (1 - a_sgd) lr_rms / lr
+ *   w += lr d
+ * with mu1 the momentum and d its buffer (sgd's velocity slab), m a second-moment buffer.
+ * The mix a_sgd(e) rises from ~0 to 1 around beta_center over beta_period epochs; dpt takes it
+ * continuous with a continuous slope (1/2 + 1/2 ELU(2 (e - c) / p), clipped at 1):
+ *   e < c:            1/2 exp(2 (e - c) / p)
+ *   c <= e < c + p/2: 1/2 + (e - c) / p
+ *   e >= c + p/2:     1
+ * (Implementations in circulation write exp(2 (e - c) / p) without the 1/2, or 1/2 + 2 (e - c) / p:
+ * both jump at e = c; this reading is the one whose pieces meet.)  Defaults as those
+ * implementations: lr_rms 3e-4, mu2 0.99, eps 1e-8, beta_center 10, beta_period 5 epochs. */
+#define DPT_RMSW_LR 3e-4
+#define DPT_RMSW_MU2 0.99
+#define DPT_RMSW_EPS 1e-8
+#define DPT_RMSW_CENTER 10.0
+#define DPT_RMSW_PERIOD 5.0
+struct dpt_rmsw {
+  size_t n;
+  float lr_rms, mu2, eps;
+  double center, period; /* epochs */
+  float *m;              /* [n] second moment, the caller's buffer (zero at the start) */
+};
+double dpt_rmsw_alpha_sgd(double epoch, double center, double period);
+/* m: the caller's [n] buffer (zeroed for a fresh start; a checkpoint's for a resume). */
+int dpt_rmsw_init(struct dpt_rmsw *r, size_t n, float *m, float lr_rms, float mu2, float eps, double center,
+                  double period, struct dpt_err *err);
+/* One step at epoch `epoch` with the scheduled rate lr (lr = 0 leaves w unchanged and only moves
+ * the buffers); momentum, weight decay and its mask from o (nesterov is refused at set-up). */
+void dpt_rmsw_step(const struct dpt_rmsw *r, struct dpt_sgd *o, float lr, double epoch, float *params /* [n] */,
+                   const float *grads /* [n] */);
+
 enum dpt_sched_kind { DPT_SCHED_CONST, DPT_SCHED_STEP, DPT_SCHED_MULTISTEP, DPT_SCHED_POLY,
                       DPT_SCHED_COSINE };
 #define DPT_SCHED_MAX_MILESTONES 16

@@ -134,10 +134,11 @@ static int update_double_buffered(struct run *r, double t3, struct dpt_err *err)
   if ((rc = dpt_train_preempt_agree(&r->rk, &r->psig, err))) return rc;
   double t4 = now();
   r->tm.ar_exposed += t4 - t3;
-  float lr_prev = (float)dpt_schedule_lr(&r->sch, (double)(r->gstep - 1) / r->spe);
+  const double ep_prev = (double)(r->gstep - 1) / r->spe; /* the pending gradient's step */
+  float lr_prev = (float)dpt_schedule_lr(&r->sch, ep_prev);
   if (be->pending) { /* the pending slab is the backend's (cpu: host; cuda with nccl: device) */
     void *ready;
-    if (r->have_pending && (rc = dpt_train_apply_step(be, r->mixed, be->pending, lr_prev, err))) return rc;
+    if (r->have_pending && (rc = dpt_train_apply_step(be, r->mixed, be->pending, lr_prev, ep_prev, err))) return rc;
     /* pending <- this step's gradient, behind the update that read it; nccl waits for the copy */
     if ((rc = be->ops->stash_grads(be, &ready, err)) ||
         (rc = dpt_train_grad_start(&r->rk, &r->fl, be->pending, r->np, r->o.fp16, ready, err)))
@@ -145,7 +146,7 @@ static int update_double_buffered(struct run *r, double t3, struct dpt_err *err)
   } else { /* device slabs, host communicator: through the host */
     /* this step's gradient to the host first: a device sgd_step(pending) overwrites the slab */
     if ((rc = be->ops->sync(be, err)) || (rc = dpt_train_slab_get(be, DPT_SLAB_GRADS, r->hg, err))) return rc;
-    if (r->have_pending && (rc = dpt_train_apply_step(be, r->mixed, r->pending, lr_prev, err))) return rc;
+    if (r->have_pending && (rc = dpt_train_apply_step(be, r->mixed, r->pending, lr_prev, ep_prev, err))) return rc;
     memcpy(r->pending, r->hg, r->np * sizeof(float));
     if ((rc = dpt_train_grad_start(&r->rk, &r->fl, r->pending, r->np, r->o.fp16, NULL, err))) return rc;
   }
@@ -180,7 +181,8 @@ static int update(struct run *r, double t3, struct dpt_err *err)
   } /* one rank: the update follows backward on the backend's own stream, no wait */
   double t4 = now();
   r->tm.ar_exposed += t4 - t3;
-  if ((rc = dpt_train_apply_step(be, r->mixed, NULL, (float)dpt_schedule_lr(&r->sch, (double)r->gstep / r->spe), err)))
+  const double ep = (double)r->gstep / r->spe;
+  if ((rc = dpt_train_apply_step(be, r->mixed, NULL, (float)dpt_schedule_lr(&r->sch, ep), ep, err)))
     return rc;
   r->tm.update += now() - t4;
   return 0;
@@ -237,7 +239,8 @@ static int train_step(struct run *r, struct dpt_err *err)
   if (o->dbuf && r->gstep == r->total_steps) { /* the last averaged gradient still has to be applied */
     if ((rc = dpt_train_grad_wait(&r->rk, &r->fl, err)) ||
         (rc = dpt_train_apply_step(r->be, r->mixed, r->be->pending ? r->be->pending : r->pending,
-                                   (float)dpt_schedule_lr(&r->sch, (double)(r->gstep - 1) / r->spe), err)))
+                                   (float)dpt_schedule_lr(&r->sch, (double)(r->gstep - 1) / r->spe),
+                                   (double)(r->gstep - 1) / r->spe, err)))
       return rc;
     r->have_pending = 0;
   }

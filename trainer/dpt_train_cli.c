@@ -32,6 +32,11 @@ void dpt_train_defaults(struct opts *o)
   o->optimizer = "sgd";
   o->lars_eta = DPT_LARS_ETA_DEFAULT;
   o->lars_eps = 0.0; /* the MLPerf reference's default, which it turns into 1e-7 */
+  o->rms_lr = DPT_RMSW_LR;
+  o->rms_mu2 = DPT_RMSW_MU2;
+  o->rms_eps = DPT_RMSW_EPS;
+  o->rms_center = DPT_RMSW_CENTER;
+  o->rms_period = DPT_RMSW_PERIOD;
   o->n_synth = 2048;
   o->val = 1;
   o->seed = 1;
@@ -89,13 +94,21 @@ static void usage(FILE *f)
           "  --power F             poly exponent (default %g)\n"
           "  --end-lr F            the learning rate poly / cosine decay to after warm-up (default 0;\n"
           "                        MLPerf's ResNet-50: poly, power 2, end 1e-4)\n"
-          "  --optimizer O         sgd (momentum SGD, torch.optim.SGD's rule) or lars (layer-wise trust\n"
+          "  --optimizer O         sgd (momentum SGD, torch.optim.SGD's rule), lars (layer-wise trust\n"
           "                        ratios as the MLPerf ResNet-50 reference: per tensor lr x eta|w| /\n"
           "                        (|g| + wd|w| + eps), momentum on lr-scaled steps; BN and bias\n"
-          "                        tensors: plain momentum, no decay).  Default %s\n"
+          "                        tensors: plain momentum, no decay) or rmsprop-warmup (Akiba et al.\n"
+          "                        2017: RMSprop turning into momentum SGD around --rmsprop-center;\n"
+          "                        cpu backend).  Default %s\n"
           "  --lars-eta F          LARS coefficient (default %g)\n"
           "  --lars-eps F          LARS epsilon (default 0, taken as 1e-7 as the reference does)\n"
           "  --nesterov            Nesterov momentum (Goyal et al.'s 1-hour run; sgd and lars)\n"
+          "  --rmsprop-lr F, --rmsprop-mu2 F, --rmsprop-eps F   rmsprop-warmup: the RMSprop term's rate,\n"
+          "                        second-moment decay, epsilon (default %g, %g, %g)\n"
+          "  --rmsprop-center E, --rmsprop-period E   rmsprop-warmup: the SGD share a(e) = 1/2 exp(2(e-c)/p)\n"
+          "                        before c, 1/2 + (e-c)/p after, 1 from c + p/2 (continuous at c: dpt's\n"
+          "                        reading of the paper's ELU-shaped mix; default c %g, p %g epochs);\n"
+          "                        update d = m d - g (a + (1-a) rms_lr/lr / (sqrt(v) + eps)), w += lr d\n"
           "  --momentum F          (default %g)   --weight-decay F (default %g)\n"
           "  --decay-bn            sgd: apply weight decay to BN and bias too (default: not)\n"
           "  --label-smoothing F   (default 0)\n"
@@ -149,8 +162,8 @@ static void usage(FILE *f)
           "exit: 0 done, 1 runtime failure (or preempted without --checkpoint-dir), 2 bad usage or\n"
           "input, 3 preempted with a checkpoint written.\n",
           DPT_DATASETS, d.dataset, d.n_synth, d.prefetch, d.batch, d.epochs, d.lr, d.lr_batch,
-          d.warmup_epochs, d.schedule, d.gamma, d.step_epochs, d.power, d.optimizer, d.lars_eta, d.momentum,
-          d.weight_decay,
+          d.warmup_epochs, d.schedule, d.gamma, d.step_epochs, d.power, d.optimizer, d.lars_eta, d.rms_lr,
+          d.rms_mu2, d.rms_eps, d.rms_center, d.rms_period, d.momentum, d.weight_decay,
           (unsigned long long)d.seed, d.backend, dpt_backend_available(), d.bucket_mb, d.log_every);
 }
 
@@ -193,7 +206,7 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
     O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
     O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT, O_GAMMAS, O_ENDLR, O_OPTIM,
-    O_NEST, O_LETA, O_LEPS
+    O_NEST, O_LETA, O_LEPS, O_RLR, O_RMU2, O_REPS, O_RCEN, O_RPER
   };
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
@@ -217,9 +230,10 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
       {"fuse", 1, 0, O_FUSE}, {"cuda-graph", 1, 0, O_GRAPH}, {"profile-steps", 1, 0, O_PROF},
       {"profile-out", 1, 0, O_PROFOUT}, {"gammas", 1, 0, O_GAMMAS}, {"end-lr", 1, 0, O_ENDLR},
       {"optimizer", 1, 0, O_OPTIM}, {"nesterov", 0, 0, O_NEST}, {"lars-eta", 1, 0, O_LETA},
-      {"lars-eps", 1, 0, O_LEPS},
+      {"lars-eps", 1, 0, O_LEPS}, {"rmsprop-lr", 1, 0, O_RLR}, {"rmsprop-mu2", 1, 0, O_RMU2},
+      {"rmsprop-eps", 1, 0, O_REPS}, {"rmsprop-center", 1, 0, O_RCEN}, {"rmsprop-period", 1, 0, O_RPER},
       {0, 0, 0, 0}};
-  int c, rc = 0, have_epochs = 0, have_iters = 0, have_lars_opt = 0;
+  int c, rc = 0, have_epochs = 0, have_iters = 0, have_lars_opt = 0, have_rms_opt = 0;
   double d;
   opterr = 0;
   while (!rc && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -277,6 +291,11 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     case O_NEST: o->nesterov = 1; break;
     case O_LETA: rc = dpt_train_num("--lars-eta", optarg, 1e-9, 1000, &o->lars_eta); have_lars_opt = 1; break;
     case O_LEPS: rc = dpt_train_num("--lars-eps", optarg, 0, 1, &o->lars_eps); have_lars_opt = 1; break;
+    case O_RLR: rc = dpt_train_num("--rmsprop-lr", optarg, 1e-12, 1000, &o->rms_lr); have_rms_opt = 1; break;
+    case O_RMU2: rc = dpt_train_num("--rmsprop-mu2", optarg, 0, 0.999999, &o->rms_mu2); have_rms_opt = 1; break;
+    case O_REPS: rc = dpt_train_num("--rmsprop-eps", optarg, 1e-30, 1, &o->rms_eps); have_rms_opt = 1; break;
+    case O_RCEN: rc = dpt_train_num("--rmsprop-center", optarg, 0, 1e6, &o->rms_center); have_rms_opt = 1; break;
+    case O_RPER: rc = dpt_train_num("--rmsprop-period", optarg, 1e-6, 1e6, &o->rms_period); have_rms_opt = 1; break;
     case O_LRB: rc = inum("--lr-batch", optarg, 1, 1 << 24, &o->lr_batch); break;
     case O_DECAYBN: o->no_decay_bn = 0; break;
     case O_NOFLIP: o->flip = 0; break;
@@ -335,8 +354,12 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     return dpt_train_bad("--gammas only applies to --schedule multistep (got --schedule %s)", o->schedule);
   if (o->end_lr > 0 && strcmp(o->schedule, "poly") && strcmp(o->schedule, "cosine"))
     return dpt_train_bad("--end-lr only applies to --schedule poly or cosine (got --schedule %s)", o->schedule);
-  if (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "lars"))
-    return dpt_train_bad("--optimizer '%s' is unknown: sgd or lars", o->optimizer);
+  if (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "lars") && strcmp(o->optimizer, "rmsprop-warmup"))
+    return dpt_train_bad("--optimizer '%s' is unknown: sgd, lars or rmsprop-warmup", o->optimizer);
+  if (have_rms_opt && strcmp(o->optimizer, "rmsprop-warmup"))
+    return dpt_train_bad("--rmsprop-* options need --optimizer rmsprop-warmup (got --optimizer %s)", o->optimizer);
+  if (o->nesterov && !strcmp(o->optimizer, "rmsprop-warmup"))
+    return dpt_train_bad("--nesterov with --optimizer rmsprop-warmup: its update has no Nesterov form");
   if (have_lars_opt && strcmp(o->optimizer, "lars"))
     return dpt_train_bad("--lars-eta / --lars-eps need --optimizer lars (got --optimizer %s)", o->optimizer);
   if (!strcmp(o->optimizer, "lars") && !o->no_decay_bn)

@@ -66,6 +66,7 @@ struct opts {
   const char *optimizer; /* --optimizer sgd|lars */
   int nesterov;          /* --nesterov */
   double lars_eta, lars_eps; /* --lars-eta, --lars-eps (0: 1e-7 as the MLPerf reference) */
+  double rms_lr, rms_mu2, rms_eps, rms_center, rms_period; /* --rmsprop-* (rmsprop-warmup) */
   uint64_t seed;
   const char *precision; /* --precision fp32|tf32|mixed (NULL: the backend's default) */
   const char *baseline; /* job report: --baseline REPORT (scaling efficiency) */
@@ -234,7 +235,8 @@ void dpt_train_curve_keep(struct curve_log *c, const char *dir, const struct dpt
 int dpt_train_slab_get(struct dpt_backend *be, enum dpt_slab w, float *host, struct dpt_err *err);
 int dpt_train_slab_put(struct dpt_backend *be, enum dpt_slab w, float *host, struct dpt_err *err);
 int dpt_train_state_average(struct ranks *rk, struct dpt_backend *be, float *hs, struct dpt_err *err);
-int dpt_train_apply_step(struct dpt_backend *be, int mixed, const float *buf, float lr, struct dpt_err *err);
+int dpt_train_apply_step(struct dpt_backend *be, int mixed, const float *buf, float lr, double epoch,
+                         struct dpt_err *err);
 int dpt_train_run_resume(struct run *r, struct dpt_err *err);
 
 /* dpt_train_setup.c */

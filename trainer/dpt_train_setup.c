@@ -258,6 +258,14 @@ int dpt_train_run_buffers(struct run *r, struct dpt_err *err)
     return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
   dpt_model_decay_mask(&r->model, o->no_decay_bn, r->mask);
   if ((rc = be->ops->sgd_init(be, (float)o->momentum, (float)o->weight_decay, o->nesterov, r->mask, err))) return rc;
+  if (!strcmp(o->optimizer, "rmsprop-warmup")) {
+    if (!be->ops->rmsw_init || !be->host_slabs)
+      return dpt_err_set(err, DPT_E_UNSUPPORTED, "--optimizer rmsprop-warmup: the %s backend%s has no RMSprop warm-up "
+                         "update yet: use --backend cpu", be->ops->name, be->host_slabs ? "" : " (device slabs)");
+    if ((rc = be->ops->rmsw_init(be, (float)o->rms_lr, (float)o->rms_mu2, (float)o->rms_eps, o->rms_center,
+                                 o->rms_period, err)))
+      return rc;
+  }
   if (!strcmp(o->optimizer, "lars")) {
     if (!be->ops->lars_init)
       return dpt_err_set(err, DPT_E_UNSUPPORTED, "--optimizer lars: the %s backend has no LARS update: "
@@ -412,6 +420,13 @@ void dpt_train_run_describe(struct run *r)
     dpt_report_set_config(rep, "end_lr", json_real(o->end_lr));
     dpt_report_set_config(rep, "optimizer", json_string(o->optimizer));
     dpt_report_set_config(rep, "nesterov", json_boolean(o->nesterov));
+    if (!strcmp(o->optimizer, "rmsprop-warmup")) {
+      dpt_report_set_config(rep, "rmsprop_lr", json_real(o->rms_lr));
+      dpt_report_set_config(rep, "rmsprop_mu2", json_real(o->rms_mu2));
+      dpt_report_set_config(rep, "rmsprop_eps", json_real(o->rms_eps));
+      dpt_report_set_config(rep, "rmsprop_center_epochs", json_real(o->rms_center));
+      dpt_report_set_config(rep, "rmsprop_period_epochs", json_real(o->rms_period));
+    }
     if (!strcmp(o->optimizer, "lars")) {
       dpt_report_set_config(rep, "lars_eta", json_real(o->lars_eta));
       dpt_report_set_config(rep, "lars_eps", json_real(o->lars_eps > 0 ? o->lars_eps : DPT_LARS_EPS_ZERO));
@@ -443,7 +458,12 @@ void dpt_train_run_describe(struct run *r)
            be->host_slabs ? "" : " (device slabs)", R > 1 ? "comm " : "single rank",
            R > 1 ? o->comm : "", o->dbuf ? ", double buffering" : "", r->sch.peak_lr, o->schedule,
            o->warmup_epochs, r->total_steps, r->total_epochs);
-    if (!strcmp(o->optimizer, "lars"))
+    if (!strcmp(o->optimizer, "rmsprop-warmup"))
+      printf("dpt-train: optimizer: RMSprop warm-up (rms lr %g, mu2 %g, eps %g; SGD share 1/2 at epoch %g, 1 from "
+             "epoch %g), momentum %g, weight decay %g%s\n", o->rms_lr, o->rms_mu2, o->rms_eps, o->rms_center,
+             o->rms_center + o->rms_period / 2, o->momentum, o->weight_decay,
+             o->no_decay_bn ? " (not on BN and bias)" : "");
+    else if (!strcmp(o->optimizer, "lars"))
       printf("dpt-train: optimizer: LARS (eta %g, eps %g; BN and bias: plain momentum, no decay), momentum %g%s, "
              "weight decay %g\n", o->lars_eta, o->lars_eps > 0 ? o->lars_eps : DPT_LARS_EPS_ZERO, o->momentum,
              o->nesterov ? " (nesterov)" : "", o->weight_decay);

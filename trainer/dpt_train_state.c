@@ -67,7 +67,7 @@ static int resume_agreed(struct ranks *r, const char *resume, const char *dir, c
   got_meta->scale_skipped = ((int64_t)hdr[6] << 20) + (int64_t)hdr[7];
   if ((rc = dpt_train_ranks_bcast(r, params, cm->n_params, err)) ||
       (rc = dpt_train_ranks_bcast(r, state, cm->n_state, err)) ||
-      (rc = dpt_train_ranks_bcast(r, velocity, cm->n_params, err)) ||
+      (rc = dpt_train_ranks_bcast(r, velocity, cm->n_opt_state ? cm->n_opt_state : cm->n_params, err)) ||
       (cm->n_pending && (rc = dpt_train_ranks_bcast(r, pending, cm->n_pending, err))))
     dpt_err_prefix(err, "--resume: sending the checkpoint of step %ld from rank 0 to the other ranks", *step);
   return rc;
@@ -122,10 +122,13 @@ int dpt_train_state_average(struct ranks *rk, struct dpt_backend *be, float *hs,
  * be->pending (the backend's pending slab) or a HOST buffer (double buffering
  * through the host).  Mixed precision: the backend looks for an inf/NaN in it
  * (after the all-reduce: every rank decides alike), skips the step and updates
- * its loss scale (dpt_loss_scaler_update) on its side: nothing comes back. */
-int dpt_train_apply_step(struct dpt_backend *be, int mixed, const float *buf, float lr, struct dpt_err *err)
+ * its loss scale (dpt_loss_scaler_update) on its side: nothing comes back.  epoch: the
+ * (fractional) epoch of the step whose gradient this is. */
+int dpt_train_apply_step(struct dpt_backend *be, int mixed, const float *buf, float lr, double epoch,
+                         struct dpt_err *err)
 {
   int rc;
+  be->opt_epoch = epoch; /* rmsprop warm-up's mix follows the epoch of the gradient it applies */
   if (mixed) {
     if (buf && buf != be->pending) { /* a host buffer: into the gradient slab, checked there */
       if ((rc = dpt_train_slab_put(be, DPT_SLAB_GRADS, (float *)buf, err))) return rc;
@@ -200,6 +203,7 @@ int dpt_train_run_resume(struct run *r, struct dpt_err *err)
   cm->n_pending = o->dbuf ? np : 0;
   snprintf(cm->model, sizeof cm->model, "%s", r->model_desc);
   snprintf(cm->optimizer, sizeof cm->optimizer, "%s", o->optimizer);
+  cm->n_opt_state = strcmp(o->optimizer, "rmsprop-warmup") ? np : 2 * np; /* + the second moment */
   if (o->resume) {
     char path[4300];
     int found;

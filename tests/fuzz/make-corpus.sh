@@ -148,13 +148,14 @@ if os.path.isdir(fmnist):
 # model "fuzz-model", 4 params, 2 state, 2 ranks x batch 8.  Byte 0: bit 0 =
 # recompute the CRC, bit 1 = double buffering (4 pending values).
 # Version 2 adds the loss scaler (float scale, int32 good steps, int64 skipped) to the header,
-# version 3 the optimizer's name (char[16]; the harness's run expects sgd).
+# version 3 the optimizer's name (char[16]; the harness's run expects sgd) and the length of the
+# optimizer-state array (uint64; 0 = n_params).
 def ckpt(pending=0, model=b"fuzz-model", step=100, crc_ok=True, v=3, scale=1024.0, optimizer=b"sgd"):
     meta = struct.pack("<QiiQiiQQQ96s", step, 1, 5, 1234, 2, 8, 4, 2, pending, model)
     if v >= 2:
         meta += struct.pack("<fiq", scale, 7, 3)
     if v >= 3:
-        meta += struct.pack("<16s", optimizer)
+        meta += struct.pack("<16sQ", optimizer, 0)
     body = b"DPTCKPT%d" % v + meta + struct.pack("<4f", 0.5, -1.0, 2.0, 3.25) + struct.pack("<2f", 1.0, 0.0)
     body += struct.pack("<4f", 0.1, 0.2, 0.3, 0.4) + (struct.pack("<4f", 9, 8, 7, 6) if pending else b"")
     crc = zlib.crc32(body) & 0xffffffff

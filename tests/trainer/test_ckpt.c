@@ -121,6 +121,22 @@ int main(void)
         err.msg);
   CHECK(dpt_ckpt_load(pl, &m, &got, p_, s_, v_, q_, &err) == DPT_E_INPUT && strstr(err.msg, "written with --optimizer lars"),
         "lars checkpoint, sgd run: %s", err.msg);
+  /* rmsprop-warmup: its optimizer state is the momentum and the second moment (2 n_params) */
+  static float v2[2 * NP], v2_[2 * NP];
+  for (int i = 0; i < 2 * NP; i++) v2[i] = i < NP ? -i : 0.001f * i;
+  struct dpt_ckpt_meta mr = m;
+  snprintf(mr.optimizer, sizeof mr.optimizer, "rmsprop-warmup");
+  mr.n_opt_state = 2 * NP;
+  char pr[320];
+  snprintf(pr, sizeof pr, "%s/rmsw.dpt", dir);
+  CHECK(dpt_ckpt_save(pr, &mr, p, s, v2, q, &err) == 0, "%s", err.msg);
+  CHECK(dpt_ckpt_load(pr, &mr, &got, p_, s_, v2_, q_, &err) == 0 && !memcmp(v2, v2_, sizeof v2) &&
+            got.n_opt_state == 2 * NP && !memcmp(q, q_, sizeof q), "rmsprop-warmup round trip: %s", err.msg);
+  struct dpt_ckpt_meta mr1 = mr;
+  mr1.n_opt_state = NP; /* a run expecting one buffer (corrupt header or another version) */
+  CHECK(dpt_ckpt_load(pr, &mr1, &got, p_, s_, v2_, q_, &err) == DPT_E_INPUT && strstr(err.msg, "2000 optimizer-state"),
+        "optimizer-state length mismatch: %s", err.msg);
+  unlink(pr);
   unlink(pv2);
   unlink(pl);
   /* a loss scale that is not a number, under a valid checksum: refused, saying what */

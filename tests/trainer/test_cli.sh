@@ -2,8 +2,8 @@
 # test_cli: dpt-train's command line (exit 2 + message for bad usage, --help with
 # defaults, --backend cuda refused clearly) and bit-identical resume: train N
 # steps straight vs stop after k, resume, finish -> byte-identical final
-# checkpoints (plain, double-buffered, and LARS with Nesterov momentum and per-milestone
-# factors); a checkpoint of another optimizer is refused; with the newest checkpoint corrupted
+# checkpoints (plain, double-buffered, LARS with Nesterov momentum and per-milestone factors,
+# RMSprop warm-up across its mix); a checkpoint of another optimizer is refused; with the newest checkpoint corrupted
 # the resume falls back to the previous good one and still ends identical.
 # Every run writes its job report into REPORT_DIR (dpt-train's default is one per
 # run: DPT_REPORT names them here), all checked with dpt-report --check at the end
@@ -58,13 +58,17 @@ expect 2 "--profile-steps: '0' is not a number" -- --profile-steps 0
 expect 0 "Default off \(\\\$DPT_CUDA_FUSE\): it becomes auto once" -- --help
 expect 0 "trainer.gpu.graph has passed" -- --help
 # issue 23's optimizers and schedules: values, what applies to what
-expect 2 "--optimizer 'adam' is unknown: sgd or lars" -- --optimizer adam
+expect 2 "--optimizer 'adam' is unknown: sgd, lars or rmsprop-warmup" -- --optimizer adam
 expect 2 "--lars-eta / --lars-eps need --optimizer lars" -- --lars-eta 0.01
 expect 2 "--lars-eps: '-1' is not a number" -- --optimizer lars --lars-eps -1
 expect 2 "--decay-bn with --optimizer lars: LARS leaves BN and bias tensors out" -- --optimizer lars --decay-bn
 expect 2 "--gammas only applies to --schedule multistep" -- --gammas 0.1
 expect 2 "--end-lr only applies to --schedule poly or cosine \(got --schedule step\)" -- --schedule step --end-lr 0.001
-expect 0 "--optimizer O +sgd .* or lars" -- --help
+expect 0 "--optimizer O +sgd .*, lars" -- --help
+expect 0 "rmsprop-warmup \(Akiba et al" -- --help
+expect 2 "--rmsprop-\* options need --optimizer rmsprop-warmup" -- --rmsprop-center 3
+expect 2 "--nesterov with --optimizer rmsprop-warmup" -- --optimizer rmsprop-warmup --nesterov
+expect 2 "--rmsprop-mu2: '1' is not a number" -- --optimizer rmsprop-warmup --rmsprop-mu2 1
 expect 0 "--lars-eps F +LARS epsilon \(default 0, taken as 1e-7" -- --help
 
 common="--dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625 --batch-size 8
@@ -76,10 +80,11 @@ expect 2 "--gammas '0.1,x': need a comma-separated list of factors > 0" -- $comm
 "$T" $common --iterations 1 --optimizer lars --nesterov --lars-eta 0.01 >"$tmp/out" 2>&1 &&
   grep -q "optimizer: LARS (eta 0.01, eps 1e-07; BN and bias: plain momentum, no decay), momentum 0.9 (nesterov)" "$tmp/out" ||
   fail "--optimizer lars: no optimizer line at start: $(grep -i optimizer "$tmp/out" || tail -3 "$tmp/out")"
-for mode in plain dbuf lars; do
+for mode in plain dbuf lars rmsw; do
   extra=""
   [ $mode = dbuf ] && extra="--double-buffering"
   [ $mode = lars ] && extra="--optimizer lars --nesterov --lr 4 --schedule multistep --milestones 0.5,0.75 --gammas 0.5,0.2"
+  [ $mode = rmsw ] && extra="--optimizer rmsprop-warmup --rmsprop-center 0.3 --rmsprop-period 0.4" # the mix crosses 1/2 at step 4
   run $extra --checkpoint-dir "$tmp/$mode-a"
   run $extra --checkpoint-dir "$tmp/$mode-b" --stop-after 3
   [ -f "$tmp/$mode-b/ckpt-0000000003.dpt" ] || fail "$mode: no checkpoint at the stop (step 3)"
@@ -95,6 +100,10 @@ for mode in plain dbuf lars; do
 done
 cmp -s "$tmp/plain-a/$final" "$tmp/dbuf-a/$final" && fail "double buffering changed nothing (the update should lag one step)"
 cmp -s "$tmp/plain-a/$final" "$tmp/lars-a/$final" && fail "--optimizer lars changed nothing"
+cmp -s "$tmp/plain-a/$final" "$tmp/rmsw-a/$final" && fail "--optimizer rmsprop-warmup changed nothing"
+# its checkpoints carry the second moment: twice the momentum buffer
+[ "$(stat -c %s "$tmp/rmsw-a/$final")" -gt "$(stat -c %s "$tmp/plain-a/$final")" ] ||
+  fail "an rmsprop-warmup checkpoint is no larger than an sgd one (no second moment?)"
 # a checkpoint's momentum buffer belongs to its optimizer: sgd's is refused by a lars run
 "$T" $common --optimizer lars --checkpoint-dir "$tmp/plain-a" --resume "$tmp/plain-a/$final" >"$tmp/out" 2>"$tmp/err"
 [ $? = 2 ] && grep -q "written with --optimizer sgd, this run has --optimizer lars" "$tmp/err" ||
@@ -117,5 +126,5 @@ n0=$(ls "$RD"/cli-*.json | wc -l)
 # the failed runs' reports too (exit status and error recorded)
 grep -l '"exit_status": 2' "$RD"/cli-*.json >/dev/null 2>&1 || fail "no report of a failed run (exit 2) in $RD"
 "$R" --check "$RD"/cli-*.json >"$tmp/check" 2>&1 || fail "invalid report: $(cat "$tmp/check")"
-if [ $fails = 0 ]; then echo "ok: CLI errors, --help, --backend cuda, bit-identical resume (plain, double-buffered, LARS, after corruption); $(ls "$RD"/cli-*.json | wc -l) valid reports"; rm -rf "$tmp"; fi
+if [ $fails = 0 ]; then echo "ok: CLI errors, --help, --backend cuda, bit-identical resume (plain, double-buffered, LARS, RMSprop warm-up, after corruption); $(ls "$RD"/cli-*.json | wc -l) valid reports"; rm -rf "$tmp"; fi
 [ $fails = 0 ]

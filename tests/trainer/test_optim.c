@@ -1,6 +1,7 @@
 /* test_optim: softmax cross-entropy (label smoothing, padding labels, top-k),
  * momentum SGD (weight-decay mask, nesterov), LARS against a float64 oracle of the MLPerf
- * reference's formula, and the learning-rate schedules. */
+ * reference's formula, RMSprop warm-up (its mix at chosen epochs, 4 steps against a float64
+ * oracle), and the learning-rate schedules. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
  * (a weight, a BN gamma and beta, which are skipped, an all-zero weight: trust ratio 1 on step 1,
  * and a weight whose gradient is 0: ratio 1, decay only), with a changing learning rate (the
  * momentum buffer holds lr-scaled steps), momentum 0.9, wd 0.01, eta 0.02, eps 0 (taken as 1e-7).
- * The values come from tests/trainer/lars_oracle.py (numpy, float64), not from dpt. */
+ * The values come from tests/trainer/optim_oracle.py (numpy, float64), not from dpt. */
 static const double lars_w0[18] = {0.7380505400522861, -0.61927827593542284, 0.43982259252975203, 1.1879870357968392, -1.0793286748947775, 0.37032255725651914, 0.90589999999999993, 0.94704999999999995, 0.9588500000000002, -2.3025000000000002, 1.15625, -0.58812500000000001, -0.13786275644298462, 0.41358826932895382, -0.27572551288596925, -0.068931378221492312, 0.67556553750000004, -0.38603745};
 static const double lars_v0[18] = {-0.027513756581053032, -0.0086056597365897596, 0.017733404818189909, -0.0052817398901893603, -0.035336288300127222, 0.031294501104337527, -0.045100000000000001, 0.022550000000000001, -0.067649999999999988, -1.1274999999999999, 0.56374999999999997, -0.28187499999999999, -0.041869401136105031, 0.12560820340831508, -0.083738802272210061, -0.020934700568052515, -0.010819462499999998, 0.0061825500000000011};
 static const double lars_r0[5] = {0.029330856131320433, 1, 1, 0.0095534807317833471, 1};
@@ -71,6 +72,62 @@ static void test_lars(void)
   CHECK(dpt_lars_init(&l, 10, shortv, 1, 0.001f, 0, &err) == DPT_E_INPUT && strstr(err.msg, "6 values, the slab 10"),
         "short: %s", err.msg);
   CHECK(dpt_lars_init(&l, 6, shortv, 1, 0.0f, 0, &err) == DPT_E_INPUT, "eta 0 must be refused");
+}
+
+/* RMSprop warm-up (Akiba et al. 2017): 4 steps at epochs 0, 10, 12, 13 (the mix's exponential
+ * part, its centre, its linear part, pure SGD) with rates 0.1, 0.2, 0.2, 0.05, a decay mask,
+ * mu1 0.9, wd 0.01, rms lr 3e-4, mu2 0.99, eps 1e-8, centre 10, period 5: values from
+ * tests/trainer/optim_oracle.py (numpy, float64). */
+static const double rmsw_w[6] = {0.39199313701531896, 0.12233605385100794, 1.4580910767735533, -2.2729432794623317, 0.81141174847971353, -0.19427525596277812};
+static const double rmsw_d[6] = {-0.51119014587862677, 1.9236091189066853, -0.15495316165106654, -1.4011272804357247, 0.26444667123773435, -0.97457311607912289};
+static const double rmsw_m[6] = {0.0014034231144124665, 0.021488553235809379, 0.0001033079580077067, 0.011196309060156704, 0.00033463810000000031, 0.0053542096000000049};
+
+static void test_rmsw(void)
+{
+  struct dpt_err err = {0};
+  /* the mix: 1/2 e^-4 at epoch 0, 1/2 at the centre from both sides (continuous, slope 1/p on
+   * both sides), 0.9 at 12, 1 from 12.5 */
+  const double c = 10, p = 5, h = 1e-6;
+  CHECK(NEAR(dpt_rmsw_alpha_sgd(0, c, p), 0.5 * exp(-4.0), 1e-15) && dpt_rmsw_alpha_sgd(10, c, p) == 0.5 &&
+            NEAR(dpt_rmsw_alpha_sgd(12, c, p), 0.9, 1e-15) && dpt_rmsw_alpha_sgd(12.5, c, p) == 1.0 &&
+            dpt_rmsw_alpha_sgd(90, c, p) == 1.0, "mix %g %g %g %g", dpt_rmsw_alpha_sgd(0, c, p),
+        dpt_rmsw_alpha_sgd(10, c, p), dpt_rmsw_alpha_sgd(12, c, p), dpt_rmsw_alpha_sgd(12.5, c, p));
+  double left = dpt_rmsw_alpha_sgd(c - h, c, p), right = dpt_rmsw_alpha_sgd(c + h, c, p);
+  CHECK(fabs(left - 0.5) < 2 * h / p && fabs(right - 0.5) < 2 * h / p &&
+            NEAR((0.5 - left) / h, 1 / p, 1e-5) && NEAR((right - 0.5) / h, 1 / p, 1e-5),
+        "mix not continuous or not smooth at the centre: %.12g | %.12g", left, right);
+  for (double e = 0; e < 20; e += 0.25) /* never decreasing, within [0, 1] */
+    CHECK(dpt_rmsw_alpha_sgd(e + 0.25, c, p) >= dpt_rmsw_alpha_sgd(e, c, p) && dpt_rmsw_alpha_sgd(e, c, p) > 0 &&
+              dpt_rmsw_alpha_sgd(e, c, p) <= 1, "mix at %g", e);
+  /* 4 steps against the oracle */
+  const float w0[6] = {0.5f, -0.25f, 1.5f, -2.0f, 0.75f, 0.0f}, g0[6] = {0.1f, -0.4f, 0.02f, 0.3f, -0.05f, 0.2f};
+  const unsigned char mask[6] = {1, 1, 1, 1, 0, 0};
+  const double ep[4] = {0, 10, 12, 13};
+  const float lrs[4] = {0.1f, 0.2f, 0.2f, 0.05f};
+  struct dpt_sgd o;
+  struct dpt_rmsw r;
+  float w[6], g[6], m[6] = {0};
+  CHECK(dpt_sgd_init(&o, 6, 0.9f, 0.01f, mask, &err) == 0, "%s", err.msg);
+  CHECK(dpt_rmsw_init(&r, 6, m, 3e-4f, 0.99f, 1e-8f, 10, 5, &err) == 0, "%s", err.msg);
+  memcpy(w, w0, sizeof w);
+  for (int k = 0; k < 4; k++) {
+    for (int i = 0; i < 6; i++) g[i] = g0[i] * (1.0f + 0.5f * (float)k);
+    dpt_rmsw_step(&r, &o, lrs[k], ep[k], w, g);
+  }
+  /* float32 against float64: 4 steps of at most 12 roundings (the square root and the division
+   * included) of values up to 2.3: below 128 units of 2^-24 relative to 1 + |value|; the second
+   * moment (values 1e-4 .. 2e-2) relative to itself, 64 units */
+  const double tol = 128.0 / (1 << 24);
+  for (int i = 0; i < 6; i++) {
+    CHECK(NEAR(w[i], rmsw_w[i], tol) && NEAR(o.velocity[i], rmsw_d[i], tol), "rmsprop warm-up w[%d] %.9g vs %.9g, "
+          "d %.9g vs %.9g", i, w[i], rmsw_w[i], o.velocity[i], rmsw_d[i]);
+    CHECK(fabs(m[i] - rmsw_m[i]) <= 64.0 / (1 << 24) * rmsw_m[i], "rmsprop warm-up m[%d] %.9g vs %.9g", i, m[i],
+          rmsw_m[i]);
+  }
+  CHECK(dpt_rmsw_init(&r, 6, NULL, 3e-4f, 0.99f, 1e-8f, 10, 5, &err) == DPT_E_INPUT, "no buffer must be refused");
+  CHECK(dpt_rmsw_init(&r, 6, m, 3e-4f, 1.0f, 1e-8f, 10, 5, &err) == DPT_E_INPUT && strstr(err.msg, "mu2"),
+        "mu2 1 must be refused: %s", err.msg);
+  dpt_sgd_free(&o);
 }
 
 int main(void)
@@ -164,7 +221,8 @@ int main(void)
   CHECK(NEAR(dpt_schedule_lr(&c, 70), 3.2, 1e-12), "const");
   CHECK(dpt_schedule_parse_kind("cosine") == DPT_SCHED_COSINE && dpt_schedule_parse_kind("linear") == -1, "parse");
   test_lars();
+  test_rmsw();
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-  else printf("ok: cross-entropy, SGD, LARS, schedules\n");
+  else printf("ok: cross-entropy, SGD, LARS, RMSprop warm-up, schedules\n");
   return failures ? 1 : 0;
 }
