@@ -211,18 +211,18 @@ void dpt_rmsw_step(const struct dpt_rmsw *r, struct dpt_sgd *o, float lr, double
   }
 }
 
-static const char *const kind_names[] = {"const", "step", "multistep", "poly", "cosine"};
+static const char *const kind_names[] = {"const", "step", "multistep", "poly", "cosine", "piecewise"};
 
 int dpt_schedule_parse_kind(const char *s)
 {
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i <= DPT_SCHED_PIECEWISE; i++)
     if (!strcmp(s, kind_names[i])) return i;
   return -1;
 }
 
 const char *dpt_schedule_kind_name(enum dpt_sched_kind k)
 {
-  return (k >= 0 && k <= DPT_SCHED_COSINE) ? kind_names[k] : "?";
+  return (k >= 0 && k <= DPT_SCHED_PIECEWISE) ? kind_names[k] : "?";
 }
 
 double dpt_schedule_lr(const struct dpt_schedule *s, double e)
@@ -250,6 +250,11 @@ double dpt_schedule_lr(const struct dpt_schedule *s, double e)
     double t = span > 0 ? (e - s->warmup_epochs) / span : 1.0;
     if (t > 1) t = 1;
     return s->min_lr + (peak - s->min_lr) * pow(1.0 - t, s->power);
+  }
+  case DPT_SCHED_PIECEWISE: {
+    int k = 0;
+    while (k + 1 < s->n_levels && e >= s->starts[k + 1]) k++;
+    return s->n_levels ? s->levels[k] : peak;
   }
   case DPT_SCHED_COSINE: {
     double span = s->total_epochs - s->warmup_epochs;

@@ -106,7 +106,7 @@ void dpt_rmsw_step(const struct dpt_rmsw *r, struct dpt_sgd *o, float lr, double
                    const float *grads /* [n] */);
 
 enum dpt_sched_kind { DPT_SCHED_CONST, DPT_SCHED_STEP, DPT_SCHED_MULTISTEP, DPT_SCHED_POLY,
-                      DPT_SCHED_COSINE };
+                      DPT_SCHED_COSINE, DPT_SCHED_PIECEWISE };
 #define DPT_SCHED_MAX_MILESTONES 16
 
 /* A learning-rate schedule in units of epochs (fractional). */
@@ -125,9 +125,12 @@ struct dpt_schedule {
                                               (cumulative: lr = peak x gammas[0] x ... x gammas[k-1]) */
   double power;          /* poly exponent (2 in ChainerMN's ImageNet runs is common; default 1) */
   double min_lr;         /* poly / cosine: the learning rate they decay to (--end-lr) */
+  int n_levels;          /* piecewise: levels[k] from epoch starts[k] on (starts[0] = 0, ascending);
+                            peak_lr is levels[0] (warm-up ramps to it) */
+  double starts[DPT_SCHED_MAX_MILESTONES], levels[DPT_SCHED_MAX_MILESTONES];
 };
 
-/* "const", "step", "multistep", "poly", "cosine" -> kind; -1 when unknown. */
+/* "const", "step", "multistep", "poly", "cosine", "piecewise" -> kind; -1 when unknown. */
 int dpt_schedule_parse_kind(const char *s);
 const char *dpt_schedule_kind_name(enum dpt_sched_kind k);
 /* Linear scaling rule. */

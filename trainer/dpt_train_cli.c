@@ -30,6 +30,8 @@ void dpt_train_defaults(struct opts *o)
   o->step_epochs = 30;
   o->power = 2.0;
   o->optimizer = "sgd";
+  o->bn_eval = "running";
+  o->zero_init_residual = 1;
   o->lars_eta = DPT_LARS_ETA_DEFAULT;
   o->lars_eps = 0.0; /* the MLPerf reference's default, which it turns into 1e-7 */
   o->rms_lr = DPT_RMSW_LR;
@@ -86,7 +88,9 @@ static void usage(FILE *f)
           "  --lr F                learning rate per --lr-batch images (default %g per %d; linear\n"
           "                        scaling: lr x global batch / lr-batch)\n"
           "  --warmup-epochs F     gradual linear warm-up (default %g)\n"
-          "  --schedule S          const|step|multistep|poly|cosine (default %s)\n"
+          "  --schedule S          const|step|multistep|poly|cosine|piecewise (default %s)\n"
+          "  --lr-steps E0:LR0,E1:LR1,..  piecewise: LR0 from epoch E0 = 0, LR1 from E1, ..  (rates per\n"
+          "                        --lr-batch images like --lr, linearly scaled; warm-up ramps to LR0)\n"
           "  --gamma F, --step-epochs F, --milestones E1,E2,..  step / multistep (default %g, %g)\n"
           "  --gammas F1,F2,..     multistep: the factor at each milestone instead of --gamma, applied\n"
           "                        cumulatively (ChainerMN's 90 epochs: --milestones 30,60,80\n"
@@ -112,6 +116,13 @@ static void usage(FILE *f)
           "  --momentum F          (default %g)   --weight-decay F (default %g)\n"
           "  --decay-bn            sgd: apply weight decay to BN and bias too (default: not)\n"
           "  --label-smoothing F   (default 0)\n"
+          "  --bn-eval-stats M     BN statistics that evaluation and checkpoints use: running (moving\n"
+          "                        averages, momentum 0.1, averaged over ranks before each evaluation,\n"
+          "                        as MLPerf; default) or last-batch (no moving averages: the last\n"
+          "                        training batch's mean and unbiased variance, averaged over ranks;\n"
+          "                        Akiba et al.; with --accumulate K the last micro-batch's)\n"
+          "  --zero-init-residual on|off  the last BN gamma of each residual branch starts at 0 (Goyal\n"
+          "                        et al.; default on)\n"
           "  --seed N              (default %llu)\n"
           "system:\n"
           "  --backend B           cpu|cuda|auto (default %s; this build has: %s); auto = cuda\n"
@@ -206,7 +217,7 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
     O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
     O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT, O_GAMMAS, O_ENDLR, O_OPTIM,
-    O_NEST, O_LETA, O_LEPS, O_RLR, O_RMU2, O_REPS, O_RCEN, O_RPER
+    O_NEST, O_LETA, O_LEPS, O_RLR, O_RMU2, O_REPS, O_RCEN, O_RPER, O_LRSTEPS, O_BNEVAL, O_ZIR
   };
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
@@ -232,8 +243,9 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
       {"optimizer", 1, 0, O_OPTIM}, {"nesterov", 0, 0, O_NEST}, {"lars-eta", 1, 0, O_LETA},
       {"lars-eps", 1, 0, O_LEPS}, {"rmsprop-lr", 1, 0, O_RLR}, {"rmsprop-mu2", 1, 0, O_RMU2},
       {"rmsprop-eps", 1, 0, O_REPS}, {"rmsprop-center", 1, 0, O_RCEN}, {"rmsprop-period", 1, 0, O_RPER},
+      {"lr-steps", 1, 0, O_LRSTEPS}, {"bn-eval-stats", 1, 0, O_BNEVAL}, {"zero-init-residual", 1, 0, O_ZIR},
       {0, 0, 0, 0}};
-  int c, rc = 0, have_epochs = 0, have_iters = 0, have_lars_opt = 0, have_rms_opt = 0;
+  int c, rc = 0, have_epochs = 0, have_iters = 0, have_lars_opt = 0, have_rms_opt = 0, have_lr = 0;
   double d;
   opterr = 0;
   while (!rc && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -253,7 +265,7 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     case O_BATCH: rc = inum("--batch-size", optarg, 1, 65536, &o->batch); break;
     case O_EPOCHS: rc = inum("--epochs", optarg, 1, 100000, &o->epochs); have_epochs = 1; break;
     case O_ITERS: rc = inum("--iterations", optarg, 1, 1000000000, &o->iterations); have_iters = 1; break;
-    case O_LR: rc = dpt_train_num("--lr", optarg, 0, 1000, &o->lr); break;
+    case O_LR: rc = dpt_train_num("--lr", optarg, 0, 1000, &o->lr); have_lr = 1; break;
     case O_WARM: rc = dpt_train_num("--warmup-epochs", optarg, 0, 1000, &o->warmup_epochs); break;
     case O_SCHED: o->schedule = optarg; break;
     case O_MOM: rc = dpt_train_num("--momentum", optarg, 0, 0.9999, &o->momentum); break;
@@ -286,6 +298,12 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     case O_MILE: snprintf(o->milestones, sizeof o->milestones, "%s", optarg); break;
     case O_POWER: rc = dpt_train_num("--power", optarg, 0, 100, &o->power); break;
     case O_GAMMAS: snprintf(o->gammas, sizeof o->gammas, "%s", optarg); break;
+    case O_LRSTEPS: snprintf(o->lr_steps, sizeof o->lr_steps, "%s", optarg); break;
+    case O_BNEVAL: o->bn_eval = optarg; break;
+    case O_ZIR:
+      if (strcmp(optarg, "on") && strcmp(optarg, "off")) rc = dpt_train_bad("--zero-init-residual '%s': on or off", optarg);
+      o->zero_init_residual = !strcmp(optarg, "on");
+      break;
     case O_ENDLR: rc = dpt_train_num("--end-lr", optarg, 0, 1000, &o->end_lr); break;
     case O_OPTIM: o->optimizer = optarg; break;
     case O_NEST: o->nesterov = 1; break;
@@ -342,7 +360,15 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
   if (!strcmp(o->data_device, "gpu")) return dpt_train_bad("--data-device gpu: %s", DPT_DATA_GPU_UNAVAILABLE);
 #endif
   if (dpt_schedule_parse_kind(o->schedule) < 0)
-    return dpt_train_bad("--schedule '%s' is unknown: const, step, multistep, poly or cosine", o->schedule);
+    return dpt_train_bad("--schedule '%s' is unknown: const, step, multistep, poly, cosine or piecewise", o->schedule);
+  if (o->lr_steps[0] && strcmp(o->schedule, "piecewise"))
+    return dpt_train_bad("--lr-steps only applies to --schedule piecewise (got --schedule %s)", o->schedule);
+  if (!strcmp(o->schedule, "piecewise") && !o->lr_steps[0])
+    return dpt_train_bad("--schedule piecewise needs --lr-steps E0:LR0,E1:LR1,... (E0 = 0)");
+  if (!strcmp(o->schedule, "piecewise") && have_lr)
+    return dpt_train_bad("--lr with --schedule piecewise: the rates are --lr-steps' (its first is the peak)");
+  if (strcmp(o->bn_eval, "running") && strcmp(o->bn_eval, "last-batch"))
+    return dpt_train_bad("--bn-eval-stats '%s' is unknown: running or last-batch", o->bn_eval);
   if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda") && strcmp(o->backend, "auto"))
     return dpt_train_bad("--backend '%s' is unknown: cpu, cuda or auto", o->backend);
   if (have_epochs && have_iters) return dpt_train_bad("--epochs and --iterations are exclusive: give one");

@@ -62,6 +62,9 @@ struct opts {
   double lr, warmup_epochs, momentum, weight_decay, width, smoothing, gamma, step_epochs, power;
   char milestones[128];
   char gammas[128];      /* --gammas: multistep factors, one per milestone ("": --gamma at each) */
+  char lr_steps[256];    /* --lr-steps E0:LR0,E1:LR1,..: the piecewise schedule's table */
+  const char *bn_eval;   /* --bn-eval-stats running|last-batch */
+  int zero_init_residual; /* --zero-init-residual on|off (on) */
   double end_lr;         /* --end-lr: what poly / cosine decay to (0) */
   const char *optimizer; /* --optimizer sgd|lars */
   int nesterov;          /* --nesterov */

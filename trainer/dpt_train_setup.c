@@ -80,6 +80,7 @@ int dpt_train_run_model(struct run *r, struct dpt_err *err)
   if (o->width <= 0) o->width = !strcmp(o->dataset, "imagenet") || r->S >= 64 ? 1.0 : 0.125; /* GPU-first default */
   cfg.width = o->width;
   cfg.seed = o->seed;
+  cfg.zero_init_residual = o->zero_init_residual;
   if ((rc = dpt_model_resnet50(&r->model, &cfg, err))) return rc;
   snprintf(r->model_desc, sizeof r->model_desc, "resnet50-v1.5 w%g %s %dx%dx%d k%d", cfg.width,
            cfg.small_stem ? "small-stem" : "imagenet-stem", cfg.in_channels, r->S, r->S, r->K);
@@ -99,6 +100,7 @@ int dpt_train_run_backend(struct run *r, struct dpt_err *err)
   bo.precision = o->precision;
   bo.fuse = o->fuse;
   bo.cuda_graph = o->cuda_graph;
+  if (!strcmp(o->bn_eval, "last-batch")) bo.bn_momentum = 1.0f; /* running stats = the last batch's */
   const char *bname = o->backend;
   if (!strcmp(bname, "auto")) { /* cuda only when a device works, on every rank */
     char why[320] = "";
@@ -239,6 +241,27 @@ int dpt_train_run_schedule(struct run *r, struct dpt_err *err)
                          "milestone", o->gammas, sch->n_gammas, sch->n_milestones, o->milestones);
   }
   sch->min_lr = o->end_lr;
+  if (o->lr_steps[0]) { /* E:LR pairs, E ascending from 0; rates per --lr-batch, linearly scaled */
+    char *p = o->lr_steps, *end;
+    while (*p) {
+      double e = strtod(p, &end), v;
+      if (end == p || *end != ':')
+        return dpt_err_set(err, DPT_E_INPUT, "--lr-steps '%s': need E:LR pairs, e.g. 0:0.1,30:0.01", o->lr_steps);
+      p = end + 1;
+      v = strtod(p, &end);
+      if (end == p || (*end && *end != ',') || !(v >= 0 && v <= 1000))
+        return dpt_err_set(err, DPT_E_INPUT, "--lr-steps '%s': a rate is not a number in [0, 1000]", o->lr_steps);
+      if (sch->n_levels == DPT_SCHED_MAX_MILESTONES)
+        return dpt_err_set(err, DPT_E_INPUT, "--lr-steps '%s': more than %d entries", o->lr_steps,
+                           DPT_SCHED_MAX_MILESTONES);
+      if (sch->n_levels ? !(e > sch->starts[sch->n_levels - 1]) : e != 0)
+        return dpt_err_set(err, DPT_E_INPUT, "--lr-steps '%s': the epochs must start at 0 and increase", o->lr_steps);
+      sch->starts[sch->n_levels] = e;
+      sch->levels[sch->n_levels++] = dpt_lr_scaled(v, o->batch * o->accum * r->R, o->lr_batch);
+      p = *end == ',' ? end + 1 : end;
+    }
+    sch->peak_lr = sch->levels[0];
+  }
   return 0;
 }
 
@@ -418,6 +441,8 @@ void dpt_train_run_describe(struct run *r)
     dpt_report_set_config(rep, "peak_lr", json_real(r->sch.peak_lr));
     dpt_report_set_config(rep, "warmup_epochs", json_real(o->warmup_epochs));
     dpt_report_set_config(rep, "end_lr", json_real(o->end_lr));
+    dpt_report_set_config(rep, "bn_eval_stats", json_string(o->bn_eval));
+    dpt_report_set_config(rep, "zero_init_residual", json_boolean(o->zero_init_residual));
     dpt_report_set_config(rep, "optimizer", json_string(o->optimizer));
     dpt_report_set_config(rep, "nesterov", json_boolean(o->nesterov));
     if (!strcmp(o->optimizer, "rmsprop-warmup")) {

@@ -69,6 +69,11 @@ expect 0 "rmsprop-warmup \(Akiba et al" -- --help
 expect 2 "--rmsprop-\* options need --optimizer rmsprop-warmup" -- --rmsprop-center 3
 expect 2 "--nesterov with --optimizer rmsprop-warmup" -- --optimizer rmsprop-warmup --nesterov
 expect 2 "--rmsprop-mu2: '1' is not a number" -- --optimizer rmsprop-warmup --rmsprop-mu2 1
+expect 2 "--lr-steps only applies to --schedule piecewise" -- --lr-steps 0:0.1
+expect 2 "--schedule piecewise needs --lr-steps" -- --schedule piecewise
+expect 2 "--lr with --schedule piecewise" -- --schedule piecewise --lr-steps 0:0.1 --lr 0.2
+expect 2 "--bn-eval-stats 'moving' is unknown: running or last-batch" -- --bn-eval-stats moving
+expect 2 "--zero-init-residual 'yes': on or off" -- --zero-init-residual yes
 expect 0 "--lars-eps F +LARS epsilon \(default 0, taken as 1e-7" -- --help
 
 common="--dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625 --batch-size 8
@@ -77,6 +82,16 @@ run() { "$T" $common "$@" >>"$tmp/log" 2>&1 || fail "dpt-train $* failed: $(tail
 final=ckpt-0000000008.dpt
 expect 2 "--gammas '0.1,0.2' gives 2 factors for 3 milestones" -- $common --schedule multistep --milestones 1,2,3 --gammas 0.1,0.2
 expect 2 "--gammas '0.1,x': need a comma-separated list of factors > 0" -- $common --schedule multistep --milestones 1,2 --gammas 0.1,x
+expect 2 "--lr-steps '5:0.1': the epochs must start at 0 and increase" -- $common --schedule piecewise --lr-steps 5:0.1
+expect 2 "--lr-steps '0:0.1,x': need E:LR pairs" -- $common --schedule piecewise --lr-steps 0:0.1,x
+# the piecewise table, BN's last-batch statistics and no zero-initialised residual gammas run, and
+# the report says so
+"$T" $common --iterations 2 --schedule piecewise --lr-steps 0:0.2,0.1:0.02 --bn-eval-stats last-batch \
+    --zero-init-residual off --report "$RD/cli-recipe-parts.json" >"$tmp/out" 2>&1 &&
+  grep -q '"bn_eval_stats": "last-batch"' "$RD/cli-recipe-parts.json" &&
+  grep -q '"zero_init_residual": false' "$RD/cli-recipe-parts.json" &&
+  grep -q '"schedule": "piecewise"' "$RD/cli-recipe-parts.json" ||
+  fail "piecewise / last-batch / zero-init off: $(tail -3 "$tmp/out")"
 "$T" $common --iterations 1 --optimizer lars --nesterov --lars-eta 0.01 >"$tmp/out" 2>&1 &&
   grep -q "optimizer: LARS (eta 0.01, eps 1e-07; BN and bias: plain momentum, no decay), momentum 0.9 (nesterov)" "$tmp/out" ||
   fail "--optimizer lars: no optimizer line at start: $(grep -i optimizer "$tmp/out" || tail -3 "$tmp/out")"

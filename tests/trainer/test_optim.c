@@ -219,6 +219,17 @@ int main(void)
         dpt_schedule_lr(&mp, 47.5), dpt_schedule_lr(&mp, 90));
   c.kind = DPT_SCHED_CONST;
   CHECK(NEAR(dpt_schedule_lr(&c, 70), 3.2, 1e-12), "const");
+  /* piecewise: the table's level from its start on; warm-up ramps to the first level */
+  struct dpt_schedule pw = {.kind = DPT_SCHED_PIECEWISE, .warmup_epochs = 2, .n_levels = 4,
+                            .starts = {0, 40, 70, 85}, .levels = {0.5, 0.075, 0.01, 0.001}};
+  pw.peak_lr = pw.levels[0];
+  CHECK(NEAR(dpt_schedule_lr(&pw, 1), 0.25, 1e-15) && dpt_schedule_lr(&pw, 2) == 0.5 &&
+            dpt_schedule_lr(&pw, 39.99) == 0.5 && dpt_schedule_lr(&pw, 40) == 0.075 &&
+            dpt_schedule_lr(&pw, 84.9) == 0.01 && dpt_schedule_lr(&pw, 85) == 0.001 && dpt_schedule_lr(&pw, 90) == 0.001,
+        "piecewise %g %g %g %g", dpt_schedule_lr(&pw, 1), dpt_schedule_lr(&pw, 39.99), dpt_schedule_lr(&pw, 40),
+        dpt_schedule_lr(&pw, 85));
+  CHECK(dpt_schedule_parse_kind("piecewise") == DPT_SCHED_PIECEWISE &&
+            !strcmp(dpt_schedule_kind_name(DPT_SCHED_PIECEWISE), "piecewise"), "piecewise name");
   CHECK(dpt_schedule_parse_kind("cosine") == DPT_SCHED_COSINE && dpt_schedule_parse_kind("linear") == -1, "parse");
   test_lars();
   test_rmsw();

@@ -226,6 +226,23 @@ int main(int argc, char **argv)
   printf("eval logits %.2e (PyTorch fp32 %.2e)\n", ee, t32_ev);
   CHECK(ee <= 10 * t32_ev, "eval-mode logits off by %.3g", ee);
 
+  /* --bn-eval-stats last-batch (BN momentum 1: no moving average): step 2's forward again (params1,
+   * the reference's state1) must leave the batch's own statistics, which PyTorch's momentum-0.1
+   * update gives as (state2 - 0.9 state1) / 0.1 (unbiased variance in both).  Bound: es's bound
+   * times 10 for the division, plus state1's part (0.9 of it): 20 x. */
+  {
+    float *want = malloc(ns * 4);
+    const float *s1 = section("state1", ns), *s2 = section("state2", ns);
+    for (size_t i = 0; i < ns; i++) want[i] = (float)(((double)s2[i] - 0.9 * s1[i]) / 0.1);
+    memcpy(be->params, section("params1", np), np * 4);
+    memcpy(be->state, s1, ns * 4);
+    be->opts.bn_momentum = 1.0f;
+    CHECK(dpt_backend_forward(be, x, 1, logits, &err) == 0, "last-batch forward: %s", err.msg);
+    double eb = nerr(be->state, want, ns);
+    printf("BN momentum 1 (last-batch statistics): %.2e (bound %.2e)\n", eb, 20 * 10 * t32_s2);
+    CHECK(eb <= 20 * 10 * t32_s2, "BN momentum 1: running statistics are not the batch's: %.3g", eb);
+    free(want);
+  }
   dpt_sgd_free(&sgd);
   free(mask), free(logits), free(dlogits), free(blob);
   dpt_backend_destroy(be);
