@@ -128,7 +128,9 @@ struct dpt_backend_ops {
   /* RMSprop warm-up instead of plain momentum (dpt_rmsw_step, dpt_optim.h), set after sgd_init:
    * the momentum buffer becomes the first half of an optimizer-state slab of 2 n_params (the
    * second moment after it: be->velocity then covers both, as a checkpoint stores them);
-   * sgd_step then mixes at be->opt_epoch.  NULL where the backend has none (cuda). */
+   * sgd_step then mixes at be->opt_epoch.  cpu: dpt_rmsw_step (host slabs only); cuda:
+   * dpt_cuda_rmsw_step on eager steps (refused with CUDA graphs), its velocity slab copies moving
+   * both halves. */
   int (*rmsw_init)(struct dpt_backend *be, float lr_rms, float mu2, float eps, double center, double period,
                    struct dpt_err *err);
   /* Block until the work enqueued so far (backward's gradients) is complete:

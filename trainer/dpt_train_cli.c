@@ -103,7 +103,7 @@ static void usage(FILE *f)
           "                        (|g| + wd|w| + eps), momentum on lr-scaled steps; BN and bias\n"
           "                        tensors: plain momentum, no decay) or rmsprop-warmup (Akiba et al.\n"
           "                        2017: RMSprop turning into momentum SGD around --rmsprop-center;\n"
-          "                        cpu backend).  Default %s\n"
+          "                        cuda: without --cuda-graph).  Default %s\n"
           "  --lars-eta F          LARS coefficient (default %g)\n"
           "  --lars-eps F          LARS epsilon (default 0, taken as 1e-7 as the reference does)\n"
           "  --nesterov            Nesterov momentum (Goyal et al.'s 1-hour run; sgd and lars)\n"

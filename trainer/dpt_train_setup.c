@@ -282,9 +282,9 @@ int dpt_train_run_buffers(struct run *r, struct dpt_err *err)
   dpt_model_decay_mask(&r->model, o->no_decay_bn, r->mask);
   if ((rc = be->ops->sgd_init(be, (float)o->momentum, (float)o->weight_decay, o->nesterov, r->mask, err))) return rc;
   if (!strcmp(o->optimizer, "rmsprop-warmup")) {
-    if (!be->ops->rmsw_init || !be->host_slabs)
-      return dpt_err_set(err, DPT_E_UNSUPPORTED, "--optimizer rmsprop-warmup: the %s backend%s has no RMSprop warm-up "
-                         "update yet: use --backend cpu", be->ops->name, be->host_slabs ? "" : " (device slabs)");
+    if (!be->ops->rmsw_init)
+      return dpt_err_set(err, DPT_E_UNSUPPORTED, "--optimizer rmsprop-warmup: the %s backend has no RMSprop warm-up "
+                         "update: use --backend cpu or cuda", be->ops->name);
     if ((rc = be->ops->rmsw_init(be, (float)o->rms_lr, (float)o->rms_mu2, (float)o->rms_eps, o->rms_center,
                                  o->rms_period, err)))
       return rc;
@@ -313,9 +313,11 @@ int dpt_train_run_buffers(struct run *r, struct dpt_err *err)
   if (be->host_slabs) {
     r->hp = be->params, r->hs = be->state, r->hg = be->grads, r->hv = be->velocity;
   } else {
-    r->mirrors = dpt_backend_host_alloc(be, (3 * np + r->model.n_state + 1) * sizeof(float));
+    /* the optimizer state: the momentum, and rmsprop-warmup's second moment after it */
+    size_t nv = strcmp(o->optimizer, "rmsprop-warmup") ? np : 2 * np;
+    r->mirrors = dpt_backend_host_alloc(be, (2 * np + nv + r->model.n_state + 1) * sizeof(float));
     if (!r->mirrors) return dpt_err_set(err, DPT_E_NOMEM, "out of memory for the host copies of %zu parameters", np);
-    r->hp = r->mirrors, r->hg = r->hp + np, r->hv = r->hg + np, r->hs = r->hv + np;
+    r->hp = r->mirrors, r->hg = r->hp + np, r->hv = r->hg + np, r->hs = r->hv + nv;
   }
   /* gradient buckets all-reduced during backward (--bucket-mb); a backend that captures steps in
    * CUDA graphs all-reduces device gradients over nccl in buckets always (one for the whole

@@ -505,33 +505,6 @@ fail:
   return rc;
 }
 
-/* ---- the fused optimizer (dpt_cuda_optim.h): one launch per step --------------------------- */
-
-/* The update from gradient g (with the learning rate lr, or lr_dev's on the device), the weight
- * copies written in the same pass; copy_only: the copies of the parameters as they are (after
- * the host put them in the slab: the first forward reads them).  skip: the overflow flag. */
-static int optim_launch(struct cu_backend *cb, const float *g, float lr, const float *lr_dev, float momentum,
-                        float wd, int nesterov, const unsigned char *mask, const int *skip, int copy_only,
-                        struct dpt_err *err)
-{
-  int rc = 0;
-  struct dpt_cuda_optim_args a = {.w = cb->pub.params, .v = cb->velocity, .g = g, .mask = mask,
-                                  .copy = cb->region[DPT_CUDA_R_WEIGHTS], .lr = lr, .lr_dev = lr_dev,
-                                  .momentum = momentum, .weight_decay = wd, .nesterov = nesterov, .skip = skip,
-                                  .copy_only = copy_only};
-  if (cb->lars_ready && !copy_only)
-    KERN_CK(dpt_cuda_lars_step, (&cb->otab, &cb->ltab, &a, cb->stream), -1, "LARS optimizer");
-  else
-    KERN_CK(dpt_cuda_optim_step, (&cb->otab, &a, cb->stream), -1, copy_only ? "weight copies" : "fused optimizer");
-  return 0;
-fail:
-  return rc;
-}
-
-static int refresh_copies(struct cu_backend *cb, struct dpt_err *err)
-{
-  return optim_launch(cb, NULL, 0.0f, NULL, 0.0f, 0.0f, 0, NULL, NULL, 1, err);
-}
 
 static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host, int to_backend,
                         struct dpt_err *err)
@@ -551,7 +524,7 @@ static int cu_copy_slab(struct dpt_backend *be, enum dpt_slab which, float *host
                             n, to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
           -1, what);
   /* new parameters: their copies in the compute type too (the fused optimizer's copy pass) */
-  if (which == DPT_SLAB_PARAMS && to_backend && (rc = refresh_copies(cb, err))) return rc;
+  if (which == DPT_SLAB_PARAMS && to_backend && (rc = dpt_cuda_refresh_copies(cb, err))) return rc;
   return dpt_cuda_stream_sync(cb, -1, what, err);
 fail:
   return rc;
@@ -634,35 +607,6 @@ fail:
   return rc;
 }
 
-/* LARS: its tables beside the fused optimizer's (the same weight-copy rule); the update kernel
- * launch becomes dpt_cuda_lars_step's three (partial sums, trust ratios, update). */
-static int cu_lars_init(struct dpt_backend *be, const struct dpt_param_seg *seg, int n_seg, float eta, float eps,
-                        struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  struct dpt_optim_lars l;
-  int rc = 0;
-  if (!cb->sgd_ready) return dpt_err_set(err, DPT_E_INPUT, "cuda backend: lars_init before sgd_init");
-  if (!(eta > 0) || !(eps > 0))
-    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: LARS eta %g and eps %g must be > 0 (eps 0 is taken as 1e-7 "
-                       "by the caller)", (double)eta, (double)eps);
-  if ((rc = dpt_optim_lars_build(&cb->olay, seg, n_seg, 0, &l, err))) return rc;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "LARS set-up");
-  dpt_cuda_lars_tables_free(&cb->ltab);
-  cb->lars_ready = 0;
-  int e = dpt_cuda_lars_upload(&l, eta, eps, &cb->ltab, cb->stream);
-  if (e) {
-    rc = dpt_cuda_call_fail(cb, -1, "LARS tables", "dpt_cuda_lars_upload", cudaGetErrorString((cudaError_t)e), err);
-    goto fail;
-  }
-  cb->bytes += (size_t)l.n_tensor * (sizeof *l.tensor + sizeof(float)) + (size_t)l.n_chunk * (sizeof *l.chunk + 16);
-  if (cb->bytes > cb->peak) cb->peak = cb->bytes;
-  cb->lars_ready = 1;
-fail:
-  dpt_optim_lars_free(&l);
-  return rc;
-}
-
 static int graph_sgd_step(struct cu_backend *cb, const float *grads, struct dpt_err *err);
 
 static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err)
@@ -686,8 +630,9 @@ static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, str
   /* mixed precision: the step is skipped on the device when the overflow flag that
    * dpt_backend_cuda_check_overflow set after the all-reduce says so (no host wait); the fused
    * optimizer writes the weight copies the next forward reads in the same pass */
-  rc = optim_launch(cb, g, lr, NULL, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov, cb->sgd_ready == 2 ? cb->mask : NULL,
-                    cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
+  rc = dpt_cuda_optim_launch(cb, g, lr, NULL, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov,
+                             cb->sgd_ready == 2 ? cb->mask : NULL,
+                             cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
   cb->overflow_armed = 0;
   return rc;
 fail:
@@ -704,9 +649,9 @@ static int graph_sgd_step(struct cu_backend *cb, const float *grads, struct dpt_
   }
   if ((rc = graph_item(cb, DPT_CAP_UPDATE, -1, &act, err))) goto done;
   if (act != DPT_CAPA_SKIP)
-    rc = optim_launch(cb, cb->pub.grads, 0.0f, cb->lr_dev, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov,
-                      cb->sgd_ready == 2 ? cb->mask : NULL,
-                      cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
+    rc = dpt_cuda_optim_launch(cb, cb->pub.grads, 0.0f, cb->lr_dev, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov,
+                               cb->sgd_ready == 2 ? cb->mask : NULL,
+                               cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
   cb->overflow_armed = 0;
 done:
   return graph_call_end(cb, rc, err);
@@ -971,7 +916,7 @@ static void cu_host_free(struct dpt_backend *be, void *p)
 
 static const struct dpt_backend_ops cuda_ops = {
     .name = "cuda", .forward = cu_forward, .backward = cu_backward, .copy_slab = cu_copy_slab,
-    .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init, .lars_init = cu_lars_init,
+    .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init, .lars_init = dpt_backend_cuda_lars_init, .rmsw_init = dpt_backend_cuda_rmsw_init,
     .sgd_step = cu_sgd_step, .sync = cu_sync, .peak_bytes = cu_peak_bytes,
     .overflow_check = dpt_backend_cuda_check_overflow, .scaler_get = cu_scaler_get, .scaler_set = cu_scaler_set,
     .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads,
@@ -1700,38 +1645,6 @@ fail:
   return rc;
 }
 
-int dpt_backend_cuda_sgd_step(struct dpt_backend *be, float lr, float momentum, float weight_decay,
-                              int nesterov, const unsigned char *mask, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  size_t n = be->model->n_params;
-  int rc = 0;
-  if (mask && !cb->mask_ready) {
-    CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1, "SGD");
-    cb->mask_ready = 1;
-  }
-  if ((rc = optim_launch(cb, be->grads, lr, NULL, momentum, weight_decay, nesterov, mask ? cb->mask : NULL, NULL, 0,
-                         err)))
-    return rc;
-  return dpt_cuda_stream_sync(cb, -1, "SGD", err);
-fail:
-  return rc;
-}
-
-int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host, int to_backend,
-                                   struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  size_t n = be->model->n_params * 4;
-  int rc = 0;
-  CUDA_CK(cudaMemcpyAsync, (to_backend ? (void *)cb->velocity : (void *)host,
-                            to_backend ? (void *)host : (void *)cb->velocity, n,
-                            to_backend ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cb->stream),
-          -1, "SGD momentum buffer");
-  return dpt_cuda_stream_sync(cb, -1, "SGD momentum buffer", err);
-fail:
-  return rc;
-}
 
 int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err)
 {

@@ -131,6 +131,10 @@ struct cu_backend {
   struct dpt_cuda_optim_tables otab;
   struct dpt_cuda_lars_tables ltab;  /* --optimizer lars (ops->lars_init): the update runs LARS */
   int lars_ready;
+  float *rmsw_m;                    /* --optimizer rmsprop-warmup (ops->rmsw_init): [n_params] second moment */
+  int rmsw_ready;
+  float rmsw_lr, rmsw_mu2, rmsw_eps;
+  double rmsw_center, rmsw_period;  /* epochs */
   float *lr_dev;                    /* device float: the step's learning rate (graph steps) */
   /* the fused step (--fuse) */
   int fused;
@@ -240,5 +244,17 @@ void dpt_cuda_layer_destroy(struct dpt_layer *l);
 cudnnMathType_t dpt_cuda_conv_search_math(const struct cu_backend *cb);
 int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err);
 int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err);
+
+/* dpt_backend_cuda_optim.c: the update's launch (sgd, LARS or RMSprop warm-up by the backend's
+ * set-up; copy_only: the weight copies of the parameters as they are), the optimizers' set-up
+ * (ops->lars_init, ops->rmsw_init). */
+int dpt_cuda_optim_launch(struct cu_backend *cb, const float *g, float lr, const float *lr_dev, float momentum,
+                          float wd, int nesterov, const unsigned char *mask, const int *skip, int copy_only,
+                          struct dpt_err *err);
+int dpt_cuda_refresh_copies(struct cu_backend *cb, struct dpt_err *err);
+int dpt_backend_cuda_lars_init(struct dpt_backend *be, const struct dpt_param_seg *seg, int n_seg, float eta, float eps,
+                               struct dpt_err *err);
+int dpt_backend_cuda_rmsw_init(struct dpt_backend *be, float lr_rms, float mu2, float eps, double center, double period,
+                               struct dpt_err *err);
 
 #endif

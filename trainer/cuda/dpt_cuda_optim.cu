@@ -135,7 +135,48 @@ __global__ static void dpt_k_lars_update(const struct dpt_optim_seg *segs, const
   }
 }
 
+// ---- RMSprop warm-up -----------------------------------------------------------------------
+
+template <int DT>
+__global__ static void dpt_k_rmsw_step(const struct dpt_optim_seg *segs, const struct dpt_optim_chunk *chunks,
+                                       struct dpt_cuda_optim_args a, float *m, float alpha, float alpha_rms, float mu2,
+                                       float eps)
+{
+  if (a.skip && *a.skip) return;
+  const struct dpt_optim_chunk ch = chunks[blockIdx.x];
+  const struct dpt_optim_seg sg = segs[ch.seg];
+  const float om = __fsub_rn(1.0f, mu2);
+  for (unsigned int j = threadIdx.x; j < ch.len; j += blockDim.x) {
+    const unsigned long long i = ch.start + j;
+    const float wi = a.w[i];
+    const float dec = (!a.mask || a.mask[i]) ? __fmul_rn(a.weight_decay, wi) : 0.0f;
+    const float gi = __fadd_rn(a.g[i], dec);
+    const float mi = __fadd_rn(__fmul_rn(mu2, m[i]), __fmul_rn(om, __fmul_rn(gi, gi)));
+    m[i] = mi;
+    const float scale = __fadd_rn(alpha, __fdiv_rn(alpha_rms, __fadd_rn(__fsqrt_rn(mi), eps)));
+    const float di = __fsub_rn(__fmul_rn(a.momentum, a.v[i]), __fmul_rn(gi, scale));
+    a.v[i] = di;
+    const float wn = __fadd_rn(wi, __fmul_rn(a.lr, di));
+    a.w[i] = wn;
+    if (sg.kind != DPT_OSEG_NONE && a.copy) store_copy<DT>(a.copy, dpt_optim_dst(&sg, i), wn);
+  }
+}
+
 extern "C" {
+
+int dpt_cuda_rmsw_step(const struct dpt_cuda_optim_tables *t, const struct dpt_cuda_optim_args *a, float *m, float alpha,
+                       float alpha_rms, float mu2, float eps, cudaStream_t s)
+{
+  if (!t->n_chunk) return (int)cudaGetLastError();
+  dim3 grid((unsigned)t->n_chunk), block(256);
+  switch (t->dtype) {
+  case DPT_OPT_F16: dpt_k_rmsw_step<DPT_OPT_F16><<<grid, block, 0, s>>>(t->seg, t->chunk, *a, m, alpha, alpha_rms, mu2, eps); break;
+  case DPT_OPT_BF16: dpt_k_rmsw_step<DPT_OPT_BF16><<<grid, block, 0, s>>>(t->seg, t->chunk, *a, m, alpha, alpha_rms, mu2, eps); break;
+  default: dpt_k_rmsw_step<DPT_OPT_F32><<<grid, block, 0, s>>>(t->seg, t->chunk, *a, m, alpha, alpha_rms, mu2, eps); break;
+  }
+  return (int)cudaGetLastError();
+}
+
 
 int dpt_cuda_lars_upload(const struct dpt_optim_lars *l, float eta, float eps, struct dpt_cuda_lars_tables *t,
                          cudaStream_t s)

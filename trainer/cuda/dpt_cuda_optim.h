@@ -68,6 +68,14 @@ void dpt_cuda_lars_tables_free(struct dpt_cuda_lars_tables *t);
 int dpt_cuda_lars_step(const struct dpt_cuda_optim_tables *t, const struct dpt_cuda_lars_tables *lt,
                        const struct dpt_cuda_optim_args *a, cudaStream_t s);
 
+/* RMSprop warm-up (issue 23): dpt_optim.h's dpt_rmsw_step on the device, one launch over the
+ * layout's chunks with the weight copies: g' = g + wd w (mask), m = mu2 m + (1 - mu2) g'^2,
+ * d = mu1 d - g' (a + ar / (sqrt(m) + eps)), w += lr d, explicitly rounded.  a: the SGD share at
+ * this step's epoch (dpt_rmsw_alpha_sgd, computed on the host), ar = (1 - a) rms_lr / lr (0 when
+ * lr is 0).  a->v is d, a->lr_dev is not used (eager steps only), a->skip is honoured. */
+int dpt_cuda_rmsw_step(const struct dpt_cuda_optim_tables *t, const struct dpt_cuda_optim_args *a, float *m, float alpha,
+                       float alpha_rms, float mu2, float eps, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,7 +13,9 @@
  * plain and Nesterov, 3 steps (the third at a rate read from device memory): the same rule with
  * the trust ratios' norms summed in another order (double), so within a few units in the last
  * place of each value, not bit for bit (bounds below); its weight copies equal the copies of its
- * own new weights (dpt_optim_ref_copies); the overflow flag skips it.
+ * own new weights (dpt_optim_ref_copies); the overflow flag skips it.  RMSprop warm-up
+ * (dpt_cuda_rmsw_step) against dpt_rmsw_step bit for bit (both round every operation the same way:
+ * no FMA, IEEE square root and division), 4 steps across the mix, at fp32 and fp16 copies.
  * SKIPPED (77) without a usable CUDA device. */
 #include <math.h>
 #include <stdio.h>
@@ -261,6 +263,97 @@ static void run_lars(const struct dpt_model *m, enum dpt_cuda_precision prec, in
   dpt_cuda_plan_free(&plan);
 }
 
+static void run_rmsw(const struct dpt_model *m, enum dpt_cuda_precision prec)
+{
+  struct dpt_cuda_plan plan;
+  struct dpt_optim_layout lay;
+  struct dpt_cuda_optim_tables tab;
+  struct dpt_sgd hs;
+  struct dpt_rmsw hr;
+  struct dpt_err err;
+  char what[96];
+  snprintf(what, sizeof what, "RMSprop warm-up resnet50 %s", dpt_cuda_precision_name(prec));
+  if (dpt_cuda_plan_build(m, 1, prec, 0, &plan, &err)) {
+    fprintf(stderr, "plan: %s\n", err.msg);
+    exit(1);
+  }
+  int *cs = malloc((size_t)m->n_layers * sizeof *cs);
+  for (int l = 0; l < m->n_layers; l++) cs[l] = plan.t[m->layers[l].in[0]].c_stored;
+  int dt = prec == DPT_CUDA_MIXED ? DPT_OPT_F16 : prec == DPT_CUDA_BF16 ? DPT_OPT_BF16 : DPT_OPT_F32;
+  size_t n = m->n_params, cb = plan.weight_copy_bytes;
+  float *w = malloc(n * 4), *g = malloc(n * 4), *mm = calloc(n, 4), *hw = malloc(n * 4), *hv = malloc(n * 4),
+        *hm = malloc(n * 4);
+  unsigned char *mask = malloc(n), *copy = calloc(cb, 1), *hcopy = malloc(cb);
+  if (!w || !g || !mm || !hw || !hv || !hm || !mask || !copy || !hcopy) exit(1);
+  dpt_model_decay_mask(m, 1, mask);
+  const float mom = 0.9f, wd = 5e-5f, rlr = 3e-4f, mu2 = 0.99f, eps = 1e-8f;
+  if (dpt_optim_layout_build(m, plan.wcopy_off, cs, dt, 0, &lay, &err) || dpt_sgd_init(&hs, n, mom, wd, mask, &err) ||
+      dpt_rmsw_init(&hr, n, mm, rlr, mu2, eps, 10, 5, &err)) {
+    fprintf(stderr, "%s: %s\n", what, err.msg);
+    exit(1);
+  }
+  unsigned seed = 31;
+  for (size_t i = 0; i < n; i++) w[i] = 0.1f * frand(&seed);
+  float *dw, *dv, *dg, *dm;
+  int *dskip;
+  unsigned char *dmask;
+  void *dcopy;
+  cudaStream_t s;
+  CU(cudaStreamCreate(&s));
+  CU(cudaMalloc((void **)&dw, n * 4));
+  CU(cudaMalloc((void **)&dv, n * 4));
+  CU(cudaMalloc((void **)&dg, n * 4));
+  CU(cudaMalloc((void **)&dm, n * 4));
+  CU(cudaMalloc((void **)&dmask, n));
+  CU(cudaMalloc(&dcopy, cb));
+  CU(cudaMalloc((void **)&dskip, 4));
+  CU(cudaMemcpy(dw, w, n * 4, cudaMemcpyHostToDevice));
+  CU(cudaMemset(dv, 0, n * 4));
+  CU(cudaMemset(dm, 0, n * 4));
+  CU(cudaMemcpy(dmask, mask, n, cudaMemcpyHostToDevice));
+  CU(cudaMemset(dcopy, 0, cb));
+  CU(cudaMemset(dskip, 0, 4));
+  CU((cudaError_t)dpt_cuda_optim_upload(&lay, &tab, s));
+  struct dpt_cuda_optim_args a = {dw, dv, dg, dmask, dcopy, 0.1f, NULL, mom, wd, 0, dskip, 0};
+  const double ep[4] = {0, 10, 12, 13};
+  const float lrs[4] = {0.1f, 0.2f, 0.2f, 0.0f}; /* the last at rate 0: buffers move, weights do not */
+  for (int step = 0; step < 4; step++) {
+    for (size_t i = 0; i < n; i++) g[i] = 0.01f * frand(&seed);
+    CU(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
+    a.lr = lrs[step];
+    float al = (float)dpt_rmsw_alpha_sgd(ep[step], 10, 5), ar = lrs[step] > 0 ? (1.0f - al) * rlr / lrs[step] : 0.0f;
+    CU((cudaError_t)dpt_cuda_rmsw_step(&tab, &a, dm, al, ar, mu2, eps, s));
+    dpt_rmsw_step(&hr, &hs, lrs[step], ep[step], w, g);
+  }
+  dpt_optim_ref_copies(&lay, w, copy);
+  CU(cudaStreamSynchronize(s));
+  CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hv, dv, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hm, dm, n * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
+  size_t bw = 0, bv = 0, bm = 0, bc = 0;
+  for (size_t i = 0; i < n; i++)
+    bw += memcmp(&hw[i], &w[i], 4) != 0, bv += memcmp(&hv[i], &hs.velocity[i], 4) != 0, bm += memcmp(&hm[i], &mm[i], 4) != 0;
+  for (size_t i = 0; i < cb; i++) bc += hcopy[i] != copy[i];
+  CHECK(!bw && !bv && !bm && !bc, "%s: %zu weights, %zu momenta, %zu second moments, %zu copy bytes differ from "
+        "dpt_rmsw_step", what, bw, bv, bm, bc);
+  int one = 1;
+  CU(cudaMemcpy(dskip, &one, 4, cudaMemcpyHostToDevice));
+  a.lr = 0.1f;
+  CU((cudaError_t)dpt_cuda_rmsw_step(&tab, &a, dm, 0.5f, 1e-3f, mu2, eps, s));
+  CU(cudaStreamSynchronize(s));
+  CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
+  CHECK(!memcmp(hw, w, n * 4), "%s: the skipped step changed weights", what);
+  printf("%s: %d chunks, bit-identical to dpt_rmsw_step (4 steps across the mix); skip honoured\n", what, lay.n_chunk);
+  dpt_cuda_optim_tables_free(&tab);
+  cudaFree(dw), cudaFree(dv), cudaFree(dg), cudaFree(dm), cudaFree(dmask), cudaFree(dcopy), cudaFree(dskip);
+  cudaStreamDestroy(s);
+  free(w), free(g), free(mm), free(hw), free(hv), free(hm), free(mask), free(copy), free(hcopy), free(cs);
+  dpt_sgd_free(&hs);
+  dpt_optim_layout_free(&lay);
+  dpt_cuda_plan_free(&plan);
+}
+
 int main(void)
 {
   device_or_skip("test_gpu_optim");
@@ -278,6 +371,8 @@ int main(void)
   run(&big, "resnet50", DPT_CUDA_BF16, 1, 1000);
   run_lars(&big, DPT_CUDA_FP32, 0);
   run_lars(&big, DPT_CUDA_BF16, 1);
+  run_rmsw(&big, DPT_CUDA_FP32);
+  run_rmsw(&big, DPT_CUDA_MIXED);
   dpt_model_free(&big);
   dpt_model_free(&small);
   if (!failures) printf("test_gpu_optim: all checks passed\n");
