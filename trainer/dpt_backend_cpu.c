@@ -497,8 +497,8 @@ static const char *cpu_notes(struct dpt_backend *be)
 
 static const struct dpt_backend_ops cpu_ops = {
     .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,
-    .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init, .lars_init = cpu_lars_init, .rmsw_init = cpu_rmsw_init,
-    .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,
+    .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init,
+    .lars_init = cpu_lars_init, .rmsw_init = cpu_rmsw_init, .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,
     .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads, .loss = cpu_loss,
     .loss_totals = cpu_loss_totals, .host_waits = cpu_host_waits, .notes = cpu_notes};
 

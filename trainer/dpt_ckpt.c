@@ -26,6 +26,8 @@ _Static_assert(sizeof(struct dpt_ckpt_meta) == 192, "version-3 checkpoint header
 
 /* elements of the optimizer-state array ("velocity") */
 static uint64_t opt_len(const struct dpt_ckpt_meta *m) { return m->n_opt_state ? m->n_opt_state : m->n_params; }
+/* the optimizer a header names ("" before version 3, or unset by the caller: sgd) */
+static const char *opt_name(const struct dpt_ckpt_meta *m) { return m->optimizer[0] ? m->optimizer : "sgd"; }
 
 struct wr {
   FILE *f;
@@ -186,11 +188,10 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
                        (unsigned long long)expect->n_params);
       goto out;
     }
-    if (strcmp(h.optimizer, expect->optimizer[0] ? expect->optimizer : "sgd")) {
+    if (strcmp(h.optimizer, opt_name(expect))) {
       rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s was written with --optimizer %s, this run has --optimizer %s: "
                        "their momentum buffers mean different things; resume with --optimizer %s or use another "
-                       "--checkpoint-dir", path, h.optimizer, expect->optimizer[0] ? expect->optimizer : "sgd",
-                       h.optimizer);
+                       "--checkpoint-dir", path, h.optimizer, opt_name(expect), h.optimizer);
       goto out;
     }
     if (h.n_opt_state != opt_len(expect)) {
