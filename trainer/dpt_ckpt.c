@@ -201,7 +201,8 @@ int dpt_ckpt_load(const char *path, const struct dpt_ckpt_meta *expect, struct d
                        h.optimizer, (unsigned long long)opt_len(expect));
       goto out;
     }
-    if (h.world_size != expect->world_size || h.batch != expect->batch || h.n_pending != expect->n_pending) {
+    if (h.world_size != expect->world_size || (expect->batch && h.batch != expect->batch) ||
+        h.n_pending != expect->n_pending) {
       rc = dpt_err_set(err, DPT_E_INPUT, "checkpoint %s was written by %d ranks x batch %d%s; this run "
                        "has %d x %d%s: resume with the same ranks, batch and --double-buffering",
                        path, h.world_size, h.batch, h.n_pending ? " with double buffering" : "",

@@ -28,7 +28,8 @@ struct dpt_ckpt_meta {
   int32_t step_in_epoch;  /* next step within that epoch */
   uint64_t seed;          /* run seed (data order, augmentation) */
   int32_t world_size;     /* ranks that wrote it (resume needs the same) */
-  int32_t batch;          /* per-rank batch */
+  int32_t batch;          /* per-rank batch of the epoch to continue in; expected 0: any (the
+                             caller checks it against its batch schedule) */
   uint64_t n_params, n_state, n_pending;
   char model[96];         /* model description, must match on resume */
   /* version 2: mixed precision's dynamic loss scaler (dpt_loss_scaler), so a

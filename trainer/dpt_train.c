@@ -134,7 +134,7 @@ static int update_double_buffered(struct run *r, double t3, struct dpt_err *err)
   if ((rc = dpt_train_preempt_agree(&r->rk, &r->psig, err))) return rc;
   double t4 = now();
   r->tm.ar_exposed += t4 - t3;
-  const double ep_prev = (double)(r->gstep - 1) / r->spe; /* the pending gradient's step */
+  const double ep_prev = dpt_bsched_epoch(&r->bs, r->gstep - 1); /* the pending gradient's step */
   float lr_prev = (float)dpt_schedule_lr(&r->sch, ep_prev);
   if (be->pending) { /* the pending slab is the backend's (cpu: host; cuda with nccl: device) */
     void *ready;
@@ -181,7 +181,7 @@ static int update(struct run *r, double t3, struct dpt_err *err)
   } /* one rank: the update follows backward on the backend's own stream, no wait */
   double t4 = now();
   r->tm.ar_exposed += t4 - t3;
-  const double ep = (double)r->gstep / r->spe;
+  const double ep = dpt_bsched_epoch(&r->bs, r->gstep);
   if ((rc = dpt_train_apply_step(be, r->mixed, NULL, (float)dpt_schedule_lr(&r->sch, ep), ep, err)))
     return rc;
   r->tm.update += now() - t4;
@@ -196,10 +196,27 @@ static int announce(struct run *r, int what, struct dpt_err *err)
   struct dpt_backend *be = r->be;
   struct dpt_cap_step s;
   if (!be->ops->step_begin || !be->graph) return 0;
+  int next_epoch, next_sie;
+  dpt_bsched_locate(&r->bs, r->gstep + 1, &next_epoch, &next_sie); /* next_sie 0: this step ends an epoch */
   int log_step = what != DPT_CAP_VALIDATION && ((r->gstep + 1) % r->o.log_every == 0 || r->gstep + 1 == r->total_steps ||
-                                                (r->gstep + 1) % r->spe == 0);
+                                                next_sie == 0);
   dpt_cuda_capture_step_of(&r->cap, what, log_step, &s);
-  return be->ops->step_begin(be, &s, (float)dpt_schedule_lr(&r->sch, (double)r->gstep / r->spe), err);
+  return be->ops->step_begin(be, &s, (float)dpt_schedule_lr(&r->sch, dpt_bsched_epoch(&r->bs, r->gstep)), err);
+}
+
+/* Double buffering's waiting gradient applied now, with the learning rate of its step: at the end
+ * of the run, and before the batch changes (--batch-schedule). */
+static int drain_pending(struct run *r, struct dpt_err *err)
+{
+  int rc;
+  if (!r->have_pending) return 0;
+  double ep = dpt_bsched_epoch(&r->bs, r->gstep - 1);
+  if ((rc = dpt_train_grad_wait(&r->rk, &r->fl, err)) ||
+      (rc = dpt_train_apply_step(r->be, r->mixed, r->be->pending ? r->be->pending : r->pending,
+                                 (float)dpt_schedule_lr(&r->sch, ep), ep, err)))
+    return rc;
+  r->have_pending = 0;
+  return 0;
 }
 
 /* One training step, llm.c's list: per micro-batch the batch, forward, loss and
@@ -236,14 +253,8 @@ static int train_step(struct run *r, struct dpt_err *err)
 #endif
   r->ep_n += (long)o->batch * o->accum;
   r->run_n += (long)o->batch * o->accum;
-  if (o->dbuf && r->gstep == r->total_steps) { /* the last averaged gradient still has to be applied */
-    if ((rc = dpt_train_grad_wait(&r->rk, &r->fl, err)) ||
-        (rc = dpt_train_apply_step(r->be, r->mixed, r->be->pending ? r->be->pending : r->pending,
-                                   (float)dpt_schedule_lr(&r->sch, (double)(r->gstep - 1) / r->spe),
-                                   (double)(r->gstep - 1) / r->spe, err)))
-      return rc;
-    r->have_pending = 0;
-  }
+  r->images_run += (long)o->batch * o->accum;
+  if (o->dbuf && r->gstep == r->total_steps) return drain_pending(r, err); /* the last averaged gradient */
   return 0;
 }
 
@@ -266,8 +277,8 @@ static int log_progress(struct run *r, int epoch, int sie, struct dpt_err *err)
     char eta[32];
     fmt_eta((r->total_steps - r->gstep) * (t - r->t_train0) / r->steps_run, eta, sizeof eta);
     printf("epoch %d/%d step %d/%d loss %.4f acc %.2f%% lr %.4g %.0f img/s ETA %s\n", epoch + 1,
-           (int)ceil(r->total_epochs), sie + 1, r->spe, lt.loss_sum / r->run_n, 100.0 * lt.top1 / r->run_n,
-           dpt_schedule_lr(&r->sch, (double)r->gstep / r->spe), ips, eta);
+           (int)ceil(r->total_epochs), sie + 1, dpt_bsched_spe(&r->bs, epoch), lt.loss_sum / r->run_n,
+           100.0 * lt.top1 / r->run_n, dpt_schedule_lr(&r->sch, dpt_bsched_epoch(&r->bs, r->gstep)), ips, eta);
     fflush(stdout);
     r->steps_last = r->tm.steps;
   }
@@ -287,8 +298,8 @@ static int checkpoint_save(struct run *r, struct dpt_err *err)
   if ((rc = dpt_train_grad_wait(&r->rk, &r->fl, err))) return rc; /* pending must be complete on disk */
   if (r->me) return 0;
   cm->global_step = (uint64_t)r->gstep;
-  cm->epoch = (int)(r->gstep / r->spe);
-  cm->step_in_epoch = (int)(r->gstep % r->spe);
+  dpt_bsched_locate(&r->bs, r->gstep, &cm->epoch, &cm->step_in_epoch);
+  cm->batch = dpt_bsched_batch(&r->bs, cm->epoch); /* the batch of the epoch it continues in */
   if (r->mixed) { /* mixed precision: the loss scaler resumes where it is */
     if ((rc = be->ops->scaler_get(be, &r->scaler, err))) return rc;
     cm->loss_scale = r->scaler.scale;
@@ -313,7 +324,7 @@ static int validate_epoch(struct run *r, int epoch, struct dpt_err *err)
 {
   struct val_result *vr = &r->vr;
   double ep_loss = r->ep_n ? r->ep_loss / r->ep_n : NAN, ep_top1 = r->ep_n ? (double)r->ep_correct / r->ep_n : NAN;
-  double ep = (double)r->gstep / r->spe, lr = dpt_schedule_lr(&r->sch, ep);
+  double ep = dpt_bsched_epoch(&r->bs, r->gstep), lr = dpt_schedule_lr(&r->sch, ep);
   int rc;
   if ((rc = dpt_train_enter_phase("validation", r->gstep, err))) return rc;
   double tv = now();
@@ -364,17 +375,26 @@ static int train_loop(struct run *r, struct dpt_err *err)
   r->steps_last = r->tm.steps;
   r->last_log_step = r->gstep;
   while (r->gstep < r->total_steps && !(o->stop_after && r->steps_run == o->stop_after) && !r->psig) {
-    int epoch = (int)(r->gstep / r->spe), sie = (int)(r->gstep % r->spe);
+    int epoch, sie;
+    dpt_bsched_locate(&r->bs, r->gstep, &epoch, &sie);
+    const int spe = dpt_bsched_spe(&r->bs, epoch);
+    /* --batch-schedule: a new per-rank batch.  At the change double buffering's waiting gradient
+     * (of the old batch) is applied first; a run resumed after the change carries it over */
+    int at_change = sie == 0 && epoch > 0 && dpt_bsched_batch(&r->bs, epoch - 1) != dpt_bsched_batch(&r->bs, epoch);
+    if (dpt_bsched_batch(&r->bs, epoch) != o->batch &&
+        ((at_change && (rc = drain_pending(r, err))) || (rc = dpt_train_run_rebatch(r, epoch, err))))
+      return rc;
     for (int j = 0; j < o->accum; j++) dpt_loader_start(r->tls[j], epoch, sie);
-    for (; sie < r->spe && r->gstep < r->total_steps; sie++) {
+    for (; sie < spe && r->gstep < r->total_steps; sie++) {
       long waits0 = r->be->ops->host_waits(r->be);
       if ((rc = dpt_train_profile_begin(r, err)) || (rc = train_step(r, err)) ||
           (rc = dpt_train_profile_end(r, err))) return rc;
-      int end_epoch = sie == r->spe - 1 || r->gstep == r->total_steps;
+      int end_epoch = sie == spe - 1 || r->gstep == r->total_steps;
       if ((r->gstep % o->log_every == 0 || end_epoch) && (rc = log_progress(r, epoch, sie, err))) return rc;
       r->waits_train += r->be->ops->host_waits(r->be) - waits0;
       int stopping = (o->stop_after && r->steps_run == o->stop_after) || r->psig;
-      int do_ckpt = o->ckpt_dir && (r->gstep % r->ckpt_every == 0 || r->gstep == r->total_steps || stopping);
+      int do_ckpt = o->ckpt_dir && ((r->ckpt_every ? r->gstep % r->ckpt_every == 0 : end_epoch) ||
+                                    r->gstep == r->total_steps || stopping);
       if (do_ckpt || (end_epoch && o->val)) {
         if ((rc = dpt_train_enter_phase(do_ckpt ? "checkpoint" : "validation", r->gstep, err))) return rc;
         /* BN running statistics are per rank during training: average them */

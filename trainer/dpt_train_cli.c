@@ -82,6 +82,12 @@ static void usage(FILE *f)
           "  --small-stem / --imagenet-stem   3x3/1 stem without max pool (default: images <= 64 px)\n"
           "optimisation:\n"
           "  --batch-size N        images per rank per micro-batch (default %d)\n"
+          "  --batch-schedule E0:B0,E1:B1,..  the per-rank batch raised at epoch boundaries: B0 from epoch\n"
+          "                        E0 = 0, B1 from E1, ..  (Smith et al.; ChainerMN's 90 epochs: 0:64,30:128);\n"
+          "                        instead of --batch-size.  The learning rate is not rescaled when the batch\n"
+          "                        grows: linear scaling applies to the first batch, the schedule's factors\n"
+          "                        to the rest.  Steps per epoch follow the batch; a change drains double\n"
+          "                        buffering (the waiting gradient is applied first)\n"
           "  --accumulate K        K micro-batches per step, gradients summed (default 1): 1 rank\n"
           "                        with K equals K ranks (BN statistics per micro-batch)\n"
           "  --epochs N            (default %d)   --iterations N: steps instead of epochs\n"
@@ -217,7 +223,7 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
     O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
     O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT, O_GAMMAS, O_ENDLR, O_OPTIM,
-    O_NEST, O_LETA, O_LEPS, O_RLR, O_RMU2, O_REPS, O_RCEN, O_RPER, O_LRSTEPS, O_BNEVAL, O_ZIR
+    O_NEST, O_LETA, O_LEPS, O_RLR, O_RMU2, O_REPS, O_RCEN, O_RPER, O_LRSTEPS, O_BNEVAL, O_ZIR, O_BSCHED
   };
   static const struct option lo[] = {
       {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
@@ -244,8 +250,8 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
       {"lars-eps", 1, 0, O_LEPS}, {"rmsprop-lr", 1, 0, O_RLR}, {"rmsprop-mu2", 1, 0, O_RMU2},
       {"rmsprop-eps", 1, 0, O_REPS}, {"rmsprop-center", 1, 0, O_RCEN}, {"rmsprop-period", 1, 0, O_RPER},
       {"lr-steps", 1, 0, O_LRSTEPS}, {"bn-eval-stats", 1, 0, O_BNEVAL}, {"zero-init-residual", 1, 0, O_ZIR},
-      {0, 0, 0, 0}};
-  int c, rc = 0, have_epochs = 0, have_iters = 0, have_lars_opt = 0, have_rms_opt = 0, have_lr = 0;
+      {"batch-schedule", 1, 0, O_BSCHED}, {0, 0, 0, 0}};
+  int c, rc = 0, have_epochs = 0, have_iters = 0, have_lars_opt = 0, have_rms_opt = 0, have_lr = 0, have_batch = 0;
   double d;
   opterr = 0;
   while (!rc && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -262,7 +268,8 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
       break;
     case O_IMG: rc = inum("--image-size", optarg, 8, 1024, &o->image_size); break;
     case O_NCLS: rc = inum("--num-classes", optarg, 2, 100000, &o->num_classes); break;
-    case O_BATCH: rc = inum("--batch-size", optarg, 1, 65536, &o->batch); break;
+    case O_BATCH: rc = inum("--batch-size", optarg, 1, 65536, &o->batch); have_batch = 1; break;
+    case O_BSCHED: o->batch_schedule = optarg; break;
     case O_EPOCHS: rc = inum("--epochs", optarg, 1, 100000, &o->epochs); have_epochs = 1; break;
     case O_ITERS: rc = inum("--iterations", optarg, 1, 1000000000, &o->iterations); have_iters = 1; break;
     case O_LR: rc = dpt_train_num("--lr", optarg, 0, 1000, &o->lr); have_lr = 1; break;
@@ -372,6 +379,14 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
   if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda") && strcmp(o->backend, "auto"))
     return dpt_train_bad("--backend '%s' is unknown: cpu, cuda or auto", o->backend);
   if (have_epochs && have_iters) return dpt_train_bad("--epochs and --iterations are exclusive: give one");
+  if (o->batch_schedule) { /* its first batch is the run's starting --batch-size */
+    struct dpt_bsched bs;
+    struct dpt_err e = {0};
+    if (have_batch)
+      return dpt_train_bad("--batch-size with --batch-schedule: the schedule's first entry (0:B) is the batch");
+    if (dpt_bsched_parse(o->batch_schedule, &bs, &e)) return dpt_train_bad("%s", e.msg);
+    o->batch = bs.batch[0];
+  }
   if (o->milestones[0] && strcmp(o->schedule, "multistep"))
     return dpt_train_bad("--milestones only applies to --schedule multistep (got --schedule %s)", o->schedule);
   if (!strcmp(o->schedule, "multistep") && !o->milestones[0])

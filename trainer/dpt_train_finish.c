@@ -38,7 +38,7 @@ int dpt_train_run_finish(struct run *r, int *status, struct dpt_err *err)
     }
     if (me == 0) printf("dpt-train: done: %ld steps in %.1f s (%.1f s of training steps), %.1f img/s total; "
                         "parameter checksum %.6e%s\n", r->steps_run, r->tm.total, tsteps,
-                        tsteps > 0 ? r->steps_run * (double)o->batch * o->accum * R / tsteps : 0.0, sum,
+                        tsteps > 0 ? (double)r->images_run * R / tsteps : 0.0, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
     if (me == 0 && !be->host_slabs)
       printf("dpt-train: backend %s memory (rank 0): %.1f MB allocated, peak %.1f MB\n", be->ops->name,
@@ -97,7 +97,7 @@ int dpt_train_run_finish(struct run *r, int *status, struct dpt_err *err)
   if (r->rep) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double ips = r->steps_run * (double)o->batch * o->accum / (r->tm.steps > 0 ? r->tm.steps : 1); /* over its steps */
+    double ips = (double)r->images_run / (r->tm.steps > 0 ? r->tm.steps : 1); /* over its steps */
     dpt_report_set_result(r->rep, "train", json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:o}",
         "steps_run", (json_int_t)r->steps_run, "seconds", r->tm.total, "validation_seconds", r->tm.val,
         "images_per_s_rank0", ips, "final_top1", r->vr.top1, "final_top5", r->vr.top5,
@@ -153,24 +153,9 @@ int dpt_train_run_close(struct run *r, int status, const struct dpt_err *err)
   dpt_train_ranks_fini(&r->rk);
   json_decref(r->curve);
   free(r->cl.p);
-#ifdef DPT_TRAIN_HAVE_COMM
-  free(r->ba.req);
-#endif
-  free(r->buckets);
-  if (r->dev_input && r->be) { /* the backend reads the loaders' device batches in place: done first */
-    struct dpt_err se = {0};
-    r->be->ops->sync(r->be, &se);
-  }
-  for (int j = 0; j < 64; j++) dpt_loader_destroy(r->tls[j]);
-  dpt_loader_destroy(r->vl);
-  if (r->be) {
-    dpt_backend_host_free(r->be, r->mirrors);
-    dpt_backend_host_free(r->be, r->pending);
-  }
-  dpt_backend_destroy(r->be);
+  dpt_train_run_release(r);
   dpt_model_free(&r->model);
   dpt_data_free(&r->train);
   dpt_data_free(&r->val);
-  free(r->mask), free(r->gacc);
   return status;
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "dpt_backend.h"
+#include "dpt_bsched.h"
 #include "dpt_ckpt.h"
 #include "dpt_cpu_impl.h" /* the CPU and ISA the job report names */
 #include "dpt_cuda_capture.h" /* the steps announced to the backend (--cuda-graph) */
@@ -66,6 +67,7 @@ struct opts {
   const char *bn_eval;   /* --bn-eval-stats running|last-batch */
   int zero_init_residual; /* --zero-init-residual on|off (on) */
   double end_lr;         /* --end-lr: what poly / cosine decay to (0) */
+  const char *batch_schedule; /* --batch-schedule E0:B0,E1:B1,..: the per-rank batch by epoch (NULL: --batch-size) */
   const char *optimizer; /* --optimizer sgd|lars */
   int nesterov;          /* --nesterov */
   double lars_eta, lars_eps; /* --lars-eta, --lars-eps (0: 1e-7 as the MLPerf reference) */
@@ -164,7 +166,8 @@ struct run {
                                       format, read in place by ops->forward_device */
   struct dpt_input_format in_fmt;  /* dev_input: the backend's (ops->input_format) */
   char input_desc[480];            /* the path the input takes, and why (rank 0 prints it) */
-  int spe;                         /* steps per epoch */
+  struct dpt_bsched bs;            /* the per-rank batch and steps per epoch of every epoch (one phase
+                                      without --batch-schedule); o.batch is the current epoch's */
   long total_steps;
   double total_epochs;
   struct dpt_schedule sch;
@@ -181,6 +184,7 @@ struct run {
   int ckpt_every;
   /* the loop */
   long gstep, steps_run, last_log_step;
+  long images_run;                 /* images this rank trained on in this run (the batch may change) */
   int have_pending;                /* double buffering: an averaged gradient waits to be applied */
   int psig;                        /* agreed preemption signal: stop after this step */
   char ckpt_last[4300];            /* rank 0: the last checkpoint written */
@@ -250,6 +254,8 @@ int dpt_train_run_loaders(struct run *r, struct dpt_err *err);
 int dpt_train_run_schedule(struct run *r, struct dpt_err *err);
 int dpt_train_run_buffers(struct run *r, struct dpt_err *err);
 void dpt_train_run_describe(struct run *r);
+void dpt_train_run_release(struct run *r);
+int dpt_train_run_rebatch(struct run *r, int epoch, struct dpt_err *err);
 
 /* dpt_train_profile.c */
 void dpt_train_profile_paths(struct run *r);

@@ -191,9 +191,6 @@ int dpt_train_run_loaders(struct run *r, struct dpt_err *err)
     vo.prefetch = 1;
     if ((rc = dpt_loader_create(&r->vl, &r->val, &vo, err))) return rc;
   }
-  r->spe = dpt_loader_steps(r->tls[0]);
-  r->total_steps = o->iterations ? o->iterations : (long)o->epochs * r->spe;
-  r->total_epochs = (double)r->total_steps / r->spe;
   return 0;
 }
 
@@ -202,6 +199,19 @@ int dpt_train_run_schedule(struct run *r, struct dpt_err *err)
 {
   struct opts *o = &r->o;
   struct dpt_schedule *sch = &r->sch;
+  int rc;
+  /* the steps: per epoch, the batch's (--batch-schedule: each phase's), in all */
+  if (o->batch_schedule) {
+    if ((rc = dpt_bsched_parse(o->batch_schedule, &r->bs, err))) return rc;
+  } else {
+    dpt_bsched_const(&r->bs, o->batch);
+  }
+  if ((rc = dpt_bsched_plan(&r->bs, r->train.n, r->R * o->accum, err))) return rc;
+  if (dpt_loader_steps(r->tls[0]) != r->bs.spe[0])
+    return dpt_err_set(err, DPT_E_RUNTIME, "internal: the loader has %d steps per epoch, the batch schedule %d",
+                       dpt_loader_steps(r->tls[0]), r->bs.spe[0]);
+  r->total_steps = o->iterations ? o->iterations : dpt_bsched_epoch_start(&r->bs, o->epochs);
+  r->total_epochs = dpt_bsched_epoch(&r->bs, r->total_steps);
   sch->kind = dpt_schedule_parse_kind(o->schedule);
   sch->peak_lr = dpt_lr_scaled(o->lr, o->batch * o->accum * r->R, o->lr_batch);
   sch->warmup_epochs = o->warmup_epochs;
@@ -359,6 +369,96 @@ int dpt_train_run_buffers(struct run *r, struct dpt_err *err)
   return 0;
 }
 
+/* What run_backend, run_loaders and run_buffers made, freed: the loaders whose device batches
+ * the backend reads (after it is done with them) and the backend's host buffers before the
+ * backend. */
+void dpt_train_run_release(struct run *r)
+{
+#ifdef DPT_TRAIN_HAVE_COMM
+  free(r->ba.req);
+  r->ba.req = NULL;
+#endif
+  free(r->buckets);
+  r->buckets = NULL;
+  r->n_buckets = 0;
+  if (r->dev_input && r->be) { /* the backend reads the loaders' device batches in place: done first */
+    struct dpt_err se = {0};
+    r->be->ops->sync(r->be, &se);
+  }
+  for (int j = 0; j < 64; j++) dpt_loader_destroy(r->tls[j]), r->tls[j] = NULL;
+  dpt_loader_destroy(r->vl);
+  r->vl = NULL;
+  r->dev_input = 0;
+  if (r->be) {
+    dpt_backend_host_free(r->be, r->mirrors);
+    dpt_backend_host_free(r->be, r->pending);
+  }
+  r->mirrors = r->pending = NULL;
+  dpt_backend_destroy(r->be);
+  r->be = r->ba.be = NULL;
+  free(r->mask), free(r->gacc);
+  r->mask = NULL, r->gacc = NULL;
+  r->hp = r->hs = r->hg = r->hv = NULL;
+}
+
+/* --batch-schedule: the epoch the run is at has another per-rank batch than the backend's.  The
+ * parameters, BN state, optimizer state, loss scale and double buffering's waiting gradient go to
+ * the host, the backend, the loaders (batch, steps per epoch) and the buffers are made again for
+ * the new batch, and the state comes back: the next step runs at the new batch from the same
+ * bits.  (At the change itself the loop has applied the waiting gradient first; a run resumed
+ * after the change has one to carry.) */
+int dpt_train_run_rebatch(struct run *r, int epoch, struct dpt_err *err)
+{
+  struct opts *o = &r->o;
+  size_t np = r->np, ns = r->model.n_state, nv = strcmp(o->optimizer, "rmsprop-warmup") ? np : 2 * np;
+  size_t npend = r->have_pending ? np : 0;
+  int ob = o->batch, nb = dpt_bsched_batch(&r->bs, epoch), rc;
+  struct dpt_loss_scaler sc = r->scaler;
+  float *keep = malloc((np + ns + nv + npend) * sizeof(float)), *pend = keep + np + ns + nv;
+  if (!keep) return dpt_err_set(err, DPT_E_NOMEM, "out of memory for the host copy of %zu parameters (batch change)", np);
+  if ((rc = dpt_train_slab_get(r->be, DPT_SLAB_PARAMS, r->hp, err)) ||
+      (rc = dpt_train_slab_get(r->be, DPT_SLAB_STATE, r->hs, err)) ||
+      (rc = dpt_train_slab_get(r->be, DPT_SLAB_VELOCITY, r->hv, err)) ||
+      (r->mixed && (rc = r->be->ops->scaler_get(r->be, &sc, err))) ||
+      (npend && r->be->pending && (rc = dpt_train_slab_get(r->be, DPT_SLAB_PENDING, r->pending, err))))
+    goto fail;
+  if (npend) memcpy(pend, r->pending, np * sizeof(float)); /* the backend's pending slab, or the host one */
+  memcpy(keep, r->hp, np * sizeof(float));
+  memcpy(keep + np, r->hs, ns * sizeof(float));
+  memcpy(keep + np + ns, r->hv, nv * sizeof(float));
+  o->backend = r->be->ops->name; /* as chosen at the start (auto is not asked again) */
+  dpt_train_run_release(r);
+  o->batch = nb;
+  if ((rc = dpt_train_run_backend(r, err)) || (rc = dpt_train_run_loaders(r, err)) ||
+      (rc = dpt_train_run_buffers(r, err)))
+    goto fail;
+  if (dpt_loader_steps(r->tls[0]) != dpt_bsched_spe(&r->bs, epoch)) {
+    rc = dpt_err_set(err, DPT_E_RUNTIME, "internal: the loader has %d steps per epoch at batch %d, the batch "
+                     "schedule %d", dpt_loader_steps(r->tls[0]), nb, dpt_bsched_spe(&r->bs, epoch));
+    goto fail;
+  }
+  memcpy(r->hp, keep, np * sizeof(float));
+  memcpy(r->hs, keep + np, ns * sizeof(float));
+  memcpy(r->hv, keep + np + ns, nv * sizeof(float));
+  if ((rc = dpt_train_slab_put(r->be, DPT_SLAB_PARAMS, r->hp, err)) ||
+      (rc = dpt_train_slab_put(r->be, DPT_SLAB_STATE, r->hs, err)) ||
+      (rc = dpt_train_slab_put(r->be, DPT_SLAB_VELOCITY, r->hv, err)))
+    goto fail;
+  if (npend) memcpy(r->pending, pend, np * sizeof(float));
+  if (npend && r->be->pending && (rc = dpt_train_slab_put(r->be, DPT_SLAB_PENDING, r->pending, err))) goto fail;
+  r->scaler = sc;
+  if (r->mixed && (rc = r->be->ops->scaler_set(r->be, &r->scaler, err))) goto fail;
+  if (r->me == 0) {
+    printf("dpt-train: epoch %d: per-rank batch %d -> %d (global %ld -> %ld), %d steps per epoch\n", epoch + 1, ob,
+           nb, (long)ob * o->accum * r->R, (long)nb * o->accum * r->R, dpt_bsched_spe(&r->bs, epoch));
+    fflush(stdout);
+  }
+fail:
+  if (rc) dpt_err_prefix(err, "--batch-schedule: changing the per-rank batch to %d at epoch %d", nb, epoch + 1);
+  free(keep);
+  return rc;
+}
+
 /* The run's configuration: into the job report, and rank 0's banner. */
 /* The GPU, driver and libraries a cuda run uses (issue 22): line[] for the start line, and the
  * job report's software.gpu / software.libraries. */
@@ -436,6 +536,14 @@ void dpt_train_run_describe(struct run *r)
     dpt_report_set_config(rep, "skipped_records", json_integer(r->train.skipped));
     dpt_report_set_config(rep, "batch_per_rank", json_integer((json_int_t)o->batch * o->accum));
     dpt_report_set_config(rep, "accumulate", json_integer(o->accum));
+    if (o->batch_schedule) { /* each phase: from which epoch, the batch per rank and in all, steps per epoch */
+      json_t *a = json_array();
+      for (int i = 0; i < r->bs.n; i++)
+        json_array_append_new(a, json_pack("{s:i,s:i,s:I,s:i}", "from_epoch", r->bs.start[i], "batch_per_rank",
+                                           r->bs.batch[i] * o->accum, "global_batch",
+                                           (json_int_t)r->bs.batch[i] * o->accum * R, "steps_per_epoch", r->bs.spe[i]));
+      dpt_report_set_config(rep, "batch_schedule", a);
+    }
     dpt_report_set_config(rep, "threads_per_rank", json_integer(r->threads));
     dpt_report_set_config(rep, "steps", json_integer(r->total_steps));
     dpt_report_set_config(rep, "epochs", json_real(r->total_epochs));
@@ -485,6 +593,13 @@ void dpt_train_run_describe(struct run *r)
            be->host_slabs ? "" : " (device slabs)", R > 1 ? "comm " : "single rank",
            R > 1 ? o->comm : "", o->dbuf ? ", double buffering" : "", r->sch.peak_lr, o->schedule,
            o->warmup_epochs, r->total_steps, r->total_epochs);
+    if (o->batch_schedule) {
+      printf("dpt-train: batch schedule (per rank):");
+      for (int i = 0; i < r->bs.n; i++)
+        printf("%s %d from epoch %d (global %ld, %d steps per epoch)", i ? "," : "", r->bs.batch[i],
+               r->bs.start[i] + 1, (long)r->bs.batch[i] * o->accum * R, r->bs.spe[i]);
+      printf("; the learning rate is not rescaled when it grows\n");
+    }
     if (!strcmp(o->optimizer, "rmsprop-warmup"))
       printf("dpt-train: optimizer: RMSprop warm-up (rms lr %g, mu2 %g, eps %g; SGD share 1/2 at epoch %g, 1 from "
              "epoch %g), momentum %g, weight decay %g%s\n", o->rms_lr, o->rms_mu2, o->rms_eps, o->rms_center,

@@ -6,6 +6,21 @@
 
 static void warn_ckpt(const char *msg) { fprintf(stderr, "dpt-train: warning: %s; trying an older one\n", msg); }
 
+/* --batch-schedule: a checkpoint's step must be where this run's schedule puts it (same epoch,
+ * step within it and batch), or the steps before it were not this run's. */
+static int check_bsched(const char *path, const struct dpt_ckpt_meta *m, const struct dpt_bsched *bs,
+                        const char *spec, struct dpt_err *err)
+{
+  int e, s;
+  dpt_bsched_locate(bs, (long)m->global_step, &e, &s);
+  if (e == m->epoch && s == m->step_in_epoch && m->batch == dpt_bsched_batch(bs, e)) return 0;
+  return dpt_err_set(err, DPT_E_INPUT, "checkpoint %s was written at step %llu = epoch %d step %d with per-rank batch "
+                     "%d; this run's --batch-schedule %s puts step %llu at epoch %d step %d with batch %d: resume "
+                     "with the --batch-schedule, ranks, --accumulate and data set that wrote it, or use another "
+                     "--checkpoint-dir", path, (unsigned long long)m->global_step, m->epoch + 1, m->step_in_epoch + 1,
+                     m->batch, spec, (unsigned long long)m->global_step, e + 1, s + 1, dpt_bsched_batch(bs, e));
+}
+
 /* ---- resume ----------------------------------------------------------------
  * --resume: rank 0 alone picks the checkpoint (auto: the newest that verifies
  * in --checkpoint-dir, ChainerMN's rule; only rank 0 writes there, and another
@@ -15,8 +30,9 @@ static void warn_ckpt(const char *msg) { fprintf(stderr, "dpt-train: warning: %s
  * step with the same bits.  *found = 0: nothing to resume (a fresh start).
  * path: rank 0's checkpoint ("" elsewhere). */
 static int resume_agreed(struct ranks *r, const char *resume, const char *dir, const struct dpt_ckpt_meta *cm,
-                         float *params, float *state, float *velocity, float *pending, long *step, int *found,
-                         struct dpt_ckpt_meta *got_meta, char *path, size_t plen, struct dpt_err *err)
+                         const struct dpt_bsched *bs, const char *bs_spec, float *params, float *state,
+                         float *velocity, float *pending, long *step, int *found, struct dpt_ckpt_meta *got_meta,
+                         char *path, size_t plen, struct dpt_err *err)
 {
   /* from rank 0: failed, found, step / 2^20, step % 2^20 (exact in floats), the loss scaler
    * (scale, good steps, skipped / 2^20, skipped % 2^20) */
@@ -33,7 +49,8 @@ static int resume_agreed(struct ranks *r, const char *resume, const char *dir, c
     if (f < 0) {
       rc = f;
     } else if (f) {
-      if (!(rc = dpt_ckpt_load(path, cm, got_meta, params, state, velocity, pending, err))) {
+      if (!(rc = dpt_ckpt_load(path, cm, got_meta, params, state, velocity, pending, err)) &&
+          !(rc = bs_spec ? check_bsched(path, got_meta, bs, bs_spec, err) : 0)) {
         *found = 1;
         *step = (long)got_meta->global_step;
       }
@@ -197,7 +214,7 @@ int dpt_train_run_resume(struct run *r, struct dpt_err *err)
   }
   cm->seed = o->seed;
   cm->world_size = r->R * o->accum; /* virtual ranks: K micro-batches stand for K ranks */
-  cm->batch = o->batch;
+  cm->batch = o->batch_schedule ? 0 : o->batch; /* a schedule: checked against it (check_bsched) */
   cm->n_params = np;
   cm->n_state = r->model.n_state;
   cm->n_pending = o->dbuf ? np : 0;
@@ -208,8 +225,8 @@ int dpt_train_run_resume(struct run *r, struct dpt_err *err)
     char path[4300];
     int found;
     struct dpt_ckpt_meta got = {0};
-    if ((rc = resume_agreed(&r->rk, o->resume, o->ckpt_dir, cm, r->hp, r->hs, r->hv, r->pending, &r->gstep, &found,
-                            &got, path, sizeof path, err)))
+    if ((rc = resume_agreed(&r->rk, o->resume, o->ckpt_dir, cm, &r->bs, o->batch_schedule, r->hp, r->hs, r->hv,
+                            r->pending, &r->gstep, &found, &got, path, sizeof path, err)))
       return rc;
     if (found && r->mixed && got.loss_scale > 0) { /* mixed precision: continue with the scale the run had */
       if ((rc = be->ops->scaler_get(be, &r->scaler, err))) return rc; /* the backend's limits, then the state */
@@ -226,7 +243,7 @@ int dpt_train_run_resume(struct run *r, struct dpt_err *err)
         return rc;
       r->have_pending = o->dbuf && r->gstep > 0;
       if (r->me == 0) {
-        printf("dpt-train: resumed from %s at step %ld (epoch %d)\n", path, r->gstep, (int)(r->gstep / r->spe) + 1);
+        printf("dpt-train: resumed from %s at step %ld (epoch %d)\n", path, r->gstep, got.epoch + 1);
         if ((rc = curve_carry_over(r, path, err))) return rc; /* the learning curve up to that step */
       }
     } else if (r->me == 0) {
@@ -234,6 +251,6 @@ int dpt_train_run_resume(struct run *r, struct dpt_err *err)
     }
   }
   if (o->ckpt_dir && r->me == 0) mkdir(o->ckpt_dir, 0777);
-  r->ckpt_every = o->ckpt_every ? o->ckpt_every : r->spe;
+  r->ckpt_every = o->ckpt_every; /* 0: at the end of every epoch */
   return 0;
 }

@@ -3,7 +3,8 @@
 # defaults, --backend cuda refused clearly) and bit-identical resume: train N
 # steps straight vs stop after k, resume, finish -> byte-identical final
 # checkpoints (plain, double-buffered, LARS with Nesterov momentum and per-milestone factors,
-# RMSprop warm-up across its mix); a checkpoint of another optimizer is refused; with the newest checkpoint corrupted
+# RMSprop warm-up across its mix, a batch-size schedule stopped before, at and after its change, with and without
+# double buffering); a checkpoint of another optimizer or batch schedule is refused; with the newest checkpoint corrupted
 # the resume falls back to the previous good one and still ends identical.
 # Every run writes its job report into REPORT_DIR (dpt-train's default is one per
 # run: DPT_REPORT names them here), all checked with dpt-report --check at the end
@@ -78,7 +79,8 @@ expect 0 "--lars-eps F +LARS epsilon \(default 0, taken as 1e-7" -- --help
 
 common="--dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625 --batch-size 8
         --iterations 8 --no-val --threads 1 --seed 5 --log-every 100 --prefetch 1"
-run() { "$T" $common "$@" >>"$tmp/log" 2>&1 || fail "dpt-train $* failed: $(tail -3 "$tmp/log")"; }
+base=$common # the options of the runs below (the batch-schedule modes: without --batch-size)
+run() { "$T" $base "$@" >>"$tmp/log" 2>&1 || fail "dpt-train $* failed: $(tail -3 "$tmp/log")"; }
 final=ckpt-0000000008.dpt
 expect 2 "--gammas '0.1,0.2' gives 2 factors for 3 milestones" -- $common --schedule multistep --milestones 1,2,3 --gammas 0.1,0.2
 expect 2 "--gammas '0.1,x': need a comma-separated list of factors > 0" -- $common --schedule multistep --milestones 1,2 --gammas 0.1,x
@@ -95,11 +97,15 @@ expect 2 "--lr-steps '0:0.1,x': need E:LR pairs" -- $common --schedule piecewise
 "$T" $common --iterations 1 --optimizer lars --nesterov --lars-eta 0.01 >"$tmp/out" 2>&1 &&
   grep -q "optimizer: LARS (eta 0.01, eps 1e-07; BN and bias: plain momentum, no decay), momentum 0.9 (nesterov)" "$tmp/out" ||
   fail "--optimizer lars: no optimizer line at start: $(grep -i optimizer "$tmp/out" || tail -3 "$tmp/out")"
-for mode in plain dbuf lars rmsw; do
-  extra=""
+nob=$(echo "$common" | sed 's/--batch-size 8//')
+for mode in plain dbuf lars rmsw bsched bsched-dbuf; do
+  extra="" base=$common
   [ $mode = dbuf ] && extra="--double-buffering"
   [ $mode = lars ] && extra="--optimizer lars --nesterov --lr 4 --schedule multistep --milestones 0.5,0.75 --gammas 0.5,0.2"
   [ $mode = rmsw ] && extra="--optimizer rmsprop-warmup --rmsprop-center 0.3 --rmsprop-period 0.4" # the mix crosses 1/2 at step 4
+  # 96 images: 4 steps of 24 in epoch 1, then 2 steps of 48 per epoch; step 8 ends epoch 3
+  case $mode in bsched*) base=$nob extra="--batch-schedule 0:24,1:48";; esac
+  [ $mode = bsched-dbuf ] && extra="$extra --double-buffering"
   run $extra --checkpoint-dir "$tmp/$mode-a"
   run $extra --checkpoint-dir "$tmp/$mode-b" --stop-after 3
   [ -f "$tmp/$mode-b/ckpt-0000000003.dpt" ] || fail "$mode: no checkpoint at the stop (step 3)"
@@ -108,11 +114,31 @@ for mode in plain dbuf lars rmsw; do
   # corrupt the newest checkpoint at the stop: resume must refuse it, use step 2, end identical
   run $extra --checkpoint-dir "$tmp/$mode-c" --stop-after 3 --checkpoint-every 2
   printf 'X' | dd of="$tmp/$mode-c/ckpt-0000000003.dpt" bs=1 seek=300 conv=notrunc 2>/dev/null
-  "$T" $common $extra --checkpoint-dir "$tmp/$mode-c" --resume auto >"$tmp/out" 2>"$tmp/err" || fail "$mode: resume after corruption failed"
+  "$T" $base $extra --checkpoint-dir "$tmp/$mode-c" --resume auto >"$tmp/out" 2>"$tmp/err" || fail "$mode: resume after corruption failed"
   grep -q "checksum mismatch" "$tmp/err" || fail "$mode: the corrupt checkpoint was not reported: $(cat "$tmp/err")"
   grep -q "resumed from .*ckpt-0000000002.dpt" "$tmp/out" || fail "$mode: did not fall back to step 2: $(cat "$tmp/out")"
   cmp -s "$tmp/$mode-a/$final" "$tmp/$mode-c/$final" || fail "$mode: run resumed from the older checkpoint differs"
+  case $mode in bsched*) # stopped at the change (step 4: its checkpoint is at batch 24, the run goes on at 48), one
+    for k in 4 5 6; do   # step after it and at the next epoch (both resumed at 24, then changed to 48)
+      run $extra --checkpoint-dir "$tmp/$mode-s$k" --stop-after $k
+      run $extra --checkpoint-dir "$tmp/$mode-s$k" --resume auto
+      cmp -s "$tmp/$mode-a/$final" "$tmp/$mode-s$k/$final" || fail "$mode: resumed at step $k: differs from the straight run"
+    done
+    grep -q "dpt-train: epoch 2: per-rank batch 24 -> 48 (global 24 -> 48), 2 steps per epoch" "$tmp/log" ||
+      fail "$mode: no batch change line: $(grep 'per-rank batch' "$tmp/log")";;
+  esac
 done
+cmp -s "$tmp/plain-a/$final" "$tmp/bsched-a/$final" && fail "--batch-schedule changed nothing"
+cmp -s "$tmp/bsched-a/$final" "$tmp/bsched-dbuf-a/$final" && fail "--batch-schedule: double buffering changed nothing"
+# a checkpoint is where the run's batch schedule puts it, or refused: step 8 is epoch 4 under 0:24,1:48, epoch 3 under
+# 0:24,2:48
+"$T" $nob --batch-schedule 0:24,2:48 --checkpoint-dir "$tmp/bsched-a" --resume "$tmp/bsched-a/$final" >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && grep -q "written at step 8 = epoch 4 step 1 with per-rank batch 48; this run's --batch-schedule 0:24,2:48 puts step 8 at epoch 3 step 1" "$tmp/err" ||
+  fail "a checkpoint of another batch schedule was not refused: $(cat "$tmp/err")"
+expect 2 "--batch-size with --batch-schedule" -- --batch-size 8 --batch-schedule 0:8,1:16
+expect 2 "--batch-schedule '1:8': the epochs must be integers starting at 0" -- --batch-schedule 1:8
+expect 2 "per-rank batch 200 from epoch 1: 1 \(virtual\) ranks make a global batch of 200, more than the 96" -- $nob --batch-schedule 0:8,1:200
+expect 0 "--batch-schedule E0:B0,E1:B1,.. +the per-rank batch raised" -- --help
 cmp -s "$tmp/plain-a/$final" "$tmp/dbuf-a/$final" && fail "double buffering changed nothing (the update should lag one step)"
 cmp -s "$tmp/plain-a/$final" "$tmp/lars-a/$final" && fail "--optimizer lars changed nothing"
 cmp -s "$tmp/plain-a/$final" "$tmp/rmsw-a/$final" && fail "--optimizer rmsprop-warmup changed nothing"
@@ -141,5 +167,5 @@ n0=$(ls "$RD"/cli-*.json | wc -l)
 # the failed runs' reports too (exit status and error recorded)
 grep -l '"exit_status": 2' "$RD"/cli-*.json >/dev/null 2>&1 || fail "no report of a failed run (exit 2) in $RD"
 "$R" --check "$RD"/cli-*.json >"$tmp/check" 2>&1 || fail "invalid report: $(cat "$tmp/check")"
-if [ $fails = 0 ]; then echo "ok: CLI errors, --help, --backend cuda, bit-identical resume (plain, double-buffered, LARS, RMSprop warm-up, after corruption); $(ls "$RD"/cli-*.json | wc -l) valid reports"; rm -rf "$tmp"; fi
+if [ $fails = 0 ]; then echo "ok: CLI errors, --help, --backend cuda, bit-identical resume (plain, double-buffered, LARS, RMSprop warm-up, batch schedule at and after its change, after corruption); $(ls "$RD"/cli-*.json | wc -l) valid reports"; rm -rf "$tmp"; fi
 [ $fails = 0 ]

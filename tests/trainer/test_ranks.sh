@@ -3,7 +3,8 @@
 # equal 1 rank accumulating the same two micro-batches of B, to float
 # tolerance (summation order differs: ring reduce-scatter vs local sum);
 # the same with double buffering, with LARS (its trust ratios come from the
-# averaged gradient's norms) and with RMSprop warm-up (its second moment too); fp16 on the wire stays within the fp16
+# averaged gradient's norms), with RMSprop warm-up (its second moment too) and across a batch-size change (the
+# backend and loaders made again mid-run, the buckets with them); fp16 on the wire stays within the fp16
 # all-reduce bound's neighbourhood of the fp32 result; gradient buckets all-reduced
 # during backward give the result of one all-reduce after it.  Every run writes its job
 # report into REPORT_DIR (the build tree, where report.schema validates them too),
@@ -19,17 +20,21 @@ export DPT_REPORT="$RD/ranks-%p.json" # runs without --report
 common="--dataset synthetic --synthetic-images 128 --image-size 32 --width 0.0625 --batch-size 8
         --iterations 6 --no-val --seed 3 --log-every 100 --prefetch 1 --lr 1.0"
 final=ckpt-0000000006.dpt
-for mode in plain dbuf lars rmsw; do
-  extra=""
+for mode in plain dbuf lars rmsw bsched; do
+  extra="" base=$common
   [ $mode = dbuf ] && extra="--double-buffering"
   [ $mode = lars ] && extra="--optimizer lars --lr 8" # per-tensor norms of the averaged gradient
   [ $mode = rmsw ] && extra="--optimizer rmsprop-warmup --rmsprop-center 0.2 --rmsprop-period 0.4"
-  "$L" -n 2 --threads 1 -- "$T" $common $extra --comm ring --checkpoint-dir "$tmp/$mode-2r" \
+  # 128 images over 2 (virtual) ranks: 4 steps of 16 per rank, then 2 steps of 32: the change at step 4
+  [ $mode = bsched ] && base=$(echo "$common" | sed 's/--batch-size 8//') extra="--batch-schedule 0:16,1:32"
+  "$L" -n 2 --threads 1 -- "$T" $base $extra --comm ring --checkpoint-dir "$tmp/$mode-2r" \
       --report "$RD/ranks-$mode-2r.json" >"$tmp/log" 2>&1 || fail "$mode: 2 ranks failed: $(tail -5 "$tmp/log")"
   case $mode in # double buffering already overlaps the whole all-reduce: no buckets, and it says why
-  plain|lars|rmsw) grep -q "gradients all-reduced in 1 bucket(s) of 25 MiB during backward" "$tmp/log" ;;
+  plain|lars|rmsw|bsched) grep -q "gradients all-reduced in 1 bucket(s) of 25 MiB during backward" "$tmp/log" ;;
   dbuf) grep -q "after backward (no buckets: double buffering overlaps" "$tmp/log" ;;
   esac || fail "$mode: bucket line: $(grep gradients "$tmp/log")"
+  [ $mode = bsched ] && ! grep -q "epoch 2: per-rank batch 16 -> 32 (global 32 -> 64), 2 steps per epoch" "$tmp/log" &&
+    fail "bsched: no batch change line: $(grep 'per-rank batch' "$tmp/log")"
   # the job report (runtime's dpt.report/1 writer): both ranks, every step, the config,
   # the binding dpt-launch applied to each rank
   rep="$RD/ranks-$mode-2r.json"
@@ -38,7 +43,7 @@ for mode in plain dbuf lars rmsw; do
   [ "$(grep -c '"rank":' "$rep")" -ge 2 ] || fail "$mode: report does not hold 2 ranks"
   [ "$(grep -c '"applied": "by dpt-launch; binder: cpus' "$rep")" = 2 ] ||
     fail "$mode: report lacks the binding dpt-launch applied to each rank: $(grep '"applied"' "$rep")"
-  OMP_NUM_THREADS=1 "$T" $common $extra --accumulate 2 --checkpoint-dir "$tmp/$mode-1r" \
+  OMP_NUM_THREADS=1 "$T" $base $extra --accumulate 2 --checkpoint-dir "$tmp/$mode-1r" \
       --report "$RD/ranks-$mode-1r.json" >>"$tmp/log" 2>&1 ||
     fail "$mode: 1 rank x 2 micro-batches failed: $(tail -5 "$tmp/log")"
   "$C" "$tmp/$mode-2r/$final" "$tmp/$mode-1r/$final" 1e-5 || fail "$mode: 2 ranks != 1 rank accumulating 2 micro-batches"
@@ -75,5 +80,5 @@ done
 n=$(ls "$RD"/ranks-*.json | wc -l)
 [ "$n" -ge 6 ] || fail "only $n reports in $RD: $(ls "$RD")"
 "$R" --check "$RD"/ranks-*.json >"$tmp/check" 2>&1 || fail "invalid report: $(cat "$tmp/check")"
-if [ $fails = 0 ]; then echo "ok: 2 ranks == 1 rank x 2 micro-batches (plain, double-buffered, LARS, RMSprop warm-up); fp16 wire close; 7 gradient buckets during backward == one all-reduce after it (2 ranks bit-equal, 3 ranks 1e-5); $n valid reports with binding and scaling"; rm -rf "$tmp"; fi
+if [ $fails = 0 ]; then echo "ok: 2 ranks == 1 rank x 2 micro-batches (plain, double-buffered, LARS, RMSprop warm-up, batch schedule); fp16 wire close; 7 gradient buckets during backward == one all-reduce after it (2 ranks bit-equal, 3 ranks 1e-5); $n valid reports with binding and scaling"; rm -rf "$tmp"; fi
 [ $fails = 0 ]
