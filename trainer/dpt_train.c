@@ -421,6 +421,7 @@ int main(int argc, char **argv)
   r->t_start = now();
   dpt_train_defaults(&r->o);
   if ((status = dpt_train_parse(argc, argv, &r->o))) return status;
+  if (r->o.dry_run) return dpt_train_dry_run(&r->o); /* no data, ranks or GPU */
 #ifdef DPT_TRAIN_HAVE_COMM
   /* a bad --baseline is refused now, not after the run (rank 0 reads it at the end) */
   if (r->o.baseline && dpt_report_check_baseline(r->o.baseline, &err)) return dpt_train_bad("%s", err.msg);

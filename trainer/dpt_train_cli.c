@@ -80,6 +80,18 @@ static void usage(FILE *f)
           "  --width F             width multiplier (default: 1 = ResNet-50 for --dataset imagenet and\n"
           "                        inputs of 64 px and more; 1/8 for the 28/32-px datasets)\n"
           "  --small-stem / --imagenet-stem   3x3/1 stem without max pool (default: images <= 64 px)\n"
+          "recipes:\n"
+          "  --recipe NAME         a published large-batch ImageNet recipe as options (" DPT_TRAIN_RECIPES "):\n"
+          "                        chainermn-90 (ChainerMN v1.3's 90 epochs: 64 then 128 per GPU),\n"
+          "                        goyal (1 hour, 8k: warm-up, Nesterov, zero-init residual), akiba (15\n"
+          "                        minutes, 32k: RMSprop warm-up, slow start, last-batch BN), mlperf (the\n"
+          "                        MLPerf reference: LARS, poly decay).  Sets --dataset imagenet; options\n"
+          "                        given after it win (a --schedule or --optimizer of yours drops the\n"
+          "                        recipe's parameters for it; --batch-size its batch schedule)\n"
+          "  --dry-run             print the resolved options and the per-epoch table (global batch,\n"
+          "                        steps, learning rate, optimizer mix, BN statistics) and exit: no data,\n"
+          "                        ranks or GPU.  --ranks N (default: the recipe's published GPUs, else\n"
+          "                        1), --train-images N (default: the data set's, 1,281,167 for imagenet)\n"
           "optimisation:\n"
           "  --batch-size N        images per rank per micro-batch (default %d)\n"
           "  --batch-schedule E0:B0,E1:B1,..  the per-rank batch raised at epoch boundaries: B0 from epoch\n"
@@ -94,6 +106,8 @@ static void usage(FILE *f)
           "  --lr F                learning rate per --lr-batch images (default %g per %d; linear\n"
           "                        scaling: lr x global batch / lr-batch)\n"
           "  --warmup-epochs F     gradual linear warm-up (default %g)\n"
+          "  --warmup-start zero|base  warm-up from 0 (default) or from the unscaled rate, --lr per\n"
+          "                        --lr-batch images (Goyal et al.: from eta to k eta)\n"
           "  --schedule S          const|step|multistep|poly|cosine|piecewise (default %s)\n"
           "  --lr-steps E0:LR0,E1:LR1,..  piecewise: LR0 from epoch E0 = 0, LR1 from E1, ..  (rates per\n"
           "                        --lr-batch images like --lr, linearly scaled; warm-up ramps to LR0)\n"
@@ -214,47 +228,53 @@ static int inum(const char *opt, const char *s, long lo, long hi, int *v)
   return 0;
 }
 
-int dpt_train_parse(int argc, char **argv, struct opts *o)
+enum { O_TLIST = 1000, O_VLIST, O_DTHR, O_INCH, O_PREC, O_DDEV };
+enum {
+  O_DATASET = 256, O_DATADIR, O_IMG, O_NCLS, O_BATCH, O_EPOCHS, O_ITERS, O_LR, O_WARM, O_SCHED,
+  O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
+  O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
+  O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
+  O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT, O_GAMMAS, O_ENDLR, O_OPTIM,
+  O_NEST, O_LETA, O_LEPS, O_RLR, O_RMU2, O_REPS, O_RCEN, O_RPER, O_LRSTEPS, O_BNEVAL, O_ZIR, O_BSCHED, O_RECIPE, O_DRYRUN, O_RANKS, O_TRAINIMG, O_WSTART
+};
+enum { O_CODES = 1100 }; /* above every code: the size of seen[] */
+static const struct option opt_table[] = {
+    {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
+    {"num-classes", 1, 0, O_NCLS}, {"batch-size", 1, 0, O_BATCH}, {"epochs", 1, 0, O_EPOCHS},
+    {"train-list", 1, 0, O_TLIST}, {"val-list", 1, 0, O_VLIST}, {"data-threads", 1, 0, O_DTHR},
+    {"in-channels", 1, 0, O_INCH}, {"precision", 1, 0, O_PREC}, {"data-device", 1, 0, O_DDEV},
+    {"iterations", 1, 0, O_ITERS}, {"lr", 1, 0, O_LR}, {"warmup-epochs", 1, 0, O_WARM},
+    {"schedule", 1, 0, O_SCHED}, {"momentum", 1, 0, O_MOM}, {"weight-decay", 1, 0, O_WD},
+    {"backend", 1, 0, O_BACKEND}, {"comm", 1, 0, O_COMM}, {"fp16-allreduce", 0, 0, O_FP16},
+    {"double-buffering", 0, 0, O_DBUF}, {"threads", 1, 0, O_THREADS},
+    {"checkpoint-dir", 1, 0, O_CKDIR}, {"checkpoint-every", 1, 0, O_CKEVERY},
+    {"resume", 1, 0, O_RESUME}, {"report", 1, 0, O_REPORT}, {"seed", 1, 0, O_SEED},
+    {"help", 0, 0, O_HELP}, {"width", 1, 0, O_WIDTH}, {"small-stem", 0, 0, O_SMALL},
+    {"imagenet-stem", 0, 0, O_INET}, {"label-smoothing", 1, 0, O_SMOOTH}, {"gamma", 1, 0, O_GAMMA},
+    {"step-epochs", 1, 0, O_STEPE}, {"milestones", 1, 0, O_MILE}, {"power", 1, 0, O_POWER},
+    {"lr-batch", 1, 0, O_LRB}, {"decay-bn", 0, 0, O_DECAYBN}, {"no-flip", 0, 0, O_NOFLIP},
+    {"crop-pad", 1, 0, O_CROP}, {"skip-bad", 0, 0, O_SKIP}, {"prefetch", 1, 0, O_PREF},
+    {"synthetic-images", 1, 0, O_NSYN}, {"no-val", 0, 0, O_NOVAL}, {"log-every", 1, 0, O_LOG},
+    {"stop-after", 1, 0, O_STOP}, {"accumulate", 1, 0, O_ACC},
+    {"no-report", 0, 0, O_NOREPORT}, {"baseline", 1, 0, O_BASELINE}, {"bucket-mb", 1, 0, O_BUCKET},
+    {"fuse", 1, 0, O_FUSE}, {"cuda-graph", 1, 0, O_GRAPH}, {"profile-steps", 1, 0, O_PROF},
+    {"profile-out", 1, 0, O_PROFOUT}, {"gammas", 1, 0, O_GAMMAS}, {"end-lr", 1, 0, O_ENDLR},
+    {"optimizer", 1, 0, O_OPTIM}, {"nesterov", 0, 0, O_NEST}, {"lars-eta", 1, 0, O_LETA},
+    {"lars-eps", 1, 0, O_LEPS}, {"rmsprop-lr", 1, 0, O_RLR}, {"rmsprop-mu2", 1, 0, O_RMU2},
+    {"rmsprop-eps", 1, 0, O_REPS}, {"rmsprop-center", 1, 0, O_RCEN}, {"rmsprop-period", 1, 0, O_RPER},
+    {"lr-steps", 1, 0, O_LRSTEPS}, {"bn-eval-stats", 1, 0, O_BNEVAL}, {"zero-init-residual", 1, 0, O_ZIR},
+    {"batch-schedule", 1, 0, O_BSCHED}, {"recipe", 1, 0, O_RECIPE}, {"dry-run", 0, 0, O_DRYRUN},
+    {"ranks", 1, 0, O_RANKS}, {"train-images", 1, 0, O_TRAINIMG}, {"warmup-start", 1, 0, O_WSTART}, {0, 0, 0, 0}};
+
+/* One getopt pass over argv into o; seen[code] = 1 for every option met.  Exits on --help. */
+static int parse_pass(int argc, char **argv, struct opts *o, unsigned char *seen)
 {
-  enum { O_TLIST = 1000, O_VLIST, O_DTHR, O_INCH, O_PREC, O_DDEV };
-  enum {
-    O_DATASET = 256, O_DATADIR, O_IMG, O_NCLS, O_BATCH, O_EPOCHS, O_ITERS, O_LR, O_WARM, O_SCHED,
-    O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
-    O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
-    O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
-    O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT, O_GAMMAS, O_ENDLR, O_OPTIM,
-    O_NEST, O_LETA, O_LEPS, O_RLR, O_RMU2, O_REPS, O_RCEN, O_RPER, O_LRSTEPS, O_BNEVAL, O_ZIR, O_BSCHED
-  };
-  static const struct option lo[] = {
-      {"dataset", 1, 0, O_DATASET}, {"data-dir", 1, 0, O_DATADIR}, {"image-size", 1, 0, O_IMG},
-      {"num-classes", 1, 0, O_NCLS}, {"batch-size", 1, 0, O_BATCH}, {"epochs", 1, 0, O_EPOCHS},
-      {"train-list", 1, 0, O_TLIST}, {"val-list", 1, 0, O_VLIST}, {"data-threads", 1, 0, O_DTHR},
-      {"in-channels", 1, 0, O_INCH}, {"precision", 1, 0, O_PREC}, {"data-device", 1, 0, O_DDEV},
-      {"iterations", 1, 0, O_ITERS}, {"lr", 1, 0, O_LR}, {"warmup-epochs", 1, 0, O_WARM},
-      {"schedule", 1, 0, O_SCHED}, {"momentum", 1, 0, O_MOM}, {"weight-decay", 1, 0, O_WD},
-      {"backend", 1, 0, O_BACKEND}, {"comm", 1, 0, O_COMM}, {"fp16-allreduce", 0, 0, O_FP16},
-      {"double-buffering", 0, 0, O_DBUF}, {"threads", 1, 0, O_THREADS},
-      {"checkpoint-dir", 1, 0, O_CKDIR}, {"checkpoint-every", 1, 0, O_CKEVERY},
-      {"resume", 1, 0, O_RESUME}, {"report", 1, 0, O_REPORT}, {"seed", 1, 0, O_SEED},
-      {"help", 0, 0, O_HELP}, {"width", 1, 0, O_WIDTH}, {"small-stem", 0, 0, O_SMALL},
-      {"imagenet-stem", 0, 0, O_INET}, {"label-smoothing", 1, 0, O_SMOOTH}, {"gamma", 1, 0, O_GAMMA},
-      {"step-epochs", 1, 0, O_STEPE}, {"milestones", 1, 0, O_MILE}, {"power", 1, 0, O_POWER},
-      {"lr-batch", 1, 0, O_LRB}, {"decay-bn", 0, 0, O_DECAYBN}, {"no-flip", 0, 0, O_NOFLIP},
-      {"crop-pad", 1, 0, O_CROP}, {"skip-bad", 0, 0, O_SKIP}, {"prefetch", 1, 0, O_PREF},
-      {"synthetic-images", 1, 0, O_NSYN}, {"no-val", 0, 0, O_NOVAL}, {"log-every", 1, 0, O_LOG},
-      {"stop-after", 1, 0, O_STOP}, {"accumulate", 1, 0, O_ACC},
-      {"no-report", 0, 0, O_NOREPORT}, {"baseline", 1, 0, O_BASELINE}, {"bucket-mb", 1, 0, O_BUCKET},
-      {"fuse", 1, 0, O_FUSE}, {"cuda-graph", 1, 0, O_GRAPH}, {"profile-steps", 1, 0, O_PROF},
-      {"profile-out", 1, 0, O_PROFOUT}, {"gammas", 1, 0, O_GAMMAS}, {"end-lr", 1, 0, O_ENDLR},
-      {"optimizer", 1, 0, O_OPTIM}, {"nesterov", 0, 0, O_NEST}, {"lars-eta", 1, 0, O_LETA},
-      {"lars-eps", 1, 0, O_LEPS}, {"rmsprop-lr", 1, 0, O_RLR}, {"rmsprop-mu2", 1, 0, O_RMU2},
-      {"rmsprop-eps", 1, 0, O_REPS}, {"rmsprop-center", 1, 0, O_RCEN}, {"rmsprop-period", 1, 0, O_RPER},
-      {"lr-steps", 1, 0, O_LRSTEPS}, {"bn-eval-stats", 1, 0, O_BNEVAL}, {"zero-init-residual", 1, 0, O_ZIR},
-      {"batch-schedule", 1, 0, O_BSCHED}, {0, 0, 0, 0}};
-  int c, rc = 0, have_epochs = 0, have_iters = 0, have_lars_opt = 0, have_rms_opt = 0, have_lr = 0, have_batch = 0;
+  int c, rc = 0;
   double d;
   opterr = 0;
-  while (!rc && (c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+  optind = 0; /* glibc: a full re-initialisation (this runs twice with a --recipe) */
+  while (!rc && (c = getopt_long(argc, argv, "h", opt_table, NULL)) != -1) {
+    if (c > 0 && c < O_CODES) seen[c] = 1;
     switch (c) {
     case O_DATASET: o->dataset = optarg; break;
     case O_DATADIR: o->data_dir = optarg; break;
@@ -268,11 +288,19 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
       break;
     case O_IMG: rc = inum("--image-size", optarg, 8, 1024, &o->image_size); break;
     case O_NCLS: rc = inum("--num-classes", optarg, 2, 100000, &o->num_classes); break;
-    case O_BATCH: rc = inum("--batch-size", optarg, 1, 65536, &o->batch); have_batch = 1; break;
+    case O_BATCH: rc = inum("--batch-size", optarg, 1, 65536, &o->batch); break;
     case O_BSCHED: o->batch_schedule = optarg; break;
-    case O_EPOCHS: rc = inum("--epochs", optarg, 1, 100000, &o->epochs); have_epochs = 1; break;
-    case O_ITERS: rc = inum("--iterations", optarg, 1, 1000000000, &o->iterations); have_iters = 1; break;
-    case O_LR: rc = dpt_train_num("--lr", optarg, 0, 1000, &o->lr); have_lr = 1; break;
+    case O_RECIPE: o->recipe = optarg; break;
+    case O_DRYRUN: o->dry_run = 1; break;
+    case O_RANKS: rc = inum("--ranks", optarg, 1, 1 << 20, &o->dry_ranks); break;
+    case O_TRAINIMG: rc = dpt_train_num("--train-images", optarg, 1, 1e12, &d); o->dry_images = (long)d; break;
+    case O_WSTART:
+      if (strcmp(optarg, "zero") && strcmp(optarg, "base")) rc = dpt_train_bad("--warmup-start '%s': zero or base", optarg);
+      o->warmup_base = !strcmp(optarg, "base");
+      break;
+    case O_EPOCHS: rc = inum("--epochs", optarg, 1, 100000, &o->epochs); break;
+    case O_ITERS: rc = inum("--iterations", optarg, 1, 1000000000, &o->iterations); break;
+    case O_LR: rc = dpt_train_num("--lr", optarg, 0, 1000, &o->lr); break;
     case O_WARM: rc = dpt_train_num("--warmup-epochs", optarg, 0, 1000, &o->warmup_epochs); break;
     case O_SCHED: o->schedule = optarg; break;
     case O_MOM: rc = dpt_train_num("--momentum", optarg, 0, 0.9999, &o->momentum); break;
@@ -314,13 +342,13 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
     case O_ENDLR: rc = dpt_train_num("--end-lr", optarg, 0, 1000, &o->end_lr); break;
     case O_OPTIM: o->optimizer = optarg; break;
     case O_NEST: o->nesterov = 1; break;
-    case O_LETA: rc = dpt_train_num("--lars-eta", optarg, 1e-9, 1000, &o->lars_eta); have_lars_opt = 1; break;
-    case O_LEPS: rc = dpt_train_num("--lars-eps", optarg, 0, 1, &o->lars_eps); have_lars_opt = 1; break;
-    case O_RLR: rc = dpt_train_num("--rmsprop-lr", optarg, 1e-12, 1000, &o->rms_lr); have_rms_opt = 1; break;
-    case O_RMU2: rc = dpt_train_num("--rmsprop-mu2", optarg, 0, 0.999999, &o->rms_mu2); have_rms_opt = 1; break;
-    case O_REPS: rc = dpt_train_num("--rmsprop-eps", optarg, 1e-30, 1, &o->rms_eps); have_rms_opt = 1; break;
-    case O_RCEN: rc = dpt_train_num("--rmsprop-center", optarg, 0, 1e6, &o->rms_center); have_rms_opt = 1; break;
-    case O_RPER: rc = dpt_train_num("--rmsprop-period", optarg, 1e-6, 1e6, &o->rms_period); have_rms_opt = 1; break;
+    case O_LETA: rc = dpt_train_num("--lars-eta", optarg, 1e-9, 1000, &o->lars_eta); break;
+    case O_LEPS: rc = dpt_train_num("--lars-eps", optarg, 0, 1, &o->lars_eps); break;
+    case O_RLR: rc = dpt_train_num("--rmsprop-lr", optarg, 1e-12, 1000, &o->rms_lr); break;
+    case O_RMU2: rc = dpt_train_num("--rmsprop-mu2", optarg, 0, 0.999999, &o->rms_mu2); break;
+    case O_REPS: rc = dpt_train_num("--rmsprop-eps", optarg, 1e-30, 1, &o->rms_eps); break;
+    case O_RCEN: rc = dpt_train_num("--rmsprop-center", optarg, 0, 1e6, &o->rms_center); break;
+    case O_RPER: rc = dpt_train_num("--rmsprop-period", optarg, 1e-6, 1e6, &o->rms_period); break;
     case O_LRB: rc = inum("--lr-batch", optarg, 1, 1 << 24, &o->lr_batch); break;
     case O_DECAYBN: o->no_decay_bn = 0; break;
     case O_NOFLIP: o->flip = 0; break;
@@ -344,6 +372,90 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
   }
   if (rc) return rc;
   if (optind < argc) return dpt_train_bad("unexpected argument '%s'", argv[optind]);
+  return 0;
+}
+
+static int code_of(const char *name) /* "--batch-size" -> O_BATCH */
+{
+  for (int i = 0; opt_table[i].name; i++)
+    if (!strcmp(name + 2, opt_table[i].name)) return opt_table[i].val;
+  return 0;
+}
+
+/* Whether the user's options (seen) replace a recipe's option `code`: the same option; one that
+ * excludes it (--batch-size / --batch-schedule, --epochs / --iterations); a schedule kind of
+ * their own (the recipe's schedule parameters go, and its --lr before a piecewise table); an
+ * optimizer of their own (the recipe's optimizer parameters go). */
+static int user_replaces(int code, const unsigned char *seen, const struct opts *user)
+{
+  if (seen[code]) return 1;
+  switch (code) {
+  case O_BATCH: return seen[O_BSCHED];
+  case O_BSCHED: return seen[O_BATCH];
+  case O_EPOCHS: return seen[O_ITERS];
+  case O_MILE: case O_GAMMAS: case O_LRSTEPS: case O_POWER: case O_ENDLR: case O_STEPE: case O_GAMMA:
+    return seen[O_SCHED];
+  case O_LR: return seen[O_SCHED] && !strcmp(user->schedule, "piecewise");
+  case O_NEST: case O_LETA: case O_LEPS: case O_RLR: case O_RMU2: case O_REPS: case O_RCEN: case O_RPER:
+    return seen[O_OPTIM];
+  }
+  return 0;
+}
+
+/* --recipe NAME: argv with the recipe's options first (those the user's replace left out), the
+ * user's after them (getopt: the later one wins).  *out is malloc'd and kept for the run (the
+ * options point into it); its strings are argv's and the recipe table's. */
+static int recipe_argv(const struct dpt_train_recipe *re, int argc, char **argv, const unsigned char *seen,
+                       const struct opts *user, int *out_argc, char ***out)
+{
+  int n = 0, na = 0;
+  while (re->args[na]) na++;
+  char **v = malloc(((size_t)argc + (size_t)na + 1) * sizeof *v);
+  if (!v) return dpt_train_bad("out of memory");
+  v[n++] = argv[0];
+  for (int i = 0; i < na; i++) {
+    int code = code_of(re->args[i]), has_val = i + 1 < na && re->args[i + 1][0] != '-';
+    if (!code) { /* the table names an option dpt-train does not have: a bug in the table */
+      free(v);
+      return dpt_train_bad("internal: --recipe %s: option '%s' is unknown", re->name, re->args[i]);
+    }
+    if (!user_replaces(code, seen, user)) {
+      v[n++] = (char *)re->args[i];
+      if (has_val) v[n++] = (char *)re->args[i + 1];
+    }
+    i += has_val;
+  }
+  for (int i = 1; i < argc; i++) v[n++] = argv[i];
+  v[n] = NULL;
+  *out_argc = n;
+  *out = v;
+  return 0;
+}
+
+int dpt_train_parse(int argc, char **argv, struct opts *o)
+{
+  unsigned char seen[O_CODES] = {0};
+  int rc;
+  if ((rc = parse_pass(argc, argv, o, seen))) return rc;
+  o->argc = argc, o->argv = argv;
+  if (o->recipe) { /* again: the recipe's options, then the user's */
+    const struct dpt_train_recipe *re = dpt_train_recipe_find(o->recipe);
+    struct opts user = *o;
+    if (!re) return dpt_train_bad("--recipe '%s' is unknown; known: %s", o->recipe, DPT_TRAIN_RECIPES);
+    if ((rc = recipe_argv(re, argc, argv, seen, &user, &o->argc, &o->argv))) return rc;
+    int ac = o->argc;
+    char **av = o->argv;
+    dpt_train_defaults(o);
+    o->argc = ac, o->argv = av;
+    memset(seen, 0, sizeof seen);
+    if ((rc = parse_pass(ac, av, o, seen))) return rc;
+  }
+  int have_epochs = seen[O_EPOCHS], have_iters = seen[O_ITERS], have_lr = seen[O_LR], have_batch = seen[O_BATCH];
+  int have_lars_opt = seen[O_LETA] || seen[O_LEPS];
+  int have_rms_opt = seen[O_RLR] || seen[O_RMU2] || seen[O_REPS] || seen[O_RCEN] || seen[O_RPER];
+  if ((o->dry_ranks || o->dry_images) && !o->dry_run)
+    return dpt_train_bad("%s only applies to --dry-run (a run has the ranks it was started with and its data set's "
+                         "images)", o->dry_ranks ? "--ranks" : "--train-images");
   int inet = !strcmp(o->dataset, "imagenet");
   if (strcmp(o->dataset, "synthetic") && strcmp(o->dataset, "fashion-mnist") && strcmp(o->dataset, "cifar10") &&
       !inet)
@@ -351,10 +463,10 @@ int dpt_train_parse(int argc, char **argv, struct opts *o)
   if (!inet && (o->train_list || o->val_list || o->in_channels))
     return dpt_train_bad("%s only applies to --dataset imagenet",
                          o->train_list ? "--train-list" : o->val_list ? "--val-list" : "--in-channels");
-  if (inet && !o->data_dir && !o->train_list)
+  if (inet && !o->data_dir && !o->train_list && !o->dry_run)
     return dpt_train_bad("--dataset imagenet needs --data-dir DIR (DIR/train/<class>/*.JPEG, DIR/val/<class>/*.JPEG) "
                          "or --train-list FILE (\"path label\" lines)");
-  if (inet && o->val && !o->data_dir && !o->val_list)
+  if (inet && o->val && !o->data_dir && !o->val_list && !o->dry_run)
     return dpt_train_bad("--dataset imagenet with --train-list needs --val-list FILE (or --data-dir DIR with DIR/val, "
                          "or --no-val)");
   if (strcmp(o->data_device, "cpu") && strcmp(o->data_device, "gpu") && strcmp(o->data_device, "auto"))

@@ -68,6 +68,13 @@ struct opts {
   int zero_init_residual; /* --zero-init-residual on|off (on) */
   double end_lr;         /* --end-lr: what poly / cosine decay to (0) */
   const char *batch_schedule; /* --batch-schedule E0:B0,E1:B1,..: the per-rank batch by epoch (NULL: --batch-size) */
+  int warmup_base;       /* --warmup-start base: warm-up from the unscaled rate (Goyal et al.), not from 0 */
+  const char *recipe;    /* --recipe NAME (dpt_train_recipe.c) */
+  int argc;              /* the options as parsed: main's, or with a recipe its options and the user's (malloc'd) */
+  char **argv;
+  int dry_run;           /* --dry-run: print the options and the per-epoch table, exit */
+  int dry_ranks;         /* --ranks N (dry run; 0: the recipe's published GPUs, else 1) */
+  long dry_images;       /* --train-images N (dry run; 0: the data set's) */
   const char *optimizer; /* --optimizer sgd|lars */
   int nesterov;          /* --nesterov */
   double lars_eta, lars_eps; /* --lars-eta, --lars-eps (0: 1e-7 as the MLPerf reference) */
@@ -216,6 +223,19 @@ int dpt_train_bad(const char *fmt, ...);
 int dpt_train_num(const char *opt, const char *s, double lo, double hi, double *v);
 int dpt_train_parse(int argc, char **argv, struct opts *o);
 
+/* dpt_train_recipe.c: the published large-batch recipes as option presets, and --dry-run */
+#define DPT_TRAIN_RECIPES "chainermn-90, goyal, akiba, mlperf"
+struct dpt_train_recipe {
+  const char *name;
+  const char *title;         /* who, what, where it was published */
+  const char *source;        /* the sections / files the values come from */
+  const char *notes;         /* what is inferred, unverified or not expressible exactly */
+  int gpus;                  /* the published run's GPUs (the dry run's default --ranks) */
+  const char *const *args;   /* its dpt-train options: "--name", "value" or "--flag", NULL-terminated */
+};
+const struct dpt_train_recipe *dpt_train_recipe_find(const char *name);
+int dpt_train_dry_run(const struct opts *o);
+
 /* dpt_train_ranks.c */
 int dpt_train_ranks_init(struct ranks *r, int *argc, char ***argv, const struct opts *o, struct dpt_err *err);
 int dpt_train_ranks_resolve_auto(struct ranks *r, int device_grads, const char **name, struct dpt_err *err);
@@ -252,6 +272,8 @@ int dpt_train_run_model(struct run *r, struct dpt_err *err);
 int dpt_train_run_backend(struct run *r, struct dpt_err *err);
 int dpt_train_run_loaders(struct run *r, struct dpt_err *err);
 int dpt_train_run_schedule(struct run *r, struct dpt_err *err);
+int dpt_train_schedule_make(const struct opts *o, long global_batch, double total_epochs, struct dpt_schedule *sch,
+                            struct dpt_err *err);
 int dpt_train_run_buffers(struct run *r, struct dpt_err *err);
 void dpt_train_run_describe(struct run *r);
 void dpt_train_run_release(struct run *r);

@@ -198,7 +198,6 @@ int dpt_train_run_loaders(struct run *r, struct dpt_err *err)
 int dpt_train_run_schedule(struct run *r, struct dpt_err *err)
 {
   struct opts *o = &r->o;
-  struct dpt_schedule *sch = &r->sch;
   int rc;
   /* the steps: per epoch, the batch's (--batch-schedule: each phase's), in all */
   if (o->batch_schedule) {
@@ -212,16 +211,28 @@ int dpt_train_run_schedule(struct run *r, struct dpt_err *err)
                        dpt_loader_steps(r->tls[0]), r->bs.spe[0]);
   r->total_steps = o->iterations ? o->iterations : dpt_bsched_epoch_start(&r->bs, o->epochs);
   r->total_epochs = dpt_bsched_epoch(&r->bs, r->total_steps);
+  return dpt_train_schedule_make(o, (long)o->batch * o->accum * r->R, r->total_epochs, &r->sch, err);
+}
+
+/* The learning-rate schedule of o for the global batch of the first phase over total_epochs
+ * (the linear scaling rule: rates per --lr-batch images). */
+int dpt_train_schedule_make(const struct opts *o, long global_batch, double total_epochs, struct dpt_schedule *sch,
+                            struct dpt_err *err)
+{
+  memset(sch, 0, sizeof *sch);
   sch->kind = dpt_schedule_parse_kind(o->schedule);
-  sch->peak_lr = dpt_lr_scaled(o->lr, o->batch * o->accum * r->R, o->lr_batch);
+  sch->peak_lr = dpt_lr_scaled(o->lr, (int)global_batch, o->lr_batch);
   sch->warmup_epochs = o->warmup_epochs;
-  sch->warmup_start = 0.0;
-  sch->total_epochs = r->total_epochs;
+  /* --warmup-start base: from the unscaled rate, peak x lr-batch / global (Goyal et al.: eta to k eta) */
+  sch->warmup_start = o->warmup_base && global_batch > o->lr_batch ? (double)o->lr_batch / global_batch
+                      : o->warmup_base ? 1.0 : 0.0;
+  sch->total_epochs = total_epochs;
   sch->gamma = o->gamma;
   sch->step_epochs = o->step_epochs;
   sch->power = o->power;
   if (o->milestones[0]) {
-    char *s = o->milestones, *end;
+    const char *s = o->milestones;
+    char *end;
     while (*s && sch->n_milestones < DPT_SCHED_MAX_MILESTONES) {
       double v = strtod(s, &end);
       if (end == s || v <= 0 || (sch->n_milestones && v <= sch->milestones[sch->n_milestones - 1]))
@@ -236,7 +247,8 @@ int dpt_train_run_schedule(struct run *r, struct dpt_err *err)
                          DPT_SCHED_MAX_MILESTONES);
   }
   if (o->gammas[0]) {
-    char *s = o->gammas, *end;
+    const char *s = o->gammas;
+    char *end;
     while (*s) {
       double v = strtod(s, &end);
       if (end == s || (*end && *end != ',') || !(v > 0 && v <= 1000))
@@ -252,7 +264,8 @@ int dpt_train_run_schedule(struct run *r, struct dpt_err *err)
   }
   sch->min_lr = o->end_lr;
   if (o->lr_steps[0]) { /* E:LR pairs, E ascending from 0; rates per --lr-batch, linearly scaled */
-    char *p = o->lr_steps, *end;
+    const char *p = o->lr_steps;
+    char *end;
     while (*p) {
       double e = strtod(p, &end), v;
       if (end == p || *end != ':')
@@ -267,7 +280,7 @@ int dpt_train_run_schedule(struct run *r, struct dpt_err *err)
       if (sch->n_levels ? !(e > sch->starts[sch->n_levels - 1]) : e != 0)
         return dpt_err_set(err, DPT_E_INPUT, "--lr-steps '%s': the epochs must start at 0 and increase", o->lr_steps);
       sch->starts[sch->n_levels] = e;
-      sch->levels[sch->n_levels++] = dpt_lr_scaled(v, o->batch * o->accum * r->R, o->lr_batch);
+      sch->levels[sch->n_levels++] = dpt_lr_scaled(v, (int)global_batch, o->lr_batch);
       p = *end == ',' ? end + 1 : end;
     }
     sch->peak_lr = sch->levels[0];
@@ -553,6 +566,8 @@ void dpt_train_run_describe(struct run *r)
     dpt_report_set_config(rep, "end_lr", json_real(o->end_lr));
     dpt_report_set_config(rep, "bn_eval_stats", json_string(o->bn_eval));
     dpt_report_set_config(rep, "zero_init_residual", json_boolean(o->zero_init_residual));
+    dpt_report_set_config(rep, "recipe", o->recipe ? json_string(o->recipe) : json_null());
+    dpt_report_set_config(rep, "warmup_start", json_string(o->warmup_base ? "base" : "zero"));
     dpt_report_set_config(rep, "optimizer", json_string(o->optimizer));
     dpt_report_set_config(rep, "nesterov", json_boolean(o->nesterov));
     if (!strcmp(o->optimizer, "rmsprop-warmup")) {
@@ -593,6 +608,11 @@ void dpt_train_run_describe(struct run *r)
            be->host_slabs ? "" : " (device slabs)", R > 1 ? "comm " : "single rank",
            R > 1 ? o->comm : "", o->dbuf ? ", double buffering" : "", r->sch.peak_lr, o->schedule,
            o->warmup_epochs, r->total_steps, r->total_epochs);
+    if (o->recipe) {
+      const struct dpt_train_recipe *re = dpt_train_recipe_find(o->recipe);
+      printf("dpt-train: recipe %s: %s (published on %d GPUs; --dry-run shows its options and table)\n", re->name,
+             re->title, re->gpus);
+    }
     if (o->batch_schedule) {
       printf("dpt-train: batch schedule (per rank):");
       for (int i = 0; i < r->bs.n; i++)
