@@ -115,8 +115,8 @@ int dpt_train_dry_run(const struct opts *o)
   struct dpt_bsched bs;
   struct dpt_schedule sch;
   struct dpt_err err = {0};
-  if (o->batch_schedule ? dpt_bsched_parse(o->batch_schedule, &bs, &err) : (dpt_bsched_const(&bs, o->batch), 0))
-    return dpt_train_bad("%s", err.msg);
+  if (!o->batch_schedule) dpt_bsched_const(&bs, o->batch);
+  else if (dpt_bsched_parse(o->batch_schedule, &bs, &err)) return dpt_train_bad("%s", err.msg);
   if (dpt_bsched_plan(&bs, images, R * o->accum, &err)) return dpt_train_bad("--dry-run: %s", err.msg);
   long total = o->iterations ? o->iterations : dpt_bsched_epoch_start(&bs, o->epochs);
   double total_epochs = dpt_bsched_epoch(&bs, total);
