@@ -39,65 +39,115 @@ static float frand(unsigned *s)
   return (float)((*s >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_precision prec, int nesterov, size_t chunk)
-{
+/* What every case sets up: the plan's weight-copy region, the fused optimizer's layout (chunks of
+ * `chunk`, 0: the default) and its tables on the device, the device buffers (weights from w,
+ * momentum, second moment, copies and the skip flag zeroed; the decay mask from mask, none when
+ * NULL), and the stream. */
+struct fixture {
   struct dpt_cuda_plan plan;
   struct dpt_optim_layout lay;
   struct dpt_cuda_optim_tables tab;
+  int *cs;                    /* [n_layers] stored input channels */
+  size_t n, cb;               /* parameters, weight-copy bytes */
+  cudaStream_t s;
+  float *dw, *dv, *dg, *dm;   /* device [n]: weights, momentum, gradient, second moment */
+  float *dlr;                 /* device [1]: a rate read by the kernel */
+  unsigned char *dmask;       /* device [n] or NULL */
+  void *dcopy;                /* device [cb] */
+  int *dskip;                 /* device [1]: the overflow flag */
+};
+
+static void fixture_init(struct fixture *f, const struct dpt_model *m, enum dpt_cuda_precision prec, size_t chunk,
+                         const float *w, const unsigned char *mask, const char *what)
+{
   struct dpt_err err;
+  if (dpt_cuda_plan_build(m, 1, prec, 0, &f->plan, &err)) {
+    fprintf(stderr, "%s: plan: %s\n", what, err.msg);
+    exit(1);
+  }
+  f->cs = malloc((size_t)m->n_layers * sizeof *f->cs);
+  if (!f->cs) exit(1);
+  for (int l = 0; l < m->n_layers; l++) f->cs[l] = f->plan.t[m->layers[l].in[0]].c_stored;
+  int dt = prec == DPT_CUDA_MIXED ? DPT_OPT_F16 : prec == DPT_CUDA_BF16 ? DPT_OPT_BF16 : DPT_OPT_F32;
+  if (dpt_optim_layout_build(m, f->plan.wcopy_off, f->cs, dt, chunk, &f->lay, &err)) {
+    fprintf(stderr, "%s: layout: %s\n", what, err.msg);
+    exit(1);
+  }
+  f->n = m->n_params, f->cb = f->plan.weight_copy_bytes;
+  size_t n = f->n;
+  f->dmask = NULL;
+  CU(cudaStreamCreate(&f->s));
+  CU(cudaMalloc((void **)&f->dw, n * 4));
+  CU(cudaMalloc((void **)&f->dv, n * 4));
+  CU(cudaMalloc((void **)&f->dg, n * 4));
+  CU(cudaMalloc((void **)&f->dm, n * 4));
+  CU(cudaMalloc(&f->dcopy, f->cb));
+  CU(cudaMalloc((void **)&f->dlr, 4));
+  CU(cudaMalloc((void **)&f->dskip, 4));
+  if (mask) {
+    CU(cudaMalloc((void **)&f->dmask, n));
+    CU(cudaMemcpy(f->dmask, mask, n, cudaMemcpyHostToDevice));
+  }
+  CU(cudaMemcpy(f->dw, w, n * 4, cudaMemcpyHostToDevice));
+  CU(cudaMemset(f->dv, 0, n * 4));
+  CU(cudaMemset(f->dm, 0, n * 4));
+  CU(cudaMemset(f->dcopy, 0, f->cb));
+  CU(cudaMemset(f->dskip, 0, 4));
+  CU((cudaError_t)dpt_cuda_optim_upload(&f->lay, &f->tab, f->s));
+}
+
+static void fixture_free(struct fixture *f)
+{
+  dpt_cuda_optim_tables_free(&f->tab);
+  cudaFree(f->dw), cudaFree(f->dv), cudaFree(f->dg), cudaFree(f->dm), cudaFree(f->dmask), cudaFree(f->dcopy);
+  cudaFree(f->dlr), cudaFree(f->dskip);
+  cudaStreamDestroy(f->s);
+  free(f->cs);
+  dpt_optim_layout_free(&f->lay);
+  dpt_cuda_plan_free(&f->plan);
+}
+
+/* The step's rate: the launch argument, or (from_device: a captured graph's way) read from device
+ * memory, with the argument a decoy. */
+static void set_rate(struct dpt_cuda_optim_args *a, float *dlr, float lr, int from_device)
+{
+  a->lr_dev = NULL;
+  a->lr = lr;
+  if (from_device) {
+    CU(cudaMemcpy(dlr, &lr, 4, cudaMemcpyHostToDevice));
+    a->lr_dev = dlr;
+    a->lr = -1.0f;
+  }
+}
+
+static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_precision prec, int nesterov, size_t chunk)
+{
+  struct fixture f;
   char what[96];
   snprintf(what, sizeof what, "%s %s%s chunk %zu", mname, dpt_cuda_precision_name(prec), nesterov ? " nesterov" : "", chunk);
-  if (dpt_cuda_plan_build(m, 1, prec, 0, &plan, &err)) {
-    fprintf(stderr, "plan: %s\n", err.msg);
-    exit(1);
-  }
-  int *cs = malloc((size_t)m->n_layers * sizeof *cs);
-  for (int l = 0; l < m->n_layers; l++) cs[l] = plan.t[m->layers[l].in[0]].c_stored;
-  int dt = prec == DPT_CUDA_MIXED ? DPT_OPT_F16 : prec == DPT_CUDA_BF16 ? DPT_OPT_BF16 : DPT_OPT_F32;
-  if (dpt_optim_layout_build(m, plan.wcopy_off, cs, dt, chunk, &lay, &err)) {
-    fprintf(stderr, "layout: %s\n", err.msg);
-    exit(1);
-  }
-  size_t n = m->n_params, cb = plan.weight_copy_bytes;
+  size_t n = m->n_params;
   float *w = malloc(n * 4), *v = calloc(n, 4), *g = malloc(n * 4), *hw = malloc(n * 4), *hv = malloc(n * 4);
-  unsigned char *mask = malloc(n), *copy = calloc(cb, 1), *hcopy = malloc(cb);
-  if (!w || !v || !g || !hw || !hv || !mask || !copy || !hcopy) exit(1);
+  unsigned char *mask = malloc(n);
+  if (!w || !v || !g || !hw || !hv || !mask) exit(1);
   dpt_model_decay_mask(m, 1, mask);
   unsigned seed = 11;
   for (size_t i = 0; i < n; i++) w[i] = 0.1f * frand(&seed);
-  float *dw, *dv, *dg, *dlr;
-  int *dskip;
-  unsigned char *dmask;
-  void *dcopy;
-  cudaStream_t s;
-  CU(cudaStreamCreate(&s));
-  CU(cudaMalloc((void **)&dw, n * 4));
-  CU(cudaMalloc((void **)&dv, n * 4));
-  CU(cudaMalloc((void **)&dg, n * 4));
-  CU(cudaMalloc((void **)&dmask, n));
-  CU(cudaMalloc(&dcopy, cb));
-  CU(cudaMalloc((void **)&dlr, 4));
-  CU(cudaMalloc((void **)&dskip, 4));
-  CU(cudaMemcpy(dw, w, n * 4, cudaMemcpyHostToDevice));
-  CU(cudaMemcpy(dv, v, n * 4, cudaMemcpyHostToDevice));
-  CU(cudaMemcpy(dmask, mask, n, cudaMemcpyHostToDevice));
-  CU(cudaMemset(dcopy, 0, cb));
-  CU(cudaMemset(dskip, 0, 4));
-  CU((cudaError_t)dpt_cuda_optim_upload(&lay, &tab, s));
-  struct dpt_cuda_optim_args a = {dw, dv, dg, dmask, dcopy, 0.1f, NULL, 0.9f, 5e-5f, nesterov, dskip, 0};
+  fixture_init(&f, m, prec, chunk, w, mask, what);
+  size_t cb = f.cb;
+  cudaStream_t s = f.s;
+  float *dw = f.dw, *dv = f.dv, *dlr = f.dlr;
+  int *dskip = f.dskip;
+  void *dcopy = f.dcopy;
+  unsigned char *copy = calloc(cb, 1), *hcopy = malloc(cb);
+  if (!copy || !hcopy) exit(1);
+  struct dpt_cuda_optim_args a = {dw, dv, f.dg, f.dmask, dcopy, 0.1f, NULL, 0.9f, 5e-5f, nesterov, dskip, 0};
   for (int step = 0; step < 3; step++) {
     for (size_t i = 0; i < n; i++) g[i] = 0.01f * frand(&seed);
-    CU(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(f.dg, g, n * 4, cudaMemcpyHostToDevice));
     float lr = step == 2 ? 0.05f : 0.1f;
-    a.lr_dev = NULL;
-    a.lr = lr;
-    if (step == 2) { /* the rate from device memory; the argument is a decoy */
-      CU(cudaMemcpy(dlr, &lr, 4, cudaMemcpyHostToDevice));
-      a.lr_dev = dlr;
-      a.lr = -1.0f;
-    }
-    CU((cudaError_t)dpt_cuda_optim_step(&tab, &a, s));
-    dpt_optim_ref_step(&lay, lr, NULL, 0.9f, 5e-5f, nesterov, mask, w, v, g, copy, NULL);
+    set_rate(&a, dlr, lr, step == 2);
+    CU((cudaError_t)dpt_cuda_optim_step(&f.tab, &a, s));
+    dpt_optim_ref_step(&f.lay, lr, NULL, 0.9f, 5e-5f, nesterov, mask, w, v, g, copy, NULL);
   }
   CU(cudaStreamSynchronize(s));
   CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
@@ -111,9 +161,8 @@ static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_prec
   /* overflow: the flag on the device skips the whole step */
   int one = 1;
   CU(cudaMemcpy(dskip, &one, 4, cudaMemcpyHostToDevice));
-  a.lr_dev = NULL;
-  a.lr = 0.1f;
-  CU((cudaError_t)dpt_cuda_optim_step(&tab, &a, s));
+  set_rate(&a, dlr, 0.1f, 0);
+  CU((cudaError_t)dpt_cuda_optim_step(&f.tab, &a, s));
   CU(cudaStreamSynchronize(s));
   CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
@@ -123,9 +172,9 @@ static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_prec
   CU(cudaMemcpy(dw, w, n * 4, cudaMemcpyHostToDevice));
   CU(cudaMemset(dskip, 0, 4));
   a.copy_only = 1;
-  CU((cudaError_t)dpt_cuda_optim_step(&tab, &a, s));
+  CU((cudaError_t)dpt_cuda_optim_step(&f.tab, &a, s));
   a.copy_only = 0;
-  dpt_optim_ref_copies(&lay, w, copy);
+  dpt_optim_ref_copies(&f.lay, w, copy);
   CU(cudaStreamSynchronize(s));
   CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(hv, dv, n * 4, cudaMemcpyDeviceToHost));
@@ -133,13 +182,9 @@ static void run(const struct dpt_model *m, const char *mname, enum dpt_cuda_prec
   CHECK(!memcmp(hw, w, n * 4) && !memcmp(hv, v, n * 4) && !memcmp(hcopy, copy, cb),
         "%s: the copy-only launch differs from dpt_optim_ref_copies (or touched weights / momentum)", what);
   printf("%s: %d chunks, bit-identical to the host reference; skip honoured; copy-only = reference\n", what,
-         lay.n_chunk);
-  dpt_cuda_optim_tables_free(&tab);
-  cudaFree(dw), cudaFree(dv), cudaFree(dg), cudaFree(dmask), cudaFree(dcopy), cudaFree(dlr), cudaFree(dskip);
-  cudaStreamDestroy(s);
-  free(w), free(v), free(g), free(hw), free(hv), free(mask), free(copy), free(hcopy), free(cs);
-  dpt_optim_layout_free(&lay);
-  dpt_cuda_plan_free(&plan);
+         f.lay.n_chunk);
+  fixture_free(&f);
+  free(w), free(v), free(g), free(hw), free(hv), free(mask), free(copy), free(hcopy);
 }
 
 /* |a - b| <= k units of 2^-24 relative to |b| (at least the smallest normal's) */
@@ -151,79 +196,53 @@ static int ulps_close(float a, float b, double k)
 
 static void run_lars(const struct dpt_model *m, enum dpt_cuda_precision prec, int nesterov)
 {
-  struct dpt_cuda_plan plan;
-  struct dpt_optim_layout lay;
+  struct fixture f;
   struct dpt_optim_lars ll;
-  struct dpt_cuda_optim_tables tab;
   struct dpt_cuda_lars_tables ltab;
   struct dpt_sgd hs;
   struct dpt_lars hl;
   struct dpt_err err;
   char what[96];
   snprintf(what, sizeof what, "LARS resnet50 %s%s", dpt_cuda_precision_name(prec), nesterov ? " nesterov" : "");
-  if (dpt_cuda_plan_build(m, 1, prec, 0, &plan, &err)) {
-    fprintf(stderr, "plan: %s\n", err.msg);
-    exit(1);
-  }
-  int *cs = malloc((size_t)m->n_layers * sizeof *cs);
-  for (int l = 0; l < m->n_layers; l++) cs[l] = plan.t[m->layers[l].in[0]].c_stored;
-  int dt = prec == DPT_CUDA_MIXED ? DPT_OPT_F16 : prec == DPT_CUDA_BF16 ? DPT_OPT_BF16 : DPT_OPT_F32;
+  size_t n = m->n_params;
   int ns = dpt_model_param_segs(m, NULL, 0);
   struct dpt_param_seg *seg = malloc((size_t)ns * sizeof *seg);
+  float *w = malloc(n * 4), *g = malloc(n * 4), *hw = malloc(n * 4), *hv = malloc(n * 4), *hr = malloc((size_t)ns * 4);
+  if (!seg || !w || !g || !hw || !hv || !hr) exit(1);
   dpt_model_param_segs(m, seg, ns);
+  unsigned seed = 23;
+  for (size_t i = 0; i < n; i++) w[i] = 0.1f * frand(&seed);
+  fixture_init(&f, m, prec, 0, w, NULL, what);
   const float eta = 0.001f, eps = 1e-7f, mom = 0.9f, wd = 5e-5f;
-  if (dpt_optim_layout_build(m, plan.wcopy_off, cs, dt, 0, &lay, &err) ||
-      dpt_optim_lars_build(&lay, seg, ns, 0, &ll, &err) || dpt_sgd_init(&hs, m->n_params, mom, wd, NULL, &err) ||
-      dpt_lars_init(&hl, m->n_params, seg, ns, eta, eps, &err)) {
+  if (dpt_optim_lars_build(&f.lay, seg, ns, 0, &ll, &err) || dpt_sgd_init(&hs, n, mom, wd, NULL, &err) ||
+      dpt_lars_init(&hl, n, seg, ns, eta, eps, &err)) {
     fprintf(stderr, "%s: %s\n", what, err.msg);
     exit(1);
   }
   hs.nesterov = nesterov;
-  size_t n = m->n_params, cb = plan.weight_copy_bytes;
-  float *w = malloc(n * 4), *g = malloc(n * 4), *hw = malloc(n * 4), *hv = malloc(n * 4), *hr = malloc((size_t)ns * 4);
+  size_t cb = f.cb;
+  cudaStream_t s = f.s;
+  float *dw = f.dw, *dv = f.dv, *dlr = f.dlr;
+  int *dskip = f.dskip;
   unsigned char *copy = calloc(cb, 1), *hcopy = malloc(cb);
-  if (!w || !g || !hw || !hv || !hr || !copy || !hcopy) exit(1);
-  unsigned seed = 23;
-  for (size_t i = 0; i < n; i++) w[i] = 0.1f * frand(&seed);
-  float *dw, *dv, *dg, *dlr;
-  int *dskip;
-  void *dcopy;
-  cudaStream_t s;
-  CU(cudaStreamCreate(&s));
-  CU(cudaMalloc((void **)&dw, n * 4));
-  CU(cudaMalloc((void **)&dv, n * 4));
-  CU(cudaMalloc((void **)&dg, n * 4));
-  CU(cudaMalloc(&dcopy, cb));
-  CU(cudaMalloc((void **)&dlr, 4));
-  CU(cudaMalloc((void **)&dskip, 4));
-  CU(cudaMemcpy(dw, w, n * 4, cudaMemcpyHostToDevice));
-  CU(cudaMemset(dv, 0, n * 4));
-  CU(cudaMemset(dcopy, 0, cb));
-  CU(cudaMemset(dskip, 0, 4));
-  CU((cudaError_t)dpt_cuda_optim_upload(&lay, &tab, s));
+  if (!copy || !hcopy) exit(1);
   CU((cudaError_t)dpt_cuda_lars_upload(&ll, eta, eps, &ltab, s));
-  struct dpt_cuda_optim_args a = {dw, dv, dg, NULL, dcopy, 0.1f, NULL, mom, wd, nesterov, dskip, 0};
+  struct dpt_cuda_optim_args a = {dw, dv, f.dg, NULL, f.dcopy, 0.1f, NULL, mom, wd, nesterov, dskip, 0};
   for (int step = 0; step < 3; step++) {
     for (size_t i = 0; i < n; i++) g[i] = 0.01f * frand(&seed);
     if (step == 0) /* a tensor with a zero gradient: trust ratio 1, decay only */
       memset(g + seg[0].off, 0, seg[0].len * 4);
-    CU(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(f.dg, g, n * 4, cudaMemcpyHostToDevice));
     float lr = step == 2 ? 2.5f : 5.0f;
-    a.lr_dev = NULL;
-    a.lr = lr;
-    if (step == 2) { /* the rate from device memory; the argument is a decoy */
-      CU(cudaMemcpy(dlr, &lr, 4, cudaMemcpyHostToDevice));
-      a.lr_dev = dlr;
-      a.lr = -1.0f;
-    }
-    CU((cudaError_t)dpt_cuda_lars_step(&tab, &ltab, &a, s));
+    set_rate(&a, dlr, lr, step == 2);
+    CU((cudaError_t)dpt_cuda_lars_step(&f.tab, &ltab, &a, s));
     dpt_lars_step(&hl, &hs, lr, w, g);
   }
   CU(cudaStreamSynchronize(s));
   CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(hv, dv, n * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(hr, ltab.ratio, (size_t)ns * 4, cudaMemcpyDeviceToHost));
-  CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hcopy, f.dcopy, cb, cudaMemcpyDeviceToHost));
   /* Bounds: the host and the kernel round the same float operations (no FMA on either side);
    * only the norms' summation order differs (double, relative difference ~1e-15), which moves
    * a trust ratio by at most 1 unit of 2^-24 after the cast to float.  That changes each step's
@@ -236,14 +255,13 @@ static void run_lars(const struct dpt_model *m, enum dpt_cuda_precision prec, in
         what, bad_w, bad_v, bad_r, ns);
   CHECK(hl.ratio[0] != 1.0f || hr[0] != 1.0f, "%s: the first tensor's ratio stayed 1 after nonzero gradients", what);
   /* the copies are those of the kernel's own new weights */
-  dpt_optim_ref_copies(&lay, hw, copy);
+  dpt_optim_ref_copies(&f.lay, hw, copy);
   CHECK(!memcmp(hcopy, copy, cb), "%s: the weight copies differ from dpt_optim_ref_copies of the new weights", what);
   /* overflow: the flag skips all three launches */
   int one = 1;
   CU(cudaMemcpy(dskip, &one, 4, cudaMemcpyHostToDevice));
-  a.lr_dev = NULL;
-  a.lr = 5.0f;
-  CU((cudaError_t)dpt_cuda_lars_step(&tab, &ltab, &a, s));
+  set_rate(&a, dlr, 5.0f, 0);
+  CU((cudaError_t)dpt_cuda_lars_step(&f.tab, &ltab, &a, s));
   CU(cudaStreamSynchronize(s));
   float *hw2 = malloc(n * 4);
   CU(cudaMemcpy(hw2, dw, n * 4, cudaMemcpyDeviceToHost));
@@ -252,85 +270,58 @@ static void run_lars(const struct dpt_model *m, enum dpt_cuda_precision prec, in
          ll.n_tensor, ll.n_chunk, "8 units in the last place");
   free(hw2);
   dpt_cuda_lars_tables_free(&ltab);
-  dpt_cuda_optim_tables_free(&tab);
-  cudaFree(dw), cudaFree(dv), cudaFree(dg), cudaFree(dcopy), cudaFree(dlr), cudaFree(dskip);
-  cudaStreamDestroy(s);
-  free(w), free(g), free(hw), free(hv), free(hr), free(copy), free(hcopy), free(cs), free(seg);
+  fixture_free(&f);
+  free(w), free(g), free(hw), free(hv), free(hr), free(copy), free(hcopy), free(seg);
   dpt_lars_free(&hl);
   dpt_sgd_free(&hs);
   dpt_optim_lars_free(&ll);
-  dpt_optim_layout_free(&lay);
-  dpt_cuda_plan_free(&plan);
 }
 
 static void run_rmsw(const struct dpt_model *m, enum dpt_cuda_precision prec)
 {
-  struct dpt_cuda_plan plan;
-  struct dpt_optim_layout lay;
-  struct dpt_cuda_optim_tables tab;
+  struct fixture f;
   struct dpt_sgd hs;
   struct dpt_rmsw hr;
   struct dpt_err err;
   char what[96];
   snprintf(what, sizeof what, "RMSprop warm-up resnet50 %s", dpt_cuda_precision_name(prec));
-  if (dpt_cuda_plan_build(m, 1, prec, 0, &plan, &err)) {
-    fprintf(stderr, "plan: %s\n", err.msg);
-    exit(1);
-  }
-  int *cs = malloc((size_t)m->n_layers * sizeof *cs);
-  for (int l = 0; l < m->n_layers; l++) cs[l] = plan.t[m->layers[l].in[0]].c_stored;
-  int dt = prec == DPT_CUDA_MIXED ? DPT_OPT_F16 : prec == DPT_CUDA_BF16 ? DPT_OPT_BF16 : DPT_OPT_F32;
-  size_t n = m->n_params, cb = plan.weight_copy_bytes;
+  size_t n = m->n_params;
   float *w = malloc(n * 4), *g = malloc(n * 4), *mm = calloc(n, 4), *hw = malloc(n * 4), *hv = malloc(n * 4),
         *hm = malloc(n * 4);
-  unsigned char *mask = malloc(n), *copy = calloc(cb, 1), *hcopy = malloc(cb);
-  if (!w || !g || !mm || !hw || !hv || !hm || !mask || !copy || !hcopy) exit(1);
+  unsigned char *mask = malloc(n);
+  if (!w || !g || !mm || !hw || !hv || !hm || !mask) exit(1);
   dpt_model_decay_mask(m, 1, mask);
   const float mom = 0.9f, wd = 5e-5f, rlr = 3e-4f, mu2 = 0.99f, eps = 1e-8f;
-  if (dpt_optim_layout_build(m, plan.wcopy_off, cs, dt, 0, &lay, &err) || dpt_sgd_init(&hs, n, mom, wd, mask, &err) ||
-      dpt_rmsw_init(&hr, n, mm, rlr, mu2, eps, 10, 5, &err)) {
+  if (dpt_sgd_init(&hs, n, mom, wd, mask, &err) || dpt_rmsw_init(&hr, n, mm, rlr, mu2, eps, 10, 5, &err)) {
     fprintf(stderr, "%s: %s\n", what, err.msg);
     exit(1);
   }
   unsigned seed = 31;
   for (size_t i = 0; i < n; i++) w[i] = 0.1f * frand(&seed);
-  float *dw, *dv, *dg, *dm;
-  int *dskip;
-  unsigned char *dmask;
-  void *dcopy;
-  cudaStream_t s;
-  CU(cudaStreamCreate(&s));
-  CU(cudaMalloc((void **)&dw, n * 4));
-  CU(cudaMalloc((void **)&dv, n * 4));
-  CU(cudaMalloc((void **)&dg, n * 4));
-  CU(cudaMalloc((void **)&dm, n * 4));
-  CU(cudaMalloc((void **)&dmask, n));
-  CU(cudaMalloc(&dcopy, cb));
-  CU(cudaMalloc((void **)&dskip, 4));
-  CU(cudaMemcpy(dw, w, n * 4, cudaMemcpyHostToDevice));
-  CU(cudaMemset(dv, 0, n * 4));
-  CU(cudaMemset(dm, 0, n * 4));
-  CU(cudaMemcpy(dmask, mask, n, cudaMemcpyHostToDevice));
-  CU(cudaMemset(dcopy, 0, cb));
-  CU(cudaMemset(dskip, 0, 4));
-  CU((cudaError_t)dpt_cuda_optim_upload(&lay, &tab, s));
-  struct dpt_cuda_optim_args a = {dw, dv, dg, dmask, dcopy, 0.1f, NULL, mom, wd, 0, dskip, 0};
+  fixture_init(&f, m, prec, 0, w, mask, what);
+  size_t cb = f.cb;
+  cudaStream_t s = f.s;
+  float *dw = f.dw, *dv = f.dv, *dm = f.dm;
+  int *dskip = f.dskip;
+  unsigned char *copy = calloc(cb, 1), *hcopy = malloc(cb);
+  if (!copy || !hcopy) exit(1);
+  struct dpt_cuda_optim_args a = {dw, dv, f.dg, f.dmask, f.dcopy, 0.1f, NULL, mom, wd, 0, dskip, 0};
   const double ep[4] = {0, 10, 12, 13};
   const float lrs[4] = {0.1f, 0.2f, 0.2f, 0.0f}; /* the last at rate 0: buffers move, weights do not */
   for (int step = 0; step < 4; step++) {
     for (size_t i = 0; i < n; i++) g[i] = 0.01f * frand(&seed);
-    CU(cudaMemcpy(dg, g, n * 4, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(f.dg, g, n * 4, cudaMemcpyHostToDevice));
     a.lr = lrs[step];
     float al = (float)dpt_rmsw_alpha_sgd(ep[step], 10, 5), ar = lrs[step] > 0 ? (1.0f - al) * rlr / lrs[step] : 0.0f;
-    CU((cudaError_t)dpt_cuda_rmsw_step(&tab, &a, dm, al, ar, mu2, eps, s));
+    CU((cudaError_t)dpt_cuda_rmsw_step(&f.tab, &a, dm, al, ar, mu2, eps, s));
     dpt_rmsw_step(&hr, &hs, lrs[step], ep[step], w, g);
   }
-  dpt_optim_ref_copies(&lay, w, copy);
+  dpt_optim_ref_copies(&f.lay, w, copy);
   CU(cudaStreamSynchronize(s));
   CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(hv, dv, n * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(hm, dm, n * 4, cudaMemcpyDeviceToHost));
-  CU(cudaMemcpy(hcopy, dcopy, cb, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(hcopy, f.dcopy, cb, cudaMemcpyDeviceToHost));
   size_t bw = 0, bv = 0, bm = 0, bc = 0;
   for (size_t i = 0; i < n; i++)
     bw += memcmp(&hw[i], &w[i], 4) != 0, bv += memcmp(&hv[i], &hs.velocity[i], 4) != 0, bm += memcmp(&hm[i], &mm[i], 4) != 0;
@@ -340,18 +331,14 @@ static void run_rmsw(const struct dpt_model *m, enum dpt_cuda_precision prec)
   int one = 1;
   CU(cudaMemcpy(dskip, &one, 4, cudaMemcpyHostToDevice));
   a.lr = 0.1f;
-  CU((cudaError_t)dpt_cuda_rmsw_step(&tab, &a, dm, 0.5f, 1e-3f, mu2, eps, s));
+  CU((cudaError_t)dpt_cuda_rmsw_step(&f.tab, &a, dm, 0.5f, 1e-3f, mu2, eps, s));
   CU(cudaStreamSynchronize(s));
   CU(cudaMemcpy(hw, dw, n * 4, cudaMemcpyDeviceToHost));
   CHECK(!memcmp(hw, w, n * 4), "%s: the skipped step changed weights", what);
-  printf("%s: %d chunks, bit-identical to dpt_rmsw_step (4 steps across the mix); skip honoured\n", what, lay.n_chunk);
-  dpt_cuda_optim_tables_free(&tab);
-  cudaFree(dw), cudaFree(dv), cudaFree(dg), cudaFree(dm), cudaFree(dmask), cudaFree(dcopy), cudaFree(dskip);
-  cudaStreamDestroy(s);
-  free(w), free(g), free(mm), free(hw), free(hv), free(hm), free(mask), free(copy), free(hcopy), free(cs);
+  printf("%s: %d chunks, bit-identical to dpt_rmsw_step (4 steps across the mix); skip honoured\n", what, f.lay.n_chunk);
+  fixture_free(&f);
+  free(w), free(g), free(mm), free(hw), free(hv), free(hm), free(mask), free(copy), free(hcopy);
   dpt_sgd_free(&hs);
-  dpt_optim_layout_free(&lay);
-  dpt_cuda_plan_free(&plan);
 }
 
 int main(void)
