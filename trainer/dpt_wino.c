@@ -22,11 +22,25 @@ int dpt_wino_init(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk
   w->th = (H + m - 1) / m;
   w->tw = (W + m - 1) / m;
   size_t per_img = (size_t)w->a * w->a * w->th * w->tw * (C + K) * sizeof(float);
-  size_t nc = DPT_WINO_WS_CHUNK_BYTES / per_img;
-  w->nc = nc < 1 ? 1 : nc > (size_t)N ? N : (int)nc;
+  size_t nc = DPT_WINO_WS_CHUNK_BYTES / per_img, chunks;
+  nc = nc < 1 ? 1 : nc > (size_t)N ? (size_t)N : nc;
+  chunks = ((size_t)N + nc - 1) / nc;
+  w->nc = (int)(((size_t)N + chunks - 1) / chunks); /* the largest of dpt_wino_chunk's */
   __builtin_cpu_init();
   w->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return 0;
+}
+
+int dpt_wino_chunks(const struct dpt_wino *w) { return (w->N + w->nc - 1) / w->nc; }
+
+/* Chunk i of dpt_wino_chunks(w): images n0 .. n0+ni-1, the sizes within one of each other
+ * (32 images at most 28 per chunk: 16 + 16, not 28 + 4, whose products of a few rows of
+ * tiles would run at a fraction of the others' speed) and none above w->nc */
+void dpt_wino_chunk(const struct dpt_wino *w, int i, int *n0, int *ni)
+{
+  int c = dpt_wino_chunks(w);
+  *n0 = (int)((long long)i * w->N / c);
+  *ni = (int)((long long)(i + 1) * w->N / c) - *n0;
 }
 
 /* U [P][K][C], dU [P][K][C], V [P][T][C], M [P][T][K] with P = alpha^2 points, T tiles of one chunk */
@@ -69,8 +83,9 @@ int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, f
 {
   float *U = ws, *V = U + 2 * npts(w) * sU(w);
   tf(w)->wt(w, g, U);
-  for (int n0 = 0; n0 < w->N; n0 += w->nc) {
-    int ni = w->N - n0 < w->nc ? w->N - n0 : w->nc, T = ni * w->th * w->tw, rc;
+  for (int i = 0, n0, ni; i < dpt_wino_chunks(w); i++) {
+    dpt_wino_chunk(w, i, &n0, &ni);
+    int T = ni * w->th * w->tw, rc;
     size_t sV = (size_t)T * w->C + PAD, sM = (size_t)T * w->K + PAD;
     float *M = V + npts(w) * sV;
     tf(w)->in(w, x, n0, ni, V);
@@ -88,15 +103,16 @@ int dpt_wino_backward(const struct dpt_wino *w, const float *x, const float *g, 
 {
   float *U = ws, *dU = U + npts(w) * sU(w), *V = dU + npts(w) * sU(w);
   if (dx) tf(w)->wt(w, g, U); /* again: a layer's own U would cost 131 MB for ResNet-50 */
-  for (int n0 = 0; n0 < w->N; n0 += w->nc) {
-    int ni = w->N - n0 < w->nc ? w->N - n0 : w->nc, T = ni * w->th * w->tw, rc;
+  for (int i = 0, n0, ni; i < dpt_wino_chunks(w); i++) {
+    dpt_wino_chunk(w, i, &n0, &ni);
+    int T = ni * w->th * w->tw, rc;
     size_t sV = (size_t)T * w->C + PAD, sM = (size_t)T * w->K + PAD;
     float *dM = V + npts(w) * sV;
     tf(w)->in(w, x, n0, ni, V);
     tf(w)->out_adj(w, dy, n0, ni, dM);
     /* dU[p] (K x C) (+)= dM[p]^T (K x T) V[p] (T x C) */
     if ((rc = gemms(w, "weight-gradient product", 'T', 'N', w->K, w->C, T, dM, sM, w->K, V, sV, w->C,
-                     n0 ? 1.f : 0.f, dU, sU(w), w->C, err)))
+                     i ? 1.f : 0.f, dU, sU(w), w->C, err)))
       return rc;
     if (!dx) continue;
     /* dV[p] (T x C) = dM[p] (T x K) U[p] (K x C), over V */

@@ -35,7 +35,7 @@ struct dpt_wino {
   int blk;           /* channel block of the activation layout: 8 or 16 */
   int m, a;          /* output tile m x m (2 or 4), input patch a x a (a = m + 2) */
   int th, tw;        /* tiles per image: ceil(H/m) x ceil(W/m) */
-  int nc;            /* images per chunk */
+  int nc;            /* images per chunk, at most (dpt_wino_chunk) */
   int avx2;          /* 1: the transforms' AVX2 + FMA build (the CPU has both), 0: any x86-64 */
 };
 
@@ -43,6 +43,12 @@ struct dpt_wino {
  * outside what dpt_wino does (m not 2 or 4, blk not 8 or 16, C or K not a multiple of blk,
  * empty sizes). */
 int dpt_wino_init(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk, int m, struct dpt_err *err);
+
+/* The chunks forward and backward go through: dpt_wino_chunks(w) of them, chunk i the
+ * images n0 .. n0+ni-1, sizes within one of each other, none above nc (which dpt_wino_init
+ * sets from the workspace budget and a test may lower). */
+int dpt_wino_chunks(const struct dpt_wino *w);
+void dpt_wino_chunk(const struct dpt_wino *w, int i, int *n0, int *ni);
 
 /* Bytes of workspace forward and backward need (one buffer may serve many layers). */
 size_t dpt_wino_workspace(const struct dpt_wino *w);

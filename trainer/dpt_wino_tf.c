@@ -96,174 +96,209 @@ static inline __attribute__((always_inline)) void zero(float *d, int nl)
 }
 
 
-/* V[p][t][c] = (BT d_t BT^T)[p] for the chunk's images n0 .. n0+ni-1; the channel blocks
- * innermost, so that each of the P streams of V is written contiguously */
-static inline __attribute__((always_inline)) void in_tf_bl(const struct dpt_wino *w, const float *x, int n0,
-                                                           int ni, float *V, const int bl, const int m)
+/* V[p][t][c] = (BT d_t BT^T)[p] for tile row ty of image n of the chunk (images n0 ..
+ * n0+ni-1); the channel blocks innermost, so that each of the P streams of V is written
+ * contiguously.  The row functions below are inlined into the OpenMP bodies with bl and m
+ * as compile-time constants (ROWS): a body outlined from a function that takes them as
+ * arguments reads them at run time, and its 1-D passes are neither unrolled nor kept in
+ * registers. */
+static inline __attribute__((always_inline)) void in_row(const struct dpt_wino *w, const float *x, int n0, int ni,
+                                                         int n, int ty, float *V, const int bl, const int m)
 {
   const int nb = w->C / bl, a = m + 2;
   const size_t sV = (size_t)ni * w->th * w->tw * w->C + PAD, plane = (size_t)w->H * w->W * bl;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int n = 0; n < ni; n++)
-    for (int ty = 0; ty < w->th; ty++) {
-      float d[36 * MAXB], v[36 * MAXB];
-      for (int tx = 0; tx < w->tw; tx++) {
-        size_t t = ((size_t)n * w->th + ty) * w->tw + tx;
-        for (int cb = 0; cb < nb; cb++) {
-          const float *xp = x + ((size_t)(n0 + n) * nb + cb) * plane;
-          for (int i = 0; i < a; i++)
-            for (int j = 0; j < a; j++) {
-              int r = m * ty - 1 + i, c = m * tx - 1 + j;
-              if (r >= 0 && r < w->H && c >= 0 && c < w->W) cp(d + (i * a + j) * bl, xp + ((size_t)r * w->W + c) * bl, bl);
-              else zero(d + (i * a + j) * bl, bl);
-            }
-          if (m == 2) tf_bt2(d, v, bl);
-          else tf_bt4(d, v, bl);
-          for (int p = 0; p < a * a; p++) cp(V + p * sV + t * w->C + cb * bl, v + p * bl, bl);
+  float d[36 * MAXB], v[36 * MAXB];
+  for (int tx = 0; tx < w->tw; tx++) {
+    size_t t = ((size_t)n * w->th + ty) * w->tw + tx;
+    for (int cb = 0; cb < nb; cb++) {
+      const float *xp = x + ((size_t)(n0 + n) * nb + cb) * plane;
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++) {
+          int r = m * ty - 1 + i, c = m * tx - 1 + j;
+          if (r >= 0 && r < w->H && c >= 0 && c < w->W) cp(d + (i * a + j) * bl, xp + ((size_t)r * w->W + c) * bl, bl);
+          else zero(d + (i * a + j) * bl, bl);
         }
-      }
+      if (m == 2) tf_bt2(d, v, bl);
+      else tf_bt4(d, v, bl);
+      for (int p = 0; p < a * a; p++) cp(V + p * sV + t * w->C + cb * bl, v + p * bl, bl);
     }
-}
-
-/* dx (the chunk's images) = sum over tiles of BT^T dV_t BT placed on each tile's patch.
- * The patches of tile rows ty and ty + 2 do not overlap (alpha <= 2m): even rows, then
- * odd rows, each in parallel. */
-static inline __attribute__((always_inline)) void in_tf_adj_bl(const struct dpt_wino *w, const float *dV, int n0,
-                                                               int ni, float *dx, const int bl, const int m)
-{
-  const int nb = w->C / bl, a = m + 2;
-  const size_t sV = (size_t)ni * w->th * w->tw * w->C + PAD, plane = (size_t)w->H * w->W * bl;
-  memset(dx + (size_t)n0 * nb * plane, 0, (size_t)ni * nb * plane * sizeof(float));
-  for (int odd = 0; odd < 2; odd++) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int n = 0; n < ni; n++)
-      for (int ty = odd; ty < w->th; ty += 2) {
-        float v[36 * MAXB], e[36 * MAXB];
-        for (int tx = 0; tx < w->tw; tx++) {
-          size_t t = ((size_t)n * w->th + ty) * w->tw + tx;
-          for (int cb = 0; cb < nb; cb++) {
-            float *xp = dx + ((size_t)(n0 + n) * nb + cb) * plane;
-            for (int p = 0; p < a * a; p++) cp(v + p * bl, dV + p * sV + t * w->C + cb * bl, bl);
-            if (m == 2) tf_b2(v, e, bl);
-            else tf_b4(v, e, bl);
-            for (int i = 0; i < a; i++)
-              for (int j = 0; j < a; j++) {
-                int r = m * ty - 1 + i, c = m * tx - 1 + j, nl = bl;
-                if (r < 0 || r >= w->H || c < 0 || c >= w->W) continue;
-                float *o = xp + ((size_t)r * w->W + c) * bl;
-                const float *s = e + (i * a + j) * bl;
-                LANES o[l] += s[l];
-              }
-          }
-        }
-      }
   }
 }
 
-/* y (the chunk's images) = AT M_t AT^T, the m x m tiles clipped to H x W */
-static inline __attribute__((always_inline)) void out_tf_bl(const struct dpt_wino *w, const float *M, int n0,
-                                                            int ni, float *y, const int bl, const int m)
+/* dx (the chunk's images) += BT^T dV_t BT placed on each tile's patch, for the tiles of row
+ * ty of image n (in_tf_adj clears dx and orders the rows) */
+static inline __attribute__((always_inline)) void in_adj_row(const struct dpt_wino *w, const float *dV, int n0,
+                                                             int ni, int n, int ty, float *dx, const int bl,
+                                                             const int m)
+{
+  const int nb = w->C / bl, a = m + 2;
+  const size_t sV = (size_t)ni * w->th * w->tw * w->C + PAD, plane = (size_t)w->H * w->W * bl;
+  float v[36 * MAXB], e[36 * MAXB];
+  for (int tx = 0; tx < w->tw; tx++) {
+    size_t t = ((size_t)n * w->th + ty) * w->tw + tx;
+    for (int cb = 0; cb < nb; cb++) {
+      float *xp = dx + ((size_t)(n0 + n) * nb + cb) * plane;
+      for (int p = 0; p < a * a; p++) cp(v + p * bl, dV + p * sV + t * w->C + cb * bl, bl);
+      if (m == 2) tf_b2(v, e, bl);
+      else tf_b4(v, e, bl);
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++) {
+          int r = m * ty - 1 + i, c = m * tx - 1 + j, nl = bl;
+          if (r < 0 || r >= w->H || c < 0 || c >= w->W) continue;
+          float *o = xp + ((size_t)r * w->W + c) * bl;
+          const float *s = e + (i * a + j) * bl;
+          LANES o[l] += s[l];
+        }
+    }
+  }
+}
+
+/* y (the chunk's images) = AT M_t AT^T for the tiles of row ty of image n, the m x m tiles
+ * clipped to H x W */
+static inline __attribute__((always_inline)) void out_row(const struct dpt_wino *w, const float *M, int n0, int ni,
+                                                          int n, int ty, float *y, const int bl, const int m)
 {
   const int nb = w->K / bl, a = m + 2;
   const size_t sM = (size_t)ni * w->th * w->tw * w->K + PAD, plane = (size_t)w->H * w->W * bl;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int n = 0; n < ni; n++)
-    for (int ty = 0; ty < w->th; ty++) {
-      float mm[36 * MAXB], o[16 * MAXB];
-      for (int tx = 0; tx < w->tw; tx++) {
-        size_t t = ((size_t)n * w->th + ty) * w->tw + tx;
-        for (int kb = 0; kb < nb; kb++) {
-          float *yp = y + ((size_t)(n0 + n) * nb + kb) * plane;
-          for (int p = 0; p < a * a; p++) cp(mm + p * bl, M + p * sM + t * w->K + kb * bl, bl);
-          if (m == 2) tf_at2(mm, o, bl);
-          else tf_at4(mm, o, bl);
-          for (int i = 0; i < m; i++)
-            for (int j = 0; j < m; j++) {
-              int r = m * ty + i, c = m * tx + j;
-              if (r < w->H && c < w->W) cp(yp + ((size_t)r * w->W + c) * bl, o + (i * m + j) * bl, bl);
-            }
+  float mm[36 * MAXB], o[16 * MAXB];
+  for (int tx = 0; tx < w->tw; tx++) {
+    size_t t = ((size_t)n * w->th + ty) * w->tw + tx;
+    for (int kb = 0; kb < nb; kb++) {
+      float *yp = y + ((size_t)(n0 + n) * nb + kb) * plane;
+      for (int p = 0; p < a * a; p++) cp(mm + p * bl, M + p * sM + t * w->K + kb * bl, bl);
+      if (m == 2) tf_at2(mm, o, bl);
+      else tf_at4(mm, o, bl);
+      for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++) {
+          int r = m * ty + i, c = m * tx + j;
+          if (r < w->H && c < w->W) cp(yp + ((size_t)r * w->W + c) * bl, o + (i * m + j) * bl, bl);
         }
-      }
     }
+  }
 }
 
-/* dM[p][t][k] = (AT^T dy_t AT)[p], dy outside H x W taken as 0 */
-static inline __attribute__((always_inline)) void out_tf_adj_bl(const struct dpt_wino *w, const float *dy, int n0,
-                                                                int ni, float *dM, const int bl, const int m)
+/* dM[p][t][k] = (AT^T dy_t AT)[p] for the tiles of row ty of image n, dy outside H x W taken
+ * as 0 */
+static inline __attribute__((always_inline)) void out_adj_row(const struct dpt_wino *w, const float *dy, int n0,
+                                                              int ni, int n, int ty, float *dM, const int bl,
+                                                              const int m)
 {
   const int nb = w->K / bl, a = m + 2;
   const size_t sM = (size_t)ni * w->th * w->tw * w->K + PAD, plane = (size_t)w->H * w->W * bl;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int n = 0; n < ni; n++)
-    for (int ty = 0; ty < w->th; ty++) {
-      float o[16 * MAXB], mm[36 * MAXB];
-      for (int tx = 0; tx < w->tw; tx++) {
-        size_t t = ((size_t)n * w->th + ty) * w->tw + tx;
-        for (int kb = 0; kb < nb; kb++) {
-          const float *yp = dy + ((size_t)(n0 + n) * nb + kb) * plane;
-          for (int i = 0; i < m; i++)
-            for (int j = 0; j < m; j++) {
-              int r = m * ty + i, c = m * tx + j;
-              if (r < w->H && c < w->W) cp(o + (i * m + j) * bl, yp + ((size_t)r * w->W + c) * bl, bl);
-              else zero(o + (i * m + j) * bl, bl);
-            }
-          if (m == 2) tf_a2(o, mm, bl);
-          else tf_a4(o, mm, bl);
-          for (int p = 0; p < a * a; p++) cp(dM + p * sM + t * w->K + kb * bl, mm + p * bl, bl);
+  float o[16 * MAXB], mm[36 * MAXB];
+  for (int tx = 0; tx < w->tw; tx++) {
+    size_t t = ((size_t)n * w->th + ty) * w->tw + tx;
+    for (int kb = 0; kb < nb; kb++) {
+      const float *yp = dy + ((size_t)(n0 + n) * nb + kb) * plane;
+      for (int i = 0; i < m; i++)
+        for (int j = 0; j < m; j++) {
+          int r = m * ty + i, c = m * tx + j;
+          if (r < w->H && c < w->W) cp(o + (i * m + j) * bl, yp + ((size_t)r * w->W + c) * bl, bl);
+          else zero(o + (i * m + j) * bl, bl);
         }
-      }
+      if (m == 2) tf_a2(o, mm, bl);
+      else tf_a4(o, mm, bl);
+      for (int p = 0; p < a * a; p++) cp(dM + p * sM + t * w->K + kb * bl, mm + p * bl, bl);
     }
+  }
 }
 
-/* The four transforms for the block (8, 16) and tile (2, 4) as compile-time constants. */
-#define DISPATCH(fn, ...)                                        \
-  do {                                                           \
-    if (w->blk == 8 && w->m == 2) fn##_bl(w, __VA_ARGS__, 8, 2);   \
-    else if (w->blk == 8) fn##_bl(w, __VA_ARGS__, 8, 4);           \
-    else if (w->m == 2) fn##_bl(w, __VA_ARGS__, 16, 2);            \
-    else fn##_bl(w, __VA_ARGS__, 16, 4);                           \
+/* One call of the row function fn with the block (8, 16) and the tile (2, 4) as
+ * compile-time constants, inside the caller's OpenMP body */
+#define ROWS(fn, ...)                                          \
+  do {                                                         \
+    if (w->blk == 8 && w->m == 2) fn(w, __VA_ARGS__, 8, 2);    \
+    else if (w->blk == 8) fn(w, __VA_ARGS__, 8, 4);            \
+    else if (w->m == 2) fn(w, __VA_ARGS__, 16, 2);             \
+    else fn(w, __VA_ARGS__, 16, 4);                            \
   } while (0)
-static void in_tf(const struct dpt_wino *w, const float *x, int n0, int ni, float *V) { DISPATCH(in_tf, x, n0, ni, V); }
-static void in_tf_adj(const struct dpt_wino *w, const float *dV, int n0, int ni, float *dx) { DISPATCH(in_tf_adj, dV, n0, ni, dx); }
-static void out_tf(const struct dpt_wino *w, const float *M, int n0, int ni, float *y) { DISPATCH(out_tf, M, n0, ni, y); }
-static void out_tf_adj(const struct dpt_wino *w, const float *dy, int n0, int ni, float *dM) { DISPATCH(out_tf_adj, dy, n0, ni, dM); }
 
-/* U[p][k][c] = (G g_kc G^T)[p], 8 input channels at a time (C is a multiple of 8) */
+/* The chunk's images n0 .. n0+ni-1, tile rows in parallel */
+static void in_tf(const struct dpt_wino *w, const float *x, int n0, int ni, float *V)
+{
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int n = 0; n < ni; n++)
+    for (int ty = 0; ty < w->th; ty++) ROWS(in_row, x, n0, ni, n, ty, V);
+}
+
+/* The patches of tile rows ty and ty + 2 do not overlap (alpha <= 2m): even rows, then odd
+ * rows, each in parallel */
+static void in_tf_adj(const struct dpt_wino *w, const float *dV, int n0, int ni, float *dx)
+{
+  const size_t img = (size_t)w->C * w->H * w->W;
+  memset(dx + (size_t)n0 * img, 0, (size_t)ni * img * sizeof(float));
+  for (int odd = 0; odd < 2; odd++) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < ni; n++)
+      for (int ty = odd; ty < w->th; ty += 2) ROWS(in_adj_row, dV, n0, ni, n, ty, dx);
+  }
+}
+
+static void out_tf(const struct dpt_wino *w, const float *M, int n0, int ni, float *y)
+{
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int n = 0; n < ni; n++)
+    for (int ty = 0; ty < w->th; ty++) ROWS(out_row, M, n0, ni, n, ty, y);
+}
+
+static void out_tf_adj(const struct dpt_wino *w, const float *dy, int n0, int ni, float *dM)
+{
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int n = 0; n < ni; n++)
+    for (int ty = 0; ty < w->th; ty++) ROWS(out_adj_row, dy, n0, ni, n, ty, dM);
+}
+
+/* U[p][k][c] = (G g_kc G^T)[p] for output channel k, 8 input channels at a time (C is a
+ * multiple of 8) */
+static inline __attribute__((always_inline)) void w_row(const struct dpt_wino *w, const float *g, int k, float *U,
+                                                        const int m)
+{
+  const size_t su = dpt_wino_su(w);
+  const int P = (m + 2) * (m + 2);
+  for (int c = 0; c < w->C; c += 8) {
+    float gl[9 * 8], u[36 * 8];
+    const float *gk = g + ((size_t)k * w->C + c) * 9;
+    for (int l = 0; l < 8; l++)
+      for (int j = 0; j < 9; j++) gl[j * 8 + l] = gk[l * 9 + j];
+    if (m == 2) tf_g2(gl, u, 8);
+    else tf_g4(gl, u, 8);
+    for (int p = 0; p < P; p++) cp(U + p * su + (size_t)k * w->C + c, u + p * 8, 8);
+  }
+}
+
+/* dg[k][c] = G^T dU_kc G for output channel k */
+static inline __attribute__((always_inline)) void w_adj_row(const struct dpt_wino *w, const float *dU, int k,
+                                                            float *dg, const int m)
+{
+  const size_t su = dpt_wino_su(w);
+  const int P = (m + 2) * (m + 2);
+  for (int c = 0; c < w->C; c += 8) {
+    float u[36 * 8], gl[9 * 8];
+    float *gk = dg + ((size_t)k * w->C + c) * 9;
+    for (int p = 0; p < P; p++) cp(u + p * 8, dU + p * su + (size_t)k * w->C + c, 8);
+    if (m == 2) tf_gt2(u, gl, 8);
+    else tf_gt4(u, gl, 8);
+    for (int l = 0; l < 8; l++)
+      for (int j = 0; j < 3 * 3; j++) gk[l * 9 + j] = gl[j * 8 + l];
+  }
+}
+
 static void w_tf(const struct dpt_wino *w, const float *g, float *U)
 {
-  const size_t su = dpt_wino_su(w);
-  const int P = dpt_wino_points(w);
 #pragma omp parallel for schedule(static)
-  for (int k = 0; k < w->K; k++)
-    for (int c = 0; c < w->C; c += 8) {
-      float gl[9 * 8], u[36 * 8];
-      const float *gk = g + ((size_t)k * w->C + c) * 9;
-      for (int l = 0; l < 8; l++)
-        for (int j = 0; j < 9; j++) gl[j * 8 + l] = gk[l * 9 + j];
-      if (w->m == 2) tf_g2(gl, u, 8);
-      else tf_g4(gl, u, 8);
-      for (int p = 0; p < P; p++)
-        for (int l = 0; l < 8; l++) U[p * su + (size_t)k * w->C + c + l] = u[p * 8 + l];
-    }
+  for (int k = 0; k < w->K; k++) {
+    if (w->m == 2) w_row(w, g, k, U, 2);
+    else w_row(w, g, k, U, 4);
+  }
 }
 
-/* dg[k][c] = G^T dU_kc G */
 static void w_tf_adj(const struct dpt_wino *w, const float *dU, float *dg)
 {
-  const size_t su = dpt_wino_su(w);
-  const int P = dpt_wino_points(w);
 #pragma omp parallel for schedule(static)
-  for (int k = 0; k < w->K; k++)
-    for (int c = 0; c < w->C; c += 8) {
-      float u[36 * 8], gl[9 * 8];
-      float *gk = dg + ((size_t)k * w->C + c) * 9;
-      for (int p = 0; p < P; p++)
-        for (int l = 0; l < 8; l++) u[p * 8 + l] = dU[p * su + (size_t)k * w->C + c + l];
-      if (w->m == 2) tf_gt2(u, gl, 8);
-      else tf_gt4(u, gl, 8);
-      for (int l = 0; l < 8; l++)
-        for (int j = 0; j < 9; j++) gk[l * 9 + j] = gl[j * 8 + l];
-    }
+  for (int k = 0; k < w->K; k++) {
+    if (w->m == 2) w_adj_row(w, dU, k, dg, 2);
+    else w_adj_row(w, dU, k, dg, 4);
+  }
 }
 
 const struct dpt_wino_tf DPT_WINO_TF_NAME = {in_tf, in_tf_adj, out_tf, out_tf_adj, w_tf, w_tf_adj};

@@ -1,7 +1,8 @@
 /* test_wino: the F(2x2,3x3) Winograd convolution (trainer/dpt_wino.c) against a float64
  * direct convolution (forward, input gradient, weight gradient), on shapes with odd sizes
  * (clipped edge tiles), 1x1 images, both channel blocks (8, 16), several chunks of images
- * and an uneven last chunk; bad shapes are refused with a message.
+ * of unequal sizes; the chunk plan (every image once, in chunks within one image of each
+ * other, none above the budget's); bad shapes are refused with a message.
  *
  * Tolerance, derived: every value the algorithm computes is a sum of products of inputs
  * with the transforms' entries (0, +-1, +-1/2), so with u = 2^-24 its float32 result is
@@ -221,13 +222,55 @@ static void one_case(int N, int C, int K, int H, int W, int blk, int mt, int nc)
   }
   CHECK(!memcmp(dgf, dgf2, ng * 4), "%s: the weight gradient differs when the input gradient is skipped", what);
   printf("%-44s error/bound: y %.3f  dx %.3f  dg %.3f  (%d chunk(s))\n", what, worst[0], worst[1], worst[2],
-         (N + w.nc - 1) / w.nc);
+         dpt_wino_chunks(&w));
   free(x), free(g), free(dy), free(y), free(dx), free(dg), free(yb), free(dxb), free(dgb);
   free(xf), free(gf), free(dyf), free(yf), free(dxf), free(dgf), free(dgf2), free(ws), free(Ua), free(Va), free(Ma);
 }
 
+/* Chunks of images n0 .. n0+ni-1 cover 0 .. N-1 once, in order, ceil(N / nc) of them, sizes
+ * within one of each other and none above nc */
+static void chunk_plan(void)
+{
+  struct dpt_err err = {0};
+  struct dpt_wino w;
+  int bad = 0;
+  for (int N = 1; N <= 130; N++)
+    for (int nc = 1; nc <= N; nc++) {
+      if (dpt_wino_init(&w, N, 8, 8, 4, 4, 8, 4, &err)) {
+        CHECK(0, "init N %d: %s", N, err.msg);
+        return;
+      }
+      w.nc = nc;
+      int c = dpt_wino_chunks(&w), next = 0, lo = N, hi = 0;
+      for (int i = 0; i < c; i++) {
+        int n0, ni;
+        dpt_wino_chunk(&w, i, &n0, &ni);
+        if (n0 != next || ni < 1) bad++;
+        next = n0 + ni, lo = ni < lo ? ni : lo, hi = ni > hi ? ni : hi;
+      }
+      if ((next != N || c != (N + nc - 1) / nc || hi > nc || hi - lo > 1) && bad++ < 5)
+        CHECK(0, "chunk plan of %d images at most %d per chunk: %d chunks, %d..%d images, up to image %d", N, nc,
+              c, lo, hi, next);
+    }
+  CHECK(!bad, "%d chunk plans wrong", bad);
+  /* ResNet-50's Winograd layers at 32 px, batch 32: the budget's chunks, evened out */
+  static const int rn[][2] = {{64, 32}, {128, 16}, {256, 8}, {512, 4}};
+  for (int i = 0; i < 4; i++) {
+    CHECK(!dpt_wino_init(&w, 32, rn[i][0], rn[i][0], rn[i][1], rn[i][1], 8, 4, &err), "%s", err.msg);
+    int c = dpt_wino_chunks(&w), lo = 32, hi = 0;
+    for (int k = 0, n0, ni; k < c; k++) {
+      dpt_wino_chunk(&w, k, &n0, &ni);
+      lo = ni < lo ? ni : lo, hi = ni > hi ? ni : hi;
+    }
+    printf("ResNet-50 32 px, %d channels at %dx%d, batch 32: %d chunk(s) of %d..%d images\n", rn[i][0], rn[i][1],
+           rn[i][1], c, lo, hi);
+    CHECK(hi - lo <= 1 && hi <= w.nc, "%d channels: chunks of %d..%d images, at most %d", rn[i][0], lo, hi, w.nc);
+  }
+}
+
 int main(void)
 {
+  chunk_plan();
   __builtin_cpu_init();
   int have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (!have_avx2) printf("SKIP the AVX2 + FMA build of the transforms: this CPU lacks AVX2 or FMA\n");
@@ -237,7 +280,7 @@ int main(void)
     one_case(1, 8, 8, 1, 1, 8, mt, 0);     /* one pixel: the tile is all padding but its centre */
     one_case(2, 8, 16, 3, 5, 8, mt, 0);    /* odd sizes: clipped edge tiles */
     one_case(3, 16, 8, 7, 7, 8, mt, 1);    /* ResNet's 7x7 at 224 px; one image per chunk */
-    one_case(4, 8, 8, 4, 4, 8, mt, 3);     /* an uneven last chunk */
+    one_case(7, 8, 8, 4, 4, 8, mt, 3);     /* chunks of 2, 2 and 3 images */
     one_case(2, 16, 32, 8, 8, 16, mt, 0);  /* AVX-512's block */
     one_case(3, 32, 16, 5, 4, 16, mt, 2);
     one_case(2, 64, 64, 8, 8, 8, mt, 0);   /* ResNet-like widths */
