@@ -11,9 +11,10 @@
  *
  * Fusions: BN + ReLU (dnnl_fuse_norm_relu, training and inference), residual
  * add + ReLU (binary post-op).  conv + ReLU post-op does not occur in
- * ResNet training (a BN sits between them).  3x3 stride-1 convolutions on a blocked
- * layout with 64 or more channels run by Winograd F(4x4,3x3) (dpt_wino; DPT_CPU_CONV=direct:
- * oneDNN's direct kernels only, =winograd: at any channel count).
+ * ResNet training (a BN sits between them).  3x3 convolutions (stride 1 or 2) on a blocked
+ * layout with 64 or more channels run by Winograd (dpt_wino: F(4x4,3x3), and its polyphase
+ * F(4,2) parts at stride 2; DPT_CPU_CONV=direct: oneDNN's direct kernels only, =winograd: at
+ * any channel count).
  *
  * Files: this one is the backend (slabs, the forward and backward walks, memory plans,
  * edges, helpers); the layers are dpt_cpu_layers.c; what both share is dpt_cpu_priv.h.
@@ -709,9 +710,9 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
     if (!strcmp(cv, "direct")) cb->conv_mode = DPT_CPU_CONV_DIRECT;
     else if (!strcmp(cv, "winograd")) cb->conv_mode = DPT_CPU_CONV_WINOGRAD;
     else if (strcmp(cv, "auto")) {
-      rc = dpt_err_set(err, DPT_E_INPUT, "cpu backend: DPT_CPU_CONV='%s': use 'auto' (the default: 3x3 stride-1 "
-                       "convolutions with 64 or more channels by Winograd F(4x4,3x3)), 'winograd' (every 3x3 "
-                       "stride-1 convolution on a blocked layout) or 'direct' (oneDNN's direct kernels only)", cv);
+      rc = dpt_err_set(err, DPT_E_INPUT, "cpu backend: DPT_CPU_CONV='%s': use 'auto' (the default: 3x3 stride-1 and "
+                       "stride-2 convolutions with 64 or more channels by Winograd), 'winograd' (every 3x3 "
+                       "convolution on a blocked layout) or 'direct' (oneDNN's direct kernels only)", cv);
       goto fail;
     }
   }

@@ -8,6 +8,28 @@
 
 #include "dpt_wino_tf.h"
 
+/* Tiles and chunks: rows_per_tile rows of V (C wide) and M (K wide) per output tile, the
+ * products against P matrices of U (K x C).  A chunk's V and M fill the workspace budget, or
+ * U's size where that is larger: each product streams its U once per chunk, so where U is the
+ * larger operand (ResNet-50's 512-channel stride-2 layer: 38 MB of U, 0.3 MB of V and M per
+ * image) fewer, fuller chunks pay (measured: one chunk of 32 images 80 ms forward + backward,
+ * two of 16 88 ms).  Stride 1 keeps the budget (P = 0): its 256-channel layer, the one plan
+ * this would change, showed no difference within this host's noise. */
+static void plan(struct dpt_wino *w, size_t rows_per_tile, size_t P)
+{
+  w->th = (w->Ho + w->m - 1) / w->m;
+  w->tw = (w->Wo + w->m - 1) / w->m;
+  size_t per_img = rows_per_tile * w->th * w->tw * (w->C + w->K) * sizeof(float);
+  size_t budget = P * w->K * w->C * sizeof(float);
+  if (budget < DPT_WINO_WS_CHUNK_BYTES) budget = DPT_WINO_WS_CHUNK_BYTES;
+  size_t nc = budget / per_img, chunks;
+  nc = nc < 1 ? 1 : nc > (size_t)w->N ? (size_t)w->N : nc;
+  chunks = ((size_t)w->N + nc - 1) / nc;
+  w->nc = (int)(((size_t)w->N + chunks - 1) / chunks); /* the largest of dpt_wino_chunk's */
+  __builtin_cpu_init();
+  w->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 int dpt_wino_init(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk, int m, struct dpt_err *err)
 {
   memset(w, 0, sizeof *w);
@@ -19,15 +41,20 @@ int dpt_wino_init(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk
                        "non-empty sizes",
                        m, m, N, C, K, H, W, blk);
   w->N = N, w->C = C, w->K = K, w->H = H, w->W = W, w->blk = blk, w->m = m, w->a = m + 2;
-  w->th = (H + m - 1) / m;
-  w->tw = (W + m - 1) / m;
-  size_t per_img = (size_t)w->a * w->a * w->th * w->tw * (C + K) * sizeof(float);
-  size_t nc = DPT_WINO_WS_CHUNK_BYTES / per_img, chunks;
-  nc = nc < 1 ? 1 : nc > (size_t)N ? (size_t)N : nc;
-  chunks = ((size_t)N + nc - 1) / nc;
-  w->nc = (int)(((size_t)N + chunks - 1) / chunks); /* the largest of dpt_wino_chunk's */
-  __builtin_cpu_init();
-  w->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  w->stride = 1, w->Ho = H, w->Wo = W;
+  plan(w, (size_t)w->a * w->a, 0);
+  return 0;
+}
+
+int dpt_wino_init_s2(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk, struct dpt_err *err)
+{
+  int rc = dpt_wino_init(w, N, C, K, H, W, blk, 4, err);
+  if (rc) {
+    dpt_err_prefix(err, "stride 2");
+    return rc;
+  }
+  w->stride = 2, w->Ho = (H + 1) / 2, w->Wo = (W + 1) / 2;
+  plan(w, 81, DPT_WINO_S2_SLOTS);
   return 0;
 }
 
@@ -43,29 +70,54 @@ void dpt_wino_chunk(const struct dpt_wino *w, int i, int *n0, int *ni)
   *ni = (int)((long long)(i + 1) * w->N / c) - *n0;
 }
 
-/* U [P][K][C], dU [P][K][C], V [P][T][C], M [P][T][K] with P = alpha^2 points, T tiles of one chunk */
+/* U [P][K][C], dU [P][K][C], V [P][T][C], M [P][T][K] with P = alpha^2 points, T tiles of one
+ * chunk; at stride 2, P = 36 slots of U and dU, V and M by dpt_wino_s2_off (81 T rows) */
 static size_t tiles(const struct dpt_wino *w) { return (size_t)w->nc * w->th * w->tw; }
 #define PAD DPT_WINO_PAD
 #define sU dpt_wino_su
-#define npts dpt_wino_points
+#define S2 DPT_WINO_S2_SLOTS
+
+static int npts(const struct dpt_wino *w) { return w->stride == 2 ? S2 : dpt_wino_points(w); }
+
+/* Where product p's V (ch = C) or M (ch = K) starts, its rows */
+static size_t off(const struct dpt_wino *w, int p, size_t T, size_t ch)
+{
+  return w->stride == 2 ? dpt_wino_s2_off(p, T, ch) : (size_t)p * (T * ch + PAD);
+}
+static int rows(const struct dpt_wino *w, int p, size_t T) { return (int)(w->stride == 2 ? dpt_wino_s2_rows(p) * T : T); }
 
 size_t dpt_wino_workspace(const struct dpt_wino *w)
 {
-  return (npts(w) * (2 * sU(w) + tiles(w) * (w->C + w->K) + 2 * PAD)) * sizeof(float);
+  return (2 * (size_t)npts(w) * sU(w) + off(w, npts(w), tiles(w), w->C) + off(w, npts(w), tiles(w), w->K)) *
+         sizeof(float);
 }
 
-static const struct dpt_wino_tf *tf(const struct dpt_wino *w) { return w->avx2 ? &dpt_wino_tf_avx2 : &dpt_wino_tf_base; }
-
-/* The P products of a chunk, one per thread at a time (oneDNN's sgemm runs single-threaded
- * inside a parallel region): c[p] = beta c[p] + op(a[p]) op(b[p]), row-major. */
-static int gemms(const struct dpt_wino *w, const char *what, char ta, char tb, int m, int n, int k,
-                  const float *a, size_t sa, int lda, const float *b, size_t sb, int ldb, float beta, float *c,
-                  size_t sc, int ldc, struct dpt_err *err)
+static const struct dpt_wino_tf *tf(const struct dpt_wino *w)
 {
+  if (w->stride == 2) return w->avx2 ? &dpt_wino_s2_tf_avx2 : &dpt_wino_s2_tf_base;
+  return w->avx2 ? &dpt_wino_tf_avx2 : &dpt_wino_tf_base;
+}
+
+enum prod { FWD, DW, DX };
+
+/* The chunk's P products, one per thread at a time (oneDNN's sgemm runs single-threaded
+ * inside a parallel region), the largest first (stride 2: 16, 4 and 1 rows per tile):
+ *   FWD M[p] (rows x K) = V[p] (rows x C) U[p]^T
+ *   DW  dU[p] (K x C) (+)= dM[p]^T V[p]      (beta 0 or 1)
+ *   DX  dV[p] (rows x C) = dM[p] U[p], over V */
+static int products(const struct dpt_wino *w, enum prod what, size_t T, float *U, float *V, float *M, float beta,
+                    struct dpt_err *err)
+{
+  static const char *name[] = {"forward product", "weight-gradient product", "input-gradient product"};
   dnnl_status_t bad = dnnl_success;
-#pragma omp parallel for schedule(static)
+  const int C = w->C, K = w->K;
+#pragma omp parallel for schedule(dynamic, 1)
   for (int p = 0; p < npts(w); p++) {
-    dnnl_status_t st = dnnl_sgemm(ta, tb, m, n, k, 1.f, a + p * sa, lda, b + p * sb, ldb, beta, c + p * sc, ldc);
+    float *v = V + off(w, p, T, C), *m = M + off(w, p, T, K), *u = U + p * sU(w);
+    int r = rows(w, p, T);
+    dnnl_status_t st = what == FWD ? dnnl_sgemm('N', 'T', r, K, C, 1.f, v, C, u, C, 0.f, m, K)
+                       : what == DW ? dnnl_sgemm('T', 'N', K, C, r, 1.f, m, K, v, C, beta, u, C)
+                                    : dnnl_sgemm('N', 'N', r, C, K, 1.f, m, K, u, C, 0.f, v, C);
     if (st != dnnl_success) {
 #pragma omp critical(dpt_wino_gemm)
       bad = st;
@@ -73,26 +125,23 @@ static int gemms(const struct dpt_wino *w, const char *what, char ta, char tb, i
   }
   if (bad == dnnl_success) return 0;
   return dpt_err_set(err, DPT_E_RUNTIME,
-                     "winograd convolution %d -> %d channels at %dx%d: oneDNN sgemm for the %s failed (%s): "
-                     "set DPT_CPU_CONV=direct to use oneDNN's direct convolutions instead",
-                     w->C, w->K, w->H, w->W, what, dnnl_status2str(bad));
+                     "winograd convolution %d -> %d channels at %dx%d, stride %d: oneDNN sgemm for the %s failed "
+                     "(%s): set DPT_CPU_CONV=direct to use oneDNN's direct convolutions instead",
+                     w->C, w->K, w->H, w->W, w->stride, name[what], dnnl_status2str(bad));
 }
 
 int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, float *y, void *ws,
                      struct dpt_err *err)
 {
-  float *U = ws, *V = U + 2 * npts(w) * sU(w);
+  float *U = ws, *V = U + 2 * (size_t)npts(w) * sU(w);
   tf(w)->wt(w, g, U);
   for (int i = 0, n0, ni; i < dpt_wino_chunks(w); i++) {
     dpt_wino_chunk(w, i, &n0, &ni);
-    int T = ni * w->th * w->tw, rc;
-    size_t sV = (size_t)T * w->C + PAD, sM = (size_t)T * w->K + PAD;
-    float *M = V + npts(w) * sV;
+    size_t T = (size_t)ni * w->th * w->tw;
+    float *M = V + off(w, npts(w), T, w->C);
+    int rc;
     tf(w)->in(w, x, n0, ni, V);
-    /* M[p] (T x K) = V[p] (T x C) U[p]^T */
-    if ((rc = gemms(w, "forward product", 'N', 'T', T, w->K, w->C, V, sV, w->C, U, sU(w), w->C, 0.f, M, sM,
-                     w->K, err)))
-      return rc;
+    if ((rc = products(w, FWD, T, U, V, M, 0.f, err))) return rc;
     tf(w)->out(w, M, n0, ni, y);
   }
   return 0;
@@ -101,24 +150,18 @@ int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, f
 int dpt_wino_backward(const struct dpt_wino *w, const float *x, const float *g, const float *dy, float *dx,
                       float *dg, void *ws, struct dpt_err *err)
 {
-  float *U = ws, *dU = U + npts(w) * sU(w), *V = dU + npts(w) * sU(w);
+  float *U = ws, *dU = U + (size_t)npts(w) * sU(w), *V = dU + (size_t)npts(w) * sU(w);
   if (dx) tf(w)->wt(w, g, U); /* again: a layer's own U would cost 131 MB for ResNet-50 */
   for (int i = 0, n0, ni; i < dpt_wino_chunks(w); i++) {
     dpt_wino_chunk(w, i, &n0, &ni);
-    int T = ni * w->th * w->tw, rc;
-    size_t sV = (size_t)T * w->C + PAD, sM = (size_t)T * w->K + PAD;
-    float *dM = V + npts(w) * sV;
+    size_t T = (size_t)ni * w->th * w->tw;
+    float *dM = V + off(w, npts(w), T, w->C);
+    int rc;
     tf(w)->in(w, x, n0, ni, V);
     tf(w)->out_adj(w, dy, n0, ni, dM);
-    /* dU[p] (K x C) (+)= dM[p]^T (K x T) V[p] (T x C) */
-    if ((rc = gemms(w, "weight-gradient product", 'T', 'N', w->K, w->C, T, dM, sM, w->K, V, sV, w->C,
-                     i ? 1.f : 0.f, dU, sU(w), w->C, err)))
-      return rc;
+    if ((rc = products(w, DW, T, dU, V, dM, i ? 1.f : 0.f, err))) return rc;
     if (!dx) continue;
-    /* dV[p] (T x C) = dM[p] (T x K) U[p] (K x C), over V */
-    if ((rc = gemms(w, "input-gradient product", 'N', 'N', T, w->C, w->K, dM, sM, w->K, U, sU(w), w->C, 0.f,
-                     V, sV, w->C, err)))
-      return rc;
+    if ((rc = products(w, DX, T, U, V, dM, 0.f, err))) return rc;
     tf(w)->in_adj(w, V, n0, ni, dx);
   }
   tf(w)->wt_adj(w, dU, dg);

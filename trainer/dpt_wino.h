@@ -31,10 +31,12 @@
 #include "dpt_err.h"
 
 struct dpt_wino {
-  int N, C, K, H, W; /* batch, input / output channels, spatial size (same in and out) */
+  int N, C, K, H, W; /* batch, input / output channels, input size */
+  int stride;        /* 1, or 2 (dpt_wino_init_s2) */
+  int Ho, Wo;        /* output size: H x W at stride 1, ceil(H/2) x ceil(W/2) at stride 2 */
   int blk;           /* channel block of the activation layout: 8 or 16 */
   int m, a;          /* output tile m x m (2 or 4), input patch a x a (a = m + 2) */
-  int th, tw;        /* tiles per image: ceil(H/m) x ceil(W/m) */
+  int th, tw;        /* tiles per image: ceil(Ho/m) x ceil(Wo/m) */
   int nc;            /* images per chunk, at most (dpt_wino_chunk) */
   int avx2;          /* 1: the transforms' AVX2 + FMA build (the CPU has both), 0: any x86-64 */
 };
@@ -43,6 +45,17 @@ struct dpt_wino {
  * outside what dpt_wino does (m not 2 or 4, blk not 8 or 16, C or K not a multiple of blk,
  * empty sizes). */
 int dpt_wino_init(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk, int m, struct dpt_err *err);
+
+/* The same convolution at stride 2 (pad 1, output ceil(H/2) x ceil(W/2)), 4x4 output tiles,
+ * by its four polyphase parts: the input's odd rows and columns meet the kernel's taps 0 and 2
+ * (a 2-tap filter: F(4,2), 5 points), its even ones tap 1 (1 tap: no transform), so a 4x4 output
+ * tile takes 5x5 + 2 (5x4) + 4x4 = 81 products per channel pair instead of 144 (1.78x fewer):
+ *   F(4,2)  BT = [2 -1 -2 1 0; 0 2 1 -1 0; 0 -2 3 -1 0; 0 -1 0 1 0; 0 2 -1 -2 1]
+ *           G  = [1/2 0; 1/2 1/2; 1/6 -1/6; 1/6 1/3; 0 1]   AT = [1 1 1 1 0; 0 1 -1 2 0;
+ *           0 1 1 4 0; 0 1 -1 8 1]   (points 0, 1, -1, 2, infinity)
+ * The odd-odd part is F(4x4,2x2) on the kernel's corners, the mixed ones F(4,2) x F(4,1), the
+ * even-even one a 1x1 convolution with the centre tap; their outputs add up. */
+int dpt_wino_init_s2(struct dpt_wino *w, int N, int C, int K, int H, int W, int blk, struct dpt_err *err);
 
 /* The chunks forward and backward go through: dpt_wino_chunks(w) of them, chunk i the
  * images n0 .. n0+ni-1, sizes within one of each other, none above nc (which dpt_wino_init
@@ -53,7 +66,7 @@ void dpt_wino_chunk(const struct dpt_wino *w, int i, int *n0, int *ni);
 /* Bytes of workspace forward and backward need (one buffer may serve many layers). */
 size_t dpt_wino_workspace(const struct dpt_wino *w);
 
-/* y[N][K/blk][H][W][blk] = conv(x[N][C/blk][H][W][blk], g[K][C][3][3]). */
+/* y[N][K/blk][Ho][Wo][blk] = conv(x[N][C/blk][H][W][blk], g[K][C][3][3]). */
 int dpt_wino_forward(const struct dpt_wino *w, const float *x, const float *g, float *y, void *ws,
                      struct dpt_err *err);
 

@@ -1,41 +1,17 @@
 /* dpt_wino_tf.c — the Winograd transforms of dpt_wino.c, compiled once for any x86-64 and
- * once with -mavx2 -mfma (trainer/CMakeLists.txt), DPT_WINO_TF_NAME naming the table. */
+ * once with -mavx2 -mfma (trainer/CMakeLists.txt, DPT_WINO_AVX2), DPT_WINO_TF_NAME naming the table. */
 #include "dpt_wino_tf.h"
 
 #include <string.h>
 
-#ifndef DPT_WINO_TF_NAME /* the AVX2 build defines it */
+#include "dpt_wino_pass.h"
+
+#ifdef DPT_WINO_AVX2 /* the AVX2 build (trainer/CMakeLists.txt) */
+#define DPT_WINO_TF_NAME dpt_wino_tf_avx2
+#else
 #define DPT_WINO_TF_NAME dpt_wino_tf_base
 #endif
 
-#define MAXB 16
-#define PAD DPT_WINO_PAD
-
-/* The transforms of Lavin & Gray's F(m x m, 3 x 3), alpha = m + 2 points per side:
- *   input   V = BT d BT^T     its adjoint  dd = BT^T dV BT
- *   weights U = G g G^T       its adjoint  dg = G^T dU G
- *   output  y = AT M AT^T     its adjoint  dM = AT^T dy AT
- * F(2x2,3x3) (points 0, +-1): every entry 0, +-1, +-1/2.  F(4x4,3x3) (points 0, +-1, +-2, the
- * paper's): entries up to 8 and 1/24, a larger rounding error for 1.8x fewer products per
- * output (2.25 against 4; direct: 9).  Each 2-D transform is two 1-D passes
- * (columns, then rows) over the lanes of a channel block. */
-#define LANES                                            \
-  for (int l8 = 0; l8 < nl; l8 += 8) /* nl: 8 or 16 */ \
-    for (int l = l8; l < l8 + 8; l++) /* a constant count: vector code, no memcpy calls */
-
-/* The 1-D passes, written out: x rows are s * nl floats apart, o rows so * nl. */
-#define IN_ROWS(n) const float *x0 = x, *x1 = x + s * nl, *x2 = n > 2 ? x + 2 * s * nl : x; \
-  const float *x3 = n > 3 ? x + 3 * s * nl : x, *x4 = n > 4 ? x + 4 * s * nl : x, *x5 = n > 5 ? x + 5 * s * nl : x; \
-  (void)x2, (void)x3, (void)x4, (void)x5
-#define OUT_ROWS(n) float *o0 = o, *o1 = o + so * nl, *o2 = n > 2 ? o + 2 * so * nl : o, *o3 = n > 3 ? o + 3 * so * nl : o; \
-  float *o4 = n > 4 ? o + 4 * so * nl : o, *o5 = n > 5 ? o + 5 * so * nl : o; (void)o2, (void)o3, (void)o4, (void)o5
-#define PASS(name, nin, nout, ...)                                                                       \
-  static inline __attribute__((always_inline)) void name(const float *x, int s, float *o, int so, int nl) \
-  {                                                                                                      \
-    IN_ROWS(nin);                                                                                        \
-    OUT_ROWS(nout);                                                                                      \
-    LANES { __VA_ARGS__ }                                                                                       \
-  }
 /* F(2x2,3x3) */
 PASS(bt2, 4, 4, o0[l] = x0[l] - x2[l]; o1[l] = x1[l] + x2[l]; o2[l] = x2[l] - x1[l]; o3[l] = x1[l] - x3[l];)
 PASS(b2, 4, 4, o0[l] = x0[l]; o1[l] = x1[l] - x2[l] + x3[l]; o2[l] = x1[l] + x2[l] - x0[l]; o3[l] = -x3[l];)
@@ -84,16 +60,6 @@ TF2D(tf_a4, a4, 4, 6)
 TF2D(tf_g4, g4, 3, 6)
 TF2D(tf_gt4, gt4, 6, 3)
 
-/* 8 floats at a time, a constant size: inline moves (a loop over nl floats becomes a call to
- * memcpy, measured at 5% of a training step) */
-static inline __attribute__((always_inline)) void cp(float *d, const float *s, int nl)
-{
-  for (int l8 = 0; l8 < nl; l8 += 8) memcpy(d + l8, s + l8, 8 * sizeof(float));
-}
-static inline __attribute__((always_inline)) void zero(float *d, int nl)
-{
-  for (int l8 = 0; l8 < nl; l8 += 8) memset(d + l8, 0, 8 * sizeof(float));
-}
 
 
 /* V[p][t][c] = (BT d_t BT^T)[p] for tile row ty of image n of the chunk (images n0 ..
@@ -213,40 +179,7 @@ static inline __attribute__((always_inline)) void out_adj_row(const struct dpt_w
     else fn(w, __VA_ARGS__, 16, 4);                            \
   } while (0)
 
-/* The chunk's images n0 .. n0+ni-1, tile rows in parallel */
-static void in_tf(const struct dpt_wino *w, const float *x, int n0, int ni, float *V)
-{
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int n = 0; n < ni; n++)
-    for (int ty = 0; ty < w->th; ty++) ROWS(in_row, x, n0, ni, n, ty, V);
-}
-
-/* The patches of tile rows ty and ty + 2 do not overlap (alpha <= 2m): even rows, then odd
- * rows, each in parallel */
-static void in_tf_adj(const struct dpt_wino *w, const float *dV, int n0, int ni, float *dx)
-{
-  const size_t img = (size_t)w->C * w->H * w->W;
-  memset(dx + (size_t)n0 * img, 0, (size_t)ni * img * sizeof(float));
-  for (int odd = 0; odd < 2; odd++) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int n = 0; n < ni; n++)
-      for (int ty = odd; ty < w->th; ty += 2) ROWS(in_adj_row, dV, n0, ni, n, ty, dx);
-  }
-}
-
-static void out_tf(const struct dpt_wino *w, const float *M, int n0, int ni, float *y)
-{
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int n = 0; n < ni; n++)
-    for (int ty = 0; ty < w->th; ty++) ROWS(out_row, M, n0, ni, n, ty, y);
-}
-
-static void out_tf_adj(const struct dpt_wino *w, const float *dy, int n0, int ni, float *dM)
-{
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int n = 0; n < ni; n++)
-    for (int ty = 0; ty < w->th; ty++) ROWS(out_adj_row, dy, n0, ni, n, ty, dM);
-}
+DPT_WINO_ROW_DISPATCHERS
 
 /* U[p][k][c] = (G g_kc G^T)[p] for output channel k, 8 input channels at a time (C is a
  * multiple of 8) */

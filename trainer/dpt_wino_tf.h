@@ -35,4 +35,19 @@ struct dpt_wino_tf {
 
 extern const struct dpt_wino_tf dpt_wino_tf_base, dpt_wino_tf_avx2;
 
+/* Stride 2 (dpt_wino_s2_tf.c, the same six transforms): 36 products ("slots") per chunk, slot s
+ * a (rows(s) T) x C matrix of V against U[s] (K x C): 0 the even-even phase (16 rows per tile),
+ * 1..5 odd rows / even columns (4), 6..10 even rows / odd columns (4), 11..35 odd-odd (1). */
+#define DPT_WINO_S2_SLOTS 36
+static inline int dpt_wino_s2_rows(int s) { return s == 0 ? 16 : s <= 10 ? 4 : 1; }
+
+/* Floats from the start of V (ch = C) or M (ch = K) to slot s for T tiles; s = 36: the size */
+static inline size_t dpt_wino_s2_off(int s, size_t T, size_t ch)
+{
+  size_t rows = s == 0 ? 0 : s <= 11 ? 16 + 4 * (size_t)(s - 1) : 56 + (size_t)(s - 11);
+  return rows * T * ch + (size_t)s * DPT_WINO_PAD;
+}
+
+extern const struct dpt_wino_tf dpt_wino_s2_tf_base, dpt_wino_s2_tf_avx2;
+
 #endif

@@ -11,7 +11,9 @@
  * longest chain of roundings: forward, C (the product's sum) + 6 (input transform: 2
  * stages of <= 3 adds) + 4 (weights: 2 x 2) + 6 (output: 2 x 3) = C + 16; weight gradient,
  * tiles + 6 + 2 + 6 + 2 (products) = tiles + 16; input gradient, K + 2 + 4 + 6 + 3
- * (up to 4 overlapping patches) + 1 = K + 16.  S is computed here in float64. */
+ * (up to 4 overlapping patches) + 1 = K + 16.  S is computed here in float64.  Stride 2
+ * (one_case_s2): the same with F(4,2)'s matrices, +3 for the four parts' sum (forward) and
+ * 16 x tiles for the longest weight-gradient sum (the even-even part's 16 rows per tile). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +89,20 @@ static void pack(const double *p, float *b, int N, int C, int H, int W, int blk)
 static double unpacked(const float *b, int n, int c, int r, int q, int C, int H, int W, int blk)
 {
   return b[(((size_t)n * (C / blk) + c / blk) * H * W + (size_t)r * W + q) * blk + c % blk];
+}
+
+/* One value against the oracle: its error over the bound into *worst, a failure (the first
+ * few per case) naming the array and index */
+static void judge(const char *what, const char *arr, const int *ix, int nix, double got, double want, double bound,
+                  double *worst, int *bad)
+{
+  double e = fabs(got - want), b = bound + 1e-300;
+  if (e / b > *worst) *worst = e / b;
+  if (e > b && (*bad)++ < 9) {
+    char at[64] = "";
+    for (int i = 0, o = 0; i < nix && o < (int)sizeof at; i++) o += snprintf(at + o, sizeof at - o, "[%d]", ix[i]);
+    CHECK(0, "%s: %s%s off by %g > bound %g", what, arr, at, e, b);
+  }
 }
 
 static int isa_avx2; /* the transforms' build under test (dpt_wino_tf.h) */
@@ -196,35 +212,190 @@ static void one_case(int N, int C, int K, int H, int W, int blk, int mt, int nc)
     for (int k = 0; k < K; k++)
       for (int r = 0; r < H; r++)
         for (int q = 0; q < W; q++) {
-          double e = fabs(unpacked(yf, n, k, r, q, K, H, W, blk) - AT4(y, n, k, K, r, q));
-          double b = gamma_n(C + 1 + r_in + r_w + r_out) * AT4(yb, n, k, K, r, q) + 1e-300;
-          if (e / b > worst[0]) worst[0] = e / b;
-          if (e > b && bad++ < 3) CHECK(0, "%s: y[%d][%d][%d][%d] off by %g > bound %g", what, n, k, r, q, e, b);
+          judge(what, "y", (int[]){n, k, r, q}, 4, unpacked(yf, n, k, r, q, K, H, W, blk), AT4(y, n, k, K, r, q),
+                gamma_n(C + 1 + r_in + r_w + r_out) * AT4(yb, n, k, K, r, q), &worst[0], &bad);
         }
   for (int n = 0; n < N; n++)
     for (int c = 0; c < C; c++)
       for (int r = 0; r < H; r++)
         for (int q = 0; q < W; q++) {
-          double e = fabs(unpacked(dxf, n, c, r, q, C, H, W, blk) - AT4(dx, n, c, C, r, q));
-          double b = gamma_n(K + 1 + r_out_adj + r_w + r_in_adj + 3) * AT4(dxb, n, c, C, r, q) + 1e-300;
-          if (e / b > worst[1]) worst[1] = e / b;
-          if (e > b && bad++ < 6) CHECK(0, "%s: dx[%d][%d][%d][%d] off by %g > bound %g", what, n, c, r, q, e, b);
+          judge(what, "dx", (int[]){n, c, r, q}, 4, unpacked(dxf, n, c, r, q, C, H, W, blk), AT4(dx, n, c, C, r, q),
+                gamma_n(K + 1 + r_out_adj + r_w + r_in_adj + 3) * AT4(dxb, n, c, C, r, q), &worst[1], &bad);
         }
   for (size_t kc = 0; kc < ng / 9; kc++) {
     double gb[9];
     abs_sandwich_t(G, a, 3, G, a, 3, dgb + kc * P, gb);
-    for (int i = 0; i < 9; i++) {
-      double e = fabs(dgf[kc * 9 + i] - dg[kc * 9 + i]);
-      double b = gamma_n(N * th * tw + 1 + r_in + r_out_adj + r_w_adj) * gb[i] + 1e-300;
-      if (e / b > worst[2]) worst[2] = e / b;
-      if (e > b && bad++ < 9) CHECK(0, "%s: dg[%zu][%d] off by %g > bound %g", what, kc, i, e, b);
-    }
+    for (int i = 0; i < 9; i++)
+      judge(what, "dg", (int[]){(int)kc, i}, 2, dgf[kc * 9 + i], dg[kc * 9 + i],
+            gamma_n(N * th * tw + 1 + r_in + r_out_adj + r_w_adj) * gb[i], &worst[2], &bad);
   }
   CHECK(!memcmp(dgf, dgf2, ng * 4), "%s: the weight gradient differs when the input gradient is skipped", what);
   printf("%-44s error/bound: y %.3f  dx %.3f  dg %.3f  (%d chunk(s))\n", what, worst[0], worst[1], worst[2],
          dpt_wino_chunks(&w));
   free(x), free(g), free(dy), free(y), free(dx), free(dg), free(yb), free(dxb), free(dgb);
   free(xf), free(gf), free(dyf), free(yf), free(dxf), free(dgf), free(dgf2), free(ws), free(Ua), free(Va), free(Ma);
+}
+
+/* Stride 2 (dpt_wino_init_s2): F(4,2) on the odd phase of each dimension, nothing on the even
+ * one, written out here from dpt_wino.h; the even phase as a 4-point "transform" with
+ * BT = AT = I and G = [1 1 1 1]^T (the 4 rows that share one U) */
+static const double BT5[25] = {2, -1, -2, 1, 0, 0, 2, 1, -1, 0, 0, -2, 3, -1, 0, 0, -1, 0, 1, 0, 0, 2, -1, -2, 1};
+static const double G5[10] = {.5, 0, .5, .5, 1. / 6, -1. / 6, 1. / 6, 1. / 3, 0, 1};
+static const double AT5[20] = {1, 1, 1, 1, 0, 0, 1, -1, 2, 0, 0, 1, 1, 4, 0, 0, 1, -1, 8, 1};
+static const double I4[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+static const double ONE4[4] = {1, 1, 1, 1};
+
+/* Per dimension, phase 0 (odd: patch rows 0, 2, .., 8, kernel taps 0 and 2) or 1 (even:
+ * patch rows 1, 3, 5, 7, tap 1): points a, patch samples, taps, BT (a x a), G (a x taps),
+ * AT (4 x a) */
+struct phase { int a, taps; const double *BT, *G, *AT; };
+static const struct phase PH[2] = {{5, 2, BT5, G5, AT5}, {4, 1, I4, ONE4, I4}};
+
+/* The float64 oracle (direct convolution at stride 2, pad 1) and S, the algorithm on
+ * absolute values phase by phase (see the tolerance above: same derivation, the four parts'
+ * sum adds 3 roundings to the forward, and the dx patches of neighbouring tiles share one row
+ * or column: up to 4 contributions, 3 more) */
+static void one_case_s2(int N, int C, int K, int H, int W, int blk, int nc)
+{
+  const int r_in = 2 * pass_roundings(BT5, 5, 5, 0), r_in_adj = 2 * pass_roundings(BT5, 5, 5, 1);
+  const int r_w = 2 * pass_roundings(G5, 5, 2, 0), r_w_adj = 2 * pass_roundings(G5, 5, 2, 1);
+  const int r_out = 2 * pass_roundings(AT5, 4, 5, 0), r_out_adj = 2 * pass_roundings(AT5, 4, 5, 1);
+  struct dpt_err err = {0};
+  struct dpt_wino w;
+  char what[96];
+  snprintf(what, sizeof what, "%s stride 2 N%d C%d K%d %dx%d blk%d chunk%d", isa_avx2 ? "avx2" : "base", N, C, K,
+           H, W, blk, nc);
+  if (dpt_wino_init_s2(&w, N, C, K, H, W, blk, &err)) {
+    CHECK(0, "%s: init: %s", what, err.msg);
+    return;
+  }
+  if (nc) w.nc = nc;
+  w.avx2 = isa_avx2;
+  const int Ho = w.Ho, Wo = w.Wo;
+  CHECK(Ho == (H + 1) / 2 && Wo == (W + 1) / 2, "%s: output %dx%d", what, Ho, Wo);
+  size_t nx = (size_t)N * C * H * W, ny = (size_t)N * K * Ho * Wo, ng = (size_t)K * C * 9;
+  double *x = malloc(nx * 8), *g = malloc(ng * 8), *dy = malloc(ny * 8);
+  double *y = calloc(ny, 8), *dx = calloc(nx, 8), *dg = calloc(ng, 8);
+  double *yb = calloc(ny, 8), *dxb = calloc(nx, 8), *dgb = calloc(ng, 8);
+  float *xf = malloc(nx * 4), *gf = malloc(ng * 4), *dyf = malloc(ny * 4), *yf = malloc(ny * 4);
+  float *dxf = malloc(nx * 4), *dgf = malloc(ng * 4), *dgf2 = malloc(ng * 4);
+  void *ws = malloc(dpt_wino_workspace(&w));
+  unsigned s = 777u + (unsigned)(N * 7 + C * 13 + K * 17 + H * 19 + W * 23);
+  for (size_t i = 0; i < nx; i++) x[i] = (float)urand(&s);
+  for (size_t i = 0; i < ng; i++) g[i] = (float)(urand(&s) * 0.3);
+  for (size_t i = 0; i < ny; i++) dy[i] = (float)urand(&s);
+  for (size_t i = 0; i < ng; i++) gf[i] = (float)g[i];
+  pack(x, xf, N, C, H, W, blk);
+  pack(dy, dyf, N, K, Ho, Wo, blk);
+#define Y4(a, n, k, r, q) a[(((size_t)(n) * K + (k)) * Ho + (r)) * Wo + (q)]
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++)
+      for (int c = 0; c < C; c++)
+        for (int r = 0; r < Ho; r++)
+          for (int q = 0; q < Wo; q++)
+            for (int i = 0; i < 3; i++)
+              for (int j = 0; j < 3; j++) {
+                int rr = 2 * r + i - 1, qq = 2 * q + j - 1;
+                if (rr < 0 || rr >= H || qq < 0 || qq >= W) continue;
+                double gv = g[((size_t)k * C + c) * 9 + i * 3 + j];
+                Y4(y, n, k, r, q) += AT4(x, n, c, C, rr, qq) * gv;
+                AT4(dx, n, c, C, rr, qq) += Y4(dy, n, k, r, q) * gv;
+                dg[((size_t)k * C + c) * 9 + i * 3 + j] += Y4(dy, n, k, r, q) * AT4(x, n, c, C, rr, qq);
+              }
+  /* S, per phase pair (py, px) */
+  const int th = (Ho + 3) / 4, tw = (Wo + 3) / 4;
+  for (int py = 0; py < 2; py++)
+    for (int px = 0; px < 2; px++) {
+      const struct phase *Y = &PH[py], *X = &PH[px];
+      const int P = Y->a * X->a;
+      double *Ua = malloc(ng / 9 * P * 8), *Va = malloc((size_t)C * P * 8), *Ma = malloc((size_t)K * P * 8);
+      double *dUa = calloc(ng / 9 * P, 8);
+      for (size_t kc = 0; kc < ng / 9; kc++) {
+        double h[4];
+        for (int i = 0; i < Y->taps; i++)
+          for (int j = 0; j < X->taps; j++) h[i * X->taps + j] = g[kc * 9 + (py ? 1 : 2 * i) * 3 + (px ? 1 : 2 * j)];
+        abs_sandwich(Y->G, Y->a, Y->taps, X->G, X->a, X->taps, h, Ua + kc * P);
+      }
+      for (int n = 0; n < N; n++)
+        for (int ty = 0; ty < th; ty++)
+          for (int tx = 0; tx < tw; tx++) {
+            for (int c = 0; c < C; c++) {
+              double d[25];
+              for (int i = 0; i < Y->a; i++)
+                for (int j = 0; j < X->a; j++) {
+                  int r = 8 * ty - 1 + 2 * i + py, q = 8 * tx - 1 + 2 * j + px;
+                  d[i * X->a + j] = r >= 0 && r < H && q >= 0 && q < W ? AT4(x, n, c, C, r, q) : 0;
+                }
+              abs_sandwich(Y->BT, Y->a, Y->a, X->BT, X->a, X->a, d, Va + c * P);
+            }
+            for (int k = 0; k < K; k++) {
+              double o[16], m[25];
+              for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) {
+                  int r = 4 * ty + i, q = 4 * tx + j;
+                  o[i * 4 + j] = r < Ho && q < Wo ? Y4(dy, n, k, r, q) : 0;
+                }
+              abs_sandwich_t(Y->AT, 4, Y->a, X->AT, 4, X->a, o, Ma + k * P);
+              for (int p = 0; p < P; p++) m[p] = 0;
+              for (int c = 0; c < C; c++)
+                for (int p = 0; p < P; p++) {
+                  m[p] += Ua[((size_t)k * C + c) * P + p] * Va[c * P + p];
+                  dUa[((size_t)k * C + c) * P + p] += Va[c * P + p] * Ma[k * P + p];
+                }
+              abs_sandwich(Y->AT, 4, Y->a, X->AT, 4, X->a, m, o);
+              for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                  if (4 * ty + i < Ho && 4 * tx + j < Wo) Y4(yb, n, k, 4 * ty + i, 4 * tx + j) += o[i * 4 + j];
+            }
+            for (int c = 0; c < C; c++) {
+              double v[25] = {0}, e[25];
+              for (int k = 0; k < K; k++)
+                for (int p = 0; p < P; p++) v[p] += Ua[((size_t)k * C + c) * P + p] * Ma[k * P + p];
+              abs_sandwich_t(Y->BT, Y->a, Y->a, X->BT, X->a, X->a, v, e);
+              for (int i = 0; i < Y->a; i++)
+                for (int j = 0; j < X->a; j++) {
+                  int r = 8 * ty - 1 + 2 * i + py, q = 8 * tx - 1 + 2 * j + px;
+                  if (r >= 0 && r < H && q >= 0 && q < W) AT4(dxb, n, c, C, r, q) += e[i * X->a + j];
+                }
+            }
+          }
+      for (size_t kc = 0; kc < ng / 9; kc++) {
+        double h[4];
+        abs_sandwich_t(Y->G, Y->a, Y->taps, X->G, X->a, X->taps, dUa + kc * P, h);
+        for (int i = 0; i < Y->taps; i++)
+          for (int j = 0; j < X->taps; j++) dgb[kc * 9 + (py ? 1 : 2 * i) * 3 + (px ? 1 : 2 * j)] = h[i * X->taps + j];
+      }
+      free(Ua), free(Va), free(Ma), free(dUa);
+    }
+  CHECK(dpt_wino_forward(&w, xf, gf, yf, ws, &err) == 0, "%s: forward: %s", what, err.msg);
+  CHECK(dpt_wino_backward(&w, xf, gf, dyf, dxf, dgf, ws, &err) == 0, "%s: backward: %s", what, err.msg);
+  CHECK(dpt_wino_backward(&w, xf, gf, dyf, NULL, dgf2, ws, &err) == 0, "%s: backward without dx: %s", what,
+        err.msg);
+  double worst[3] = {0, 0, 0};
+  int bad = 0;
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++)
+      for (int r = 0; r < Ho; r++)
+        for (int q = 0; q < Wo; q++) {
+          judge(what, "y", (int[]){n, k, r, q}, 4, unpacked(yf, n, k, r, q, K, Ho, Wo, blk), Y4(y, n, k, r, q),
+                gamma_n(C + 1 + r_in + r_w + r_out + 3) * Y4(yb, n, k, r, q), &worst[0], &bad);
+        }
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++)
+      for (int r = 0; r < H; r++)
+        for (int q = 0; q < W; q++) {
+          judge(what, "dx", (int[]){n, c, r, q}, 4, unpacked(dxf, n, c, r, q, C, H, W, blk), AT4(dx, n, c, C, r, q),
+                gamma_n(K + 1 + r_out_adj + r_w + r_in_adj + 3) * AT4(dxb, n, c, C, r, q), &worst[1], &bad);
+        }
+  for (size_t i = 0; i < ng; i++)
+    judge(what, "dg", (int[]){(int)(i / 9), (int)(i % 9)}, 2, dgf[i], dg[i],
+          gamma_n(16 * N * th * tw + 1 + r_in + r_out_adj + r_w_adj) * dgb[i], &worst[2], &bad);
+#undef Y4
+  CHECK(!memcmp(dgf, dgf2, ng * 4), "%s: the weight gradient differs when the input gradient is skipped", what);
+  printf("%-44s error/bound: y %.3f  dx %.3f  dg %.3f  (%d chunk(s))\n", what, worst[0], worst[1], worst[2],
+         dpt_wino_chunks(&w));
+  free(x), free(g), free(dy), free(y), free(dx), free(dg), free(yb), free(dxb), free(dgb);
+  free(xf), free(gf), free(dyf), free(yf), free(dxf), free(dgf), free(dgf2), free(ws);
 }
 
 /* Chunks of images n0 .. n0+ni-1 cover 0 .. N-1 once, in order, ceil(N / nc) of them, sizes
@@ -266,6 +437,15 @@ static void chunk_plan(void)
            rn[i][1], c, lo, hi);
     CHECK(hi - lo <= 1 && hi <= w.nc, "%d channels: chunks of %d..%d images, at most %d", rn[i][0], lo, hi, w.nc);
   }
+  /* its stride-2 layers: the 512-channel one in one chunk (U, 38 MB, sets the budget there) */
+  static const int s2[][3] = {{128, 32, 6}, {256, 16, 3}, {512, 8, 1}};
+  for (int i = 0; i < 3; i++) {
+    CHECK(!dpt_wino_init_s2(&w, 32, s2[i][0], s2[i][0], s2[i][1], s2[i][1], 8, &err), "%s", err.msg);
+    printf("ResNet-50 32 px, stride 2, %d channels at %dx%d: %d chunk(s), workspace %.1f MB\n", s2[i][0], s2[i][1],
+           s2[i][1], dpt_wino_chunks(&w), dpt_wino_workspace(&w) / 1e6);
+    CHECK(dpt_wino_chunks(&w) == s2[i][2], "stride 2, %d channels: %d chunks, expected %d", s2[i][0],
+          dpt_wino_chunks(&w), s2[i][2]);
+  }
 }
 
 int main(void)
@@ -286,6 +466,14 @@ int main(void)
     one_case(2, 64, 64, 8, 8, 8, mt, 0);   /* ResNet-like widths */
     one_case(1, 8, 8, 2, 9, 8, mt, 0);
     one_case(2, 8, 8, 13, 10, 8, mt, 0);   /* several tiles with clipped rows and columns */
+    if (mt == 2) continue;
+    one_case_s2(1, 8, 8, 1, 1, 8, 0);      /* one pixel */
+    one_case_s2(2, 8, 16, 4, 4, 8, 0);     /* one tile of 2x2 outputs */
+    one_case_s2(2, 16, 8, 7, 9, 8, 0);     /* odd sizes: 4x5 outputs, clipped tiles */
+    one_case_s2(3, 8, 8, 16, 16, 8, 1);    /* 8x8 outputs: 2x2 tiles, shared patch rows; an image per chunk */
+    one_case_s2(7, 8, 8, 8, 8, 8, 3);      /* chunks of 2, 2 and 3 images */
+    one_case_s2(2, 16, 32, 18, 12, 16, 0); /* AVX-512's block, 3x2 tiles */
+    one_case_s2(2, 64, 64, 8, 8, 8, 0);    /* ResNet's layer4 at 32 px, narrower */
   }
   /* bad shapes are refused, saying what was asked */
   struct dpt_err err = {0};
@@ -296,5 +484,7 @@ int main(void)
   CHECK(dpt_wino_init(&w, 2, 16, 16, 8, 8, 8, 3, &err) == DPT_E_UNSUPPORTED, "tile 3 accepted");
   CHECK(dpt_wino_init(&w, 0, 16, 16, 8, 8, 8, 4, &err) == DPT_E_UNSUPPORTED, "batch 0 accepted");
   CHECK(dpt_wino_init(&w, 1, 16, 16, 0, 8, 8, 4, &err) == DPT_E_UNSUPPORTED, "height 0 accepted");
+  CHECK(dpt_wino_init_s2(&w, 2, 12, 16, 8, 8, 8, &err) == DPT_E_UNSUPPORTED && strstr(err.msg, "stride 2"),
+        "stride 2, 12 channels in blocks of 8: %s", err.msg);
   return failures != 0;
 }
