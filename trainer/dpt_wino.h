@@ -1,7 +1,7 @@
-/* dpt_wino.h — 3x3, stride-1, pad-1 convolutions by Winograd's minimal filtering
+/* dpt_wino.h — 3x3, pad-1 convolutions by Winograd's minimal filtering, for the CPU
+ * backend's training step (forward, input gradient and weight gradient): at stride 1
  * F(m x m, 3 x 3), m = 4 (default) or 2 (Lavin & Gray, "Fast Algorithms for Convolutional
- * Neural Networks", 2016), for the CPU backend's training step: forward, input gradient and
- * weight gradient.
+ * Neural Networks", 2016); at stride 2 the polyphase parts of dpt_wino_init_s2 below.
  *
  * oneDNN 2.6 has Winograd convolutions only for AVX-512 (jit_wino_4x3); on AVX2 its
  * direct kernels already run at ~92% of the FMA peak, so fewer multiplications are the

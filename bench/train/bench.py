@@ -401,6 +401,9 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     work = a.work or os.path.dirname(a.out)
     os.makedirs(work, exist_ok=True)
+    # OUT's folder now, not after the launches: a run of many minutes once lost its page to a
+    # missing folder at the end
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     h = benchinfo.header()
     t_start = time.time()
     runs = []
