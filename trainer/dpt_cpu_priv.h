@@ -50,7 +50,7 @@ struct cpu_layer {
   dnnl_primitive_t src_reorder, dsrc_reorder;
   dnnl_memory_t src_priv, dsrc_priv;
   float *src_buf, *dsrc_buf;
-  /* CONV 3x3/1 by Winograd F(2x2,3x3) (dpt_wino; none of the primitives above) */
+  /* CONV 3x3, stride 1 or 2, by Winograd (dpt_wino; none of the primitives above) */
   int use_wino;
   struct dpt_wino wino;
 };
