@@ -11,14 +11,7 @@
 #define MAXB 16
 #define PAD DPT_WINO_PAD
 
-/* The transforms of Lavin & Gray's F(m x m, 3 x 3), alpha = m + 2 points per side:
- *   input   V = BT d BT^T     its adjoint  dd = BT^T dV BT
- *   weights U = G g G^T       its adjoint  dg = G^T dU G
- *   output  y = AT M AT^T     its adjoint  dM = AT^T dy AT
- * F(2x2,3x3) (points 0, +-1): every entry 0, +-1, +-1/2.  F(4x4,3x3) (points 0, +-1, +-2, the
- * paper's): entries up to 8 and 1/24, a larger rounding error for 1.8x fewer products per
- * output (2.25 against 4; direct: 9).  Each 2-D transform is two 1-D passes
- * (columns, then rows) over the lanes of a channel block. */
+/* Each 2-D transform is two 1-D passes (columns, then rows) over the lanes of a channel block. */
 #define LANES                                            \
   for (int l8 = 0; l8 < nl; l8 += 8) /* nl: 8 or 16 */ \
     for (int l = l8; l < l8 + 8; l++) /* a constant count: vector code, no memcpy calls */
