@@ -105,6 +105,39 @@ static void judge(const char *what, const char *arr, const int *ix, int nix, dou
   }
 }
 
+/* Random inputs (x, g scaled by 0.3, dy; g also in float) from seed, in that order */
+static void inputs(unsigned seed, double *x, size_t nx, double *g, float *gf, size_t ng, double *dy, size_t ny)
+{
+  unsigned s = seed;
+  for (size_t i = 0; i < nx; i++) x[i] = (float)urand(&s);
+  for (size_t i = 0; i < ng; i++) g[i] = (float)(urand(&s) * 0.3);
+  for (size_t i = 0; i < ny; i++) dy[i] = (float)urand(&s);
+  for (size_t i = 0; i < ng; i++) gf[i] = (float)g[i];
+}
+
+/* The oracle: the 3x3, pad-1 convolution at stride st, directly in float64 (y, dx and dg zeroed
+ * by the caller); output (H - 1) / st + 1 x (W - 1) / st + 1 */
+static void direct(const double *x, const double *g, const double *dy, double *y, double *dx, double *dg, int N,
+                   int C, int K, int H, int W, int st)
+{
+  const int Ho = (H - 1) / st + 1, Wo = (W - 1) / st + 1;
+  for (int n = 0; n < N; n++)
+    for (int k = 0; k < K; k++)
+      for (int c = 0; c < C; c++)
+        for (int r = 0; r < Ho; r++)
+          for (int q = 0; q < Wo; q++)
+            for (int i = 0; i < 3; i++)
+              for (int j = 0; j < 3; j++) {
+                int rr = st * r + i - 1, qq = st * q + j - 1;
+                if (rr < 0 || rr >= H || qq < 0 || qq >= W) continue;
+                size_t yo = (((size_t)n * K + k) * Ho + r) * Wo + q, xo = (((size_t)n * C + c) * H + rr) * W + qq;
+                double gv = g[((size_t)k * C + c) * 9 + i * 3 + j];
+                y[yo] += x[xo] * gv;
+                dx[xo] += dy[yo] * gv;
+                dg[((size_t)k * C + c) * 9 + i * 3 + j] += dy[yo] * x[xo];
+              }
+}
+
 static int isa_avx2; /* the transforms' build under test (dpt_wino_tf.h) */
 
 static void one_case(int N, int C, int K, int H, int W, int blk, int mt, int nc)
@@ -133,28 +166,10 @@ static void one_case(int N, int C, int K, int H, int W, int blk, int mt, int nc)
   float *xf = malloc(nx * 4), *gf = malloc(ng * 4), *dyf = malloc(ny * 4), *yf = malloc(ny * 4);
   float *dxf = malloc(nx * 4), *dgf = malloc(ng * 4), *dgf2 = malloc(ng * 4);
   void *ws = malloc(dpt_wino_workspace(&w));
-  unsigned s = 12345u + (unsigned)(N * 7 + C * 13 + K * 17 + H * 19 + W * 23);
-  for (size_t i = 0; i < nx; i++) x[i] = (float)urand(&s);
-  for (size_t i = 0; i < ng; i++) g[i] = (float)(urand(&s) * 0.3);
-  for (size_t i = 0; i < ny; i++) dy[i] = (float)urand(&s);
-  for (size_t i = 0; i < ng; i++) gf[i] = (float)g[i];
+  inputs(12345u + (unsigned)(N * 7 + C * 13 + K * 17 + H * 19 + W * 23), x, nx, g, gf, ng, dy, ny);
   pack(x, xf, N, C, H, W, blk);
   pack(dy, dyf, N, K, H, W, blk);
-  /* the oracle: direct convolution in float64 */
-  for (int n = 0; n < N; n++)
-    for (int k = 0; k < K; k++)
-      for (int c = 0; c < C; c++)
-        for (int r = 0; r < H; r++)
-          for (int q = 0; q < W; q++)
-            for (int i = 0; i < 3; i++)
-              for (int j = 0; j < 3; j++) {
-                int rr = r + i - 1, qq = q + j - 1;
-                if (rr < 0 || rr >= H || qq < 0 || qq >= W) continue;
-                double gv = g[((size_t)k * C + c) * 9 + i * 3 + j];
-                AT4(y, n, k, K, r, q) += AT4(x, n, c, C, rr, qq) * gv;
-                AT4(dx, n, c, C, rr, qq) += AT4(dy, n, k, K, r, q) * gv;
-                dg[((size_t)k * C + c) * 9 + i * 3 + j] += AT4(dy, n, k, K, r, q) * AT4(x, n, c, C, rr, qq);
-              }
+  direct(x, g, dy, y, dx, dg, N, C, K, H, W, 1);
   /* S: the computation on absolute values, tile by tile */
   int th = (H + mt - 1) / mt, tw = (W + mt - 1) / mt;
   double *Ua = malloc(ng / 9 * P * 8), *Va = malloc((size_t)C * P * 8), *Ma = malloc((size_t)K * P * 8);
@@ -280,28 +295,11 @@ static void one_case_s2(int N, int C, int K, int H, int W, int blk, int nc)
   float *xf = malloc(nx * 4), *gf = malloc(ng * 4), *dyf = malloc(ny * 4), *yf = malloc(ny * 4);
   float *dxf = malloc(nx * 4), *dgf = malloc(ng * 4), *dgf2 = malloc(ng * 4);
   void *ws = malloc(dpt_wino_workspace(&w));
-  unsigned s = 777u + (unsigned)(N * 7 + C * 13 + K * 17 + H * 19 + W * 23);
-  for (size_t i = 0; i < nx; i++) x[i] = (float)urand(&s);
-  for (size_t i = 0; i < ng; i++) g[i] = (float)(urand(&s) * 0.3);
-  for (size_t i = 0; i < ny; i++) dy[i] = (float)urand(&s);
-  for (size_t i = 0; i < ng; i++) gf[i] = (float)g[i];
+  inputs(777u + (unsigned)(N * 7 + C * 13 + K * 17 + H * 19 + W * 23), x, nx, g, gf, ng, dy, ny);
   pack(x, xf, N, C, H, W, blk);
   pack(dy, dyf, N, K, Ho, Wo, blk);
 #define Y4(a, n, k, r, q) a[(((size_t)(n) * K + (k)) * Ho + (r)) * Wo + (q)]
-  for (int n = 0; n < N; n++)
-    for (int k = 0; k < K; k++)
-      for (int c = 0; c < C; c++)
-        for (int r = 0; r < Ho; r++)
-          for (int q = 0; q < Wo; q++)
-            for (int i = 0; i < 3; i++)
-              for (int j = 0; j < 3; j++) {
-                int rr = 2 * r + i - 1, qq = 2 * q + j - 1;
-                if (rr < 0 || rr >= H || qq < 0 || qq >= W) continue;
-                double gv = g[((size_t)k * C + c) * 9 + i * 3 + j];
-                Y4(y, n, k, r, q) += AT4(x, n, c, C, rr, qq) * gv;
-                AT4(dx, n, c, C, rr, qq) += Y4(dy, n, k, r, q) * gv;
-                dg[((size_t)k * C + c) * 9 + i * 3 + j] += Y4(dy, n, k, r, q) * AT4(x, n, c, C, rr, qq);
-              }
+  direct(x, g, dy, y, dx, dg, N, C, K, H, W, 2);
   /* S, per phase pair (py, px) */
   const int th = (Ho + 3) / 4, tw = (Wo + 3) / 4;
   for (int py = 0; py < 2; py++)
