@@ -524,7 +524,8 @@ static int decode_cpu(struct dpt_loader *L, struct dpt_jpeg *j, long idx, const 
  * dpt_augment_crop; for CPU routes decode_cpu draws it again from libjpeg's header, the
  * same size for every file libjpeg decodes). */
 static void plan_record(const struct dpt_loader *L, long idx, const unsigned char *data, size_t len, int has_hw,
-                        long max_pixels, int *route, const char **why, int *w, int *h, struct dpt_crop *crop)
+                        long max_pixels, int *route, const char **why, int *w, int *h, int *css,
+                        struct dpt_crop *crop)
 {
   struct dpt_jpeg_hdr hd;
   int prc = dpt_jpeg_hdr_parse(data, len, &hd);
@@ -535,6 +536,7 @@ static void plan_record(const struct dpt_loader *L, long idx, const unsigned cha
   }
   *w = hd.width;
   *h = hd.height;
+  *css = hd.css;
   memset(crop, 0, sizeof *crop);
   if (!prc) dpt_augment_crop(&L->aug, L->epoch, idx, hd.width, hd.height, crop);
 }
@@ -554,7 +556,7 @@ int dpt_loader_plan(struct dpt_loader *L, int step, int b, int have_hw, struct d
   if ((rc = dpt_data_jpeg_init(&j, err))) return rc;
   if (!(rc = dpt_data_jpeg_read(&j, dpt_data_path(L->d, p->record), p->record, err)))
     plan_record(L, p->record, j.file, j.file_len, have_hw, j.max_pixels, &p->route, &p->why, &p->src_w, &p->src_h,
-                &p->crop);
+                &p->css, &p->crop);
   dpt_data_jpeg_free(&j);
   return rc;
 }
@@ -584,7 +586,7 @@ static void fill_gpu(struct dpt_loader *L, struct worker *w, int step, struct sl
   const struct dpt_dataset *d = L->d;
   struct dpt_file_set *fs = d->files;
   struct dpt_jpeg *j = &w->jpeg;
-  int B = L->o.batch, n_hw = 0, n_hy = 0;
+  int B = L->o.batch, n_hw = 0, n_hy = 0, n_rgb = 0;
   size_t used = 0;
   for (int b = 0; b < B; b++) { /* 1. read */
     struct dpt_jpeg_gpu_item *it = &w->items[b];
@@ -623,14 +625,15 @@ static void fill_gpu(struct dpt_loader *L, struct worker *w, int step, struct sl
     if (w->boff[b] == (size_t)-1) continue;
     it->data = w->bytes + w->boff[b];
     plan_record(L, record_of(L, step, b), it->data, it->len, has_hw, j->max_pixels, &it->route, &why, &it->src_w,
-                &it->src_h, &it->crop);
+                &it->src_h, &it->css, &it->crop);
   }
-  if (dpt_jpeg_gpu_decode(w->gpu, w->items, B, &n_hw, &n_hy, &s->err)) { /* 3. nvJPEG */
+  if (dpt_jpeg_gpu_decode(w->gpu, w->items, B, &n_hw, &n_hy, &n_rgb, &s->err)) { /* 3. nvJPEG */
     s->failed = 1;
     return;
   }
   count(&L->st.gpu_hw, n_hw);
   count(&L->st.gpu_hybrid, n_hy);
+  count(&L->st.gpu_rgb, n_rgb);
   for (int b = 0; b < B; b++) { /* 4. the host decoder for the rest */
     struct dpt_jpeg_gpu_item *it = &w->items[b];
     if (it->route == DPT_JPEG_GPU_ROUTE_NONE || (it->route != DPT_JPEG_ROUTE_CPU && !it->refused)) continue;
@@ -898,6 +901,7 @@ void dpt_loader_stats(const struct dpt_loader *L, struct dpt_loader_stats *st)
   st->gpu_hybrid = __atomic_load_n(&L->st.gpu_hybrid, __ATOMIC_RELAXED);
   st->cpu = __atomic_load_n(&L->st.cpu, __ATOMIC_RELAXED);
   st->gpu_refused = __atomic_load_n(&L->st.gpu_refused, __ATOMIC_RELAXED);
+  st->gpu_rgb = __atomic_load_n(&L->st.gpu_rgb, __ATOMIC_RELAXED);
   st->failed = __atomic_load_n(&L->st.failed, __ATOMIC_RELAXED);
   st->host_copies = __atomic_load_n(&L->st.host_copies, __ATOMIC_RELAXED);
 }

@@ -223,6 +223,8 @@ struct dpt_loader_stats {
   long cpu;         /* by libturbojpeg (every record on the CPU path; on the GPU path the
                        records routed to the CPU + those nvJPEG refused) */
   long gpu_refused; /* GPU path: nvJPEG refused them, decoded by libturbojpeg instead */
+  long gpu_rgb;     /* GPU path, 3 channels: of gpu_hw + gpu_hybrid, those nvJPEG would not decode to
+                       planes and made RGB itself (its chroma upsampling, not libjpeg's) */
   long failed;      /* failed on every decoder (skip_bad: skipped; else the loader stopped) */
   long host_copies; /* GPU path: batches copied back to host memory (device_out 0); 0 when the
                        batches stay on the device */
@@ -260,6 +262,7 @@ struct dpt_loader_plan {
   int route;
   const char *why;
   int src_w, src_h;
+  int css;  /* enum dpt_jpeg_css of the file's header (route >= 0) */
   struct dpt_crop crop;
 };
 int dpt_loader_plan(struct dpt_loader *L, int step, int b, int have_hw, struct dpt_loader_plan *p,

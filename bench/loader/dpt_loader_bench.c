@@ -262,10 +262,11 @@ static int run(int argc, char **argv)
     printf("{\"device\": \"%s\", \"decoder\": \"%s\", \"threads\": %ld, \"batch\": %ld, \"size\": %ld, \"steps\": %ld, "
            "\"images\": %ld, \"seconds\": %.4f, \"images_per_s\": %.1f, \"cpu_seconds\": %.3f, \"cores_used\": %.3f, "
            "\"images_per_core_s\": %.1f, \"hw_share\": %.2f, \"host_copy\": %s, \"layout\": \"%s\", \"dtype\": \"%s\", "
-           "\"decoded_hw\": %ld, \"decoded_hybrid\": %ld, \"decoded_cpu\": %ld, \"refused\": %ld, \"failed\": %ld}\n",
+           "\"decoded_hw\": %ld, \"decoded_hybrid\": %ld, \"decoded_rgb\": %ld, \"decoded_cpu\": %ld, "
+           "\"refused\": %ld, \"failed\": %ld}\n",
            device, dpt_loader_decoder(L), threads, batch, size, steps, images, wall, images / wall, cpu, cpu / wall,
            cpu > 0 ? images / cpu : 0.0, hw_share, host_copy ? "true" : "false", gpu ? layout : "nchw", gpu ? dtype : "fp32",
-           s.gpu_hw, s.gpu_hybrid, s.cpu, s.gpu_refused, s.failed);
+           s.gpu_hw, s.gpu_hybrid, s.gpu_rgb, s.cpu, s.gpu_refused, s.failed);
   }
   dpt_loader_destroy(L);
   dpt_data_free(&d);

@@ -48,7 +48,7 @@ def main():
         if cores:
             t["cores_used"] = statistics.median(cores)
             t["images_per_core_s"] = statistics.median(per)
-        for k in ("decoder", "layout", "dtype", "decoded_hw", "decoded_hybrid", "decoded_cpu", "torch",
+        for k in ("decoder", "layout", "dtype", "decoded_hw", "decoded_hybrid", "decoded_rgb", "decoded_cpu", "torch",
                   "torchvision", "gpu", "peer"):
             if k in ds[0]:
                 t[k] = ds[0][k]

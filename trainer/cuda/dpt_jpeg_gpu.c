@@ -10,7 +10,13 @@
  *        take (hw_share, default 0.65 as DALI's hw_decoder_load), and all of them
  *        on GPUs without the hardware decoder;
  *   hy   NVJPEG_BACKEND_DEFAULT (Huffman on the CPU, the rest on the GPU): the
- *        files routed GPU (progressive, multi-scan, 4:1:x). */
+ *        files routed GPU (progressive, multi-scan, 4:1:x).
+ * With 3 channels every decoder writes planes (NVJPEG_OUTPUT_YUV): the crop kernel
+ * upsamples the chroma and converts to RGB as libjpeg does (dpt_jpeg_ycc.h), where
+ * nvJPEG's own upsampling differs from libjpeg's by up to 8 / 255 on smooth 4:2:0
+ * images (tests/trainer/test_jpeg_ycc.c; the first H200 visit's crops differed by 2.8-3.0
+ * / 255 from the CPU path's).  A file nvJPEG will not write as the planes the kernel
+ * reads (nvjpegGetImageInfo) or refuses as planes is decoded to interleaved RGB. */
 #include "dpt_jpeg_gpu.h"
 
 #include <stdio.h>
@@ -32,9 +38,9 @@ struct dpt_jpeg_gpu {
   cudaEvent_t hw_done;
   double hw_share;                     /* fraction of the hardware-eligible files the hardware decodes */
   unsigned hw_engines, hw_cores;
-  nvjpegOutputFormat_t fmt;            /* RGBI (3 channels) or Y (1) */
+  nvjpegOutputFormat_t fmt;            /* YUV planes (3 channels) or Y (1) */
   cudaStream_t stream;
-  unsigned char *arena;                /* device: decoded images, interleaved */
+  unsigned char *arena;                /* device: decoded images, interleaved or as planes */
   size_t arena_cap, arena_used;
   unsigned char *stage;                /* pinned: host-decoded images on their way to the arena */
   size_t stage_cap, stage_used;
@@ -133,7 +139,7 @@ int dpt_jpeg_gpu_create(struct dpt_jpeg_gpu **out, const struct dpt_jpeg_gpu_opt
   if (!(g = calloc(1, sizeof *g))) return dpt_err_set(err, DPT_E_NOMEM, "GPU loader: out of memory");
   g->o = *o;
   if (g->o.c_stored < o->channels) g->o.c_stored = o->channels;
-  g->fmt = o->channels == 3 ? NVJPEG_OUTPUT_RGBI : NVJPEG_OUTPUT_Y;
+  g->fmt = o->channels == 3 ? NVJPEG_OUTPUT_YUV : NVJPEG_OUTPUT_Y;
   g->data = calloc((size_t)o->batch, sizeof *g->data);
   g->lens = calloc((size_t)o->batch, sizeof *g->lens);
   g->dst = calloc((size_t)o->batch, sizeof *g->dst);
@@ -256,66 +262,136 @@ static int arena_reserve(struct dpt_jpeg_gpu *g, size_t need, size_t keep, struc
   return 0;
 }
 
-/* nvjpegDecodeBatched of group members grp[0..m) with handle h / state st; a group it
- * refuses is retried one image at a time, and an image still refused gets refused = 1. */
-static int decode_group(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int m, nvjpegHandle_t h,
-                        nvjpegJpegState_t st, cudaStream_t stream, int *decoded, struct dpt_err *err)
+/* Which planes nvJPEG writes for x with NVJPEG_OUTPUT_YUV, as the kernel reads them: 1 Y, Cb,
+ * Cr of the sizes planned (dpt_jpeg_gpu_decode), 2 a gray file's Y plane, 0 neither (decode it
+ * interleaved). */
+static int planes_of(nvjpegHandle_t h, const struct dpt_jpeg_gpu_item *x)
 {
-  int c = g->o.channels;
+  int nc = 0, w[NVJPEG_MAX_COMPONENT] = {0}, ht[NVJPEG_MAX_COMPONENT] = {0};
+  nvjpegChromaSubsampling_t ss;
+  if (nvjpegGetImageInfo(h, x->data, x->len, &nc, &ss, w, ht) != NVJPEG_STATUS_SUCCESS || w[0] != x->src_w ||
+      ht[0] != x->src_h)
+    return 0;
+  if (nc == 1) return 2;
+  return nc == 3 && w[1] == x->cw && ht[1] == x->ch && w[2] == x->cw && ht[2] == x->ch;
+}
+
+/* x's output descriptor: its planes (planar) or its interleaved image. */
+static void set_dst(const struct dpt_jpeg_gpu *g, const struct dpt_jpeg_gpu_item *x, int planar, nvjpegImage_t *d)
+{
+  memset(d, 0, sizeof *d);
+  d->channel[0] = g->arena + x->off;
+  if (!planar) {
+    d->pitch[0] = (size_t)x->src_w * g->o.channels;
+    return;
+  }
+  d->pitch[0] = (size_t)x->src_w;
+  d->channel[1] = g->arena + x->cb; /* a gray file's too: nvJPEG writes only its Y plane */
+  d->channel[2] = g->arena + x->cr;
+  d->pitch[1] = d->pitch[2] = (size_t)x->cw;
+}
+
+/* One file alone, in format f; 1 when nvJPEG decoded it. */
+static int decode_one(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *x, int k, nvjpegHandle_t h,
+                      nvjpegJpegState_t st, nvjpegOutputFormat_t f, cudaStream_t stream)
+{
+  set_dst(g, x, f == NVJPEG_OUTPUT_YUV, &g->dst[k]);
+  g->data[k] = x->data;
+  g->lens[k] = x->len;
+  nvjpegStatus_t s = nvjpegDecodeBatchedInitialize(h, st, 1, 1, f);
+  if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, &g->data[k], &g->lens[k], &g->dst[k], stream);
+  return s == NVJPEG_STATUS_SUCCESS;
+}
+
+static void placed(struct dpt_jpeg_gpu_item *x)
+{
+  x->dec_w = x->src_w;
+  x->dec_h = x->src_h;
+  x->placed = 1;
+}
+
+/* nvjpegDecodeBatched of group members grp[0..m) with handle h / state st, in g->fmt.  With 3
+ * channels the files nvJPEG would not write as the kernel's planes (planes_of) go alone as
+ * interleaved RGB after the group; a group it refuses is retried file by file, a file refused
+ * as planes once more as interleaved RGB; a file still refused gets refused = 1. */
+static void decode_group(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int m, nvjpegHandle_t h,
+                         nvjpegJpegState_t st, cudaStream_t stream, int *decoded)
+{
+  const int yuv = g->fmt == NVJPEG_OUTPUT_YUV;
+  int mb = 0, k;
   *decoded = 0;
-  if (m == 0) return 0;
-  for (int k = 0; k < m; k++) {
+  if (m == 0) return;
+  for (k = 0; k < m; k++) { /* the group's members that go batched first, the interleaved ones after */
+    struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
+    x->planar = yuv ? planes_of(h, x) : 0;
+    if (!yuv || x->planar) {
+      int t = g->grp[mb];
+      g->grp[mb++] = g->grp[k];
+      g->grp[k] = t;
+    }
+  }
+  for (k = 0; k < mb; k++) {
     struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
     g->data[k] = x->data;
     g->lens[k] = x->len;
-    memset(&g->dst[k], 0, sizeof g->dst[k]);
-    g->dst[k].channel[0] = g->arena + x->off;
-    g->dst[k].pitch[0] = (size_t)x->src_w * c;
+    set_dst(g, x, yuv, &g->dst[k]);
   }
-  nvjpegStatus_t s = nvjpegDecodeBatchedInitialize(h, st, m, 1, g->fmt);
-  if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, g->data, g->lens, g->dst, stream);
-  if (s == NVJPEG_STATUS_SUCCESS) {
-    for (int k = 0; k < m; k++) {
-      struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
-      x->dec_w = x->src_w;
-      x->dec_h = x->src_h;
-      x->placed = 1;
-    }
-    *decoded = m;
-    return 0;
-  }
-  for (int k = 0; k < m; k++) { /* find the file(s) it refuses */
+  nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
+  if (mb) s = nvjpegDecodeBatchedInitialize(h, st, mb, 1, g->fmt);
+  if (mb && s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, g->data, g->lens, g->dst, stream);
+  for (k = 0; k < m; k++) {
     struct dpt_jpeg_gpu_item *x = &it[g->grp[k]];
-    s = nvjpegDecodeBatchedInitialize(h, st, 1, 1, g->fmt);
-    if (s == NVJPEG_STATUS_SUCCESS) s = nvjpegDecodeBatched(h, st, &g->data[k], &g->lens[k], &g->dst[k], stream);
-    if (s == NVJPEG_STATUS_SUCCESS) {
-      x->dec_w = x->src_w;
-      x->dec_h = x->src_h;
-      x->placed = 1;
+    int ok = k < mb && s == NVJPEG_STATUS_SUCCESS;
+    if (!ok && k < mb) ok = decode_one(g, x, k, h, st, g->fmt, stream); /* the group was refused */
+    if (!ok && yuv) { /* nvJPEG's own upsampling and conversion then */
+      x->planar = 0;
+      ok = decode_one(g, x, k, h, st, NVJPEG_OUTPUT_RGBI, stream);
+    }
+    if (ok) {
+      placed(x);
       ++*decoded;
     } else {
       x->refused = 1;
     }
   }
-  return 0;
+}
+
+/* x's slot in the arena, from byte total on; returns where the next one starts.  Room for its
+ * interleaved image and, with 3 channels, for its planes: Y, then Cb and Cr of its sampling's
+ * size (a gray file's as large as Y: nvJPEG is given all three, and writes Y only). */
+static size_t plan_slot(const struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *x, size_t total)
+{
+  static const int hx[] = {1, 2, 2, 1, 4, 4, 1, 1}, vy[] = {1, 1, 2, 2, 1, 2, 1, 1}; /* enum dpt_jpeg_css */
+  const size_t wh = (size_t)x->src_w * x->src_h, inter = align256(wh * g->o.channels);
+  const int css = x->css >= 0 && x->css <= DPT_JPEG_CSS_OTHER ? x->css : DPT_JPEG_CSS_OTHER;
+  x->off = total;
+  x->planar = 0;
+  if (g->o.channels != 3) return total + inter;
+  x->hx = hx[css];
+  x->vy = vy[css];
+  x->cw = (x->src_w + x->hx - 1) / x->hx;
+  x->ch = (x->src_h + x->vy - 1) / x->vy;
+  const size_t cplane = align256((size_t)x->cw * x->ch), planes = align256(wh) + 2 * cplane;
+  x->cb = total + align256(wh);
+  x->cr = x->cb + cplane;
+  return total + (planes > inter ? planes : inter);
 }
 
 int dpt_jpeg_gpu_decode(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int n, int *n_hw, int *n_hybrid,
-                        struct dpt_err *err)
+                        int *n_rgb, struct dpt_err *err)
 {
-  int c = g->o.channels, rc, mh = 0, my = 0;
+  int rc, mh = 0, my = 0;
   size_t total = 0;
-  *n_hw = *n_hybrid = 0;
+  *n_hw = *n_hybrid = *n_rgb = 0;
   if (n > g->o.batch) return dpt_err_set(err, DPT_E_INPUT, "GPU loader: %d images, more than the batch %d", n, g->o.batch);
   CU(cudaSetDevice(g->o.device), "cudaSetDevice");
   /* the arena: every image with a known frame size gets its full-size slot (host-decoded ones
    * are DCT-scaled, never larger) */
   for (int i = 0; i < n; i++) {
-    it[i].refused = it[i].placed = 0;
+    it[i].refused = it[i].placed = it[i].planar = 0;
     it[i].off = (size_t)-1;
     if (it[i].route == DPT_JPEG_GPU_ROUTE_NONE || it[i].src_w < 1 || it[i].src_h < 1) continue;
-    it[i].off = total;
-    total += align256((size_t)it[i].src_w * it[i].src_h * c);
+    total = plan_slot(g, &it[i], total);
   }
   if ((rc = arena_reserve(g, total, 0, err))) return rc;
   g->arena_used = total;
@@ -336,7 +412,7 @@ int dpt_jpeg_gpu_decode(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, in
     }
     nvjpegHandle_t h = pass == 0 ? g->hw : pass == 1 ? g->cu : g->hy;
     nvjpegJpegState_t st = pass == 0 ? g->hw_state : pass == 1 ? g->cu_state : g->hy_state;
-    if ((rc = decode_group(g, it, m, h, st, pass == 0 ? g->hw_stream : g->stream, &done, err))) return rc;
+    decode_group(g, it, m, h, st, pass == 0 ? g->hw_stream : g->stream, &done);
     if (pass == 0) {
       mh = done;
       if (m) CU(cudaEventRecord(g->hw_done, g->hw_stream), "hardware decoder event");
@@ -346,6 +422,7 @@ int dpt_jpeg_gpu_decode(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, in
   }
   *n_hw = mh;
   *n_hybrid = my;
+  for (int i = 0; i < n; i++) *n_rgb += g->fmt == NVJPEG_OUTPUT_YUV && it[i].placed && !it[i].planar;
   return 0;
 }
 
@@ -376,6 +453,7 @@ int dpt_jpeg_gpu_put(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, const
   g->stage_used += align256(bytes);
   it->dec_w = w;
   it->dec_h = h;
+  it->planar = 0;
   it->placed = 1;
   return 0;
 }
@@ -405,9 +483,22 @@ int dpt_jpeg_gpu_finish(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, in
   for (int i = 0; i < n; i++) {
     struct dpt_jpeg_gpu_item *x = &it[i];
     int ok = x->route != DPT_JPEG_GPU_ROUTE_NONE && x->placed && x->dec_w > 0 && x->dec_h > 0;
-    ki_h[i].src = ok ? x->off : 0;
-    ki_h[i].pitch = ok ? x->dec_w * c : 0;
+    memset(&ki_h[i], 0, sizeof ki_h[i]);
     ki_h[i].zero = !ok;
+    if (ok) {
+      ki_h[i].src = x->off;
+      ki_h[i].planar = c == 3 ? x->planar : 0;
+      ki_h[i].pitch = ki_h[i].planar ? x->dec_w : x->dec_w * c;
+      if (ki_h[i].planar == 1) {
+        ki_h[i].cb = x->cb;
+        ki_h[i].cr = x->cr;
+        ki_h[i].cpitch = x->cw;
+        ki_h[i].cw = x->cw;
+        ki_h[i].ch = x->ch;
+        ki_h[i].hx = x->hx;
+        ki_h[i].vy = x->vy;
+      }
+    }
     if (ok) /* the CPU path's own tables (dpt_data_jpeg_sample) */
       dpt_augment_tables(&x->crop, S, x->src_w, x->src_h, x->dec_w, x->dec_h, cx + (size_t)i * 2 * S,
                          wx + (size_t)i * S, cy + (size_t)i * 2 * S, wy + (size_t)i * S);

@@ -9,10 +9,13 @@
  * A worker fills one batch (dpt_data.c, fill_gpu) in three calls:
  *   1. dpt_jpeg_gpu_decode(items): files routed GPU_HW / GPU (dpt_jpeg_hdr_route)
  *      go to nvjpegDecodeBatched, one call per decoder (the hardware one on its own
- *      stream, working while the CUDA decoder runs),
- *      into the arena at full size (RGB interleaved, or Y with 1 channel).  A
- *      group that nvJPEG refuses is retried image by image; the images it still
- *      refuses come back with refused = 1.
+ *      stream, working while the CUDA decoder runs), into the arena at full size:
+ *      with 3 channels as planes (NVJPEG_OUTPUT_YUV: Y, Cb, Cr before upsampling,
+ *      so that the kernel upsamples and converts them as libjpeg does,
+ *      dpt_jpeg_ycc.h), with 1 channel as Y.  A group that nvJPEG refuses is
+ *      retried image by image, an image it refuses as planes once more as
+ *      interleaved RGB (nvJPEG's own upsampling and conversion); the images it
+ *      still refuses come back with refused = 1.
  *   2. dpt_jpeg_gpu_put(item, pixels): the worker decoded a CPU-routed (or
  *      refused) file with libturbojpeg: the pixels are staged (pinned) and copied
  *      into the arena.
@@ -42,10 +45,14 @@ struct dpt_jpeg_gpu_item {
   const unsigned char *data;  /* in: the file (GPU routes), host, valid until decode returns */
   size_t len;
   int src_w, src_h;           /* in: frame size from the header (the crop box's frame) */
+  int css;                    /* in: enum dpt_jpeg_css of the header (GPU routes) */
   struct dpt_crop crop;       /* in: dpt_augment_crop of the record */
   int refused;                /* out (decode): nvJPEG failed on this file: decode it on the host and put() it */
   /* private: where the decoded image lies in the arena */
-  size_t off;
+  size_t off;                 /* the interleaved image, or the Y plane */
+  size_t cb, cr;              /* planar: the chroma planes */
+  int planar;                 /* 0 interleaved [h, w, channels]; 1 Y, Cb, Cr planes; 2 a gray image's Y plane */
+  int cw, ch, hx, vy;         /* planar: chroma plane size and expansion (dpt_jpeg_ycc) */
   int dec_w, dec_h;           /* decoded size (full size for nvJPEG, the host decoder's for put()) */
   int placed;                 /* 1 once pixels are (being) written at off */
 };
@@ -75,9 +82,10 @@ int dpt_jpeg_gpu_has_hw(const struct dpt_jpeg_gpu *g);
 /* "hardware (N engines) + hybrid" / "hybrid": for the log line. */
 const char *dpt_jpeg_gpu_describe(const struct dpt_jpeg_gpu *g);
 
-/* Step 1 (see above).  n <= opts.batch.  Counts of items nvJPEG decoded: hw, hybrid. */
+/* Step 1 (see above).  n <= opts.batch.  Counts of items nvJPEG decoded: hw, hybrid, and of
+ * those the ones it decoded to interleaved RGB with 3 channels (not to planes): rgb. */
 int dpt_jpeg_gpu_decode(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int n, int *n_hw, int *n_hybrid,
-                        struct dpt_err *err);
+                        int *n_rgb, struct dpt_err *err);
 /* Step 2: pix = interleaved [h, w, channels] host pixels of it (decoded on the host). */
 int dpt_jpeg_gpu_put(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, const unsigned char *pix, int w, int h,
                      struct dpt_err *err);

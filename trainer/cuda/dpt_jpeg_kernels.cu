@@ -3,11 +3,15 @@
 // One thread per output pixel; the sampling positions and weights come from the
 // host (dpt_augment_tables, the CPU path's own tables), so both paths read the
 // same source pixels with the same weights; the arithmetic is the CPU path's
-// expression in fp32 (no fused multiply-add is forced either way).
+// expression in fp32 (no fused multiply-add is forced either way).  An image
+// nvJPEG decoded to planes is made RGB at the four pixels each output pixel reads,
+// by libjpeg's upsampling and conversion (dpt_jpeg_ycc.h), so that the GPU path
+// differs from the CPU path only by nvJPEG's IDCT.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "dpt_jpeg_kernels.h"
+#include "dpt_jpeg_ycc.h"
 
 namespace {
 
@@ -35,8 +39,21 @@ __global__ void crop_resize(const unsigned char *__restrict__ arena, const dpt_j
     const unsigned char *r0 = arena + im.src + (size_t)ry[2 * oy] * im.pitch;
     const unsigned char *r1 = arena + im.src + (size_t)ry[2 * oy + 1] * im.pitch;
     const size_t a = (size_t)rx[2 * ox] * c, bb = (size_t)rx[2 * ox + 1] * c;
+    // a planar image's four source pixels in RGB: (y0, x0), (y0, x1), (y1, x0), (y1, x1); the host
+    // decodes to planes only with 3 channels
+    const bool planar = im.planar && c == 3;
+    unsigned char q[4][3];
+    if (planar) {
+      const dpt_jpeg_ycc yc = {{arena + im.src, im.planar == 1 ? arena + im.cb : nullptr, arena + im.cr},
+                               {im.pitch, im.cpitch, im.cpitch}, im.cw, im.ch, im.hx, im.vy};
+      dpt_jpeg_ycc_rgb(&yc, rx[2 * ox], ry[2 * oy], q[0]);
+      dpt_jpeg_ycc_rgb(&yc, rx[2 * ox + 1], ry[2 * oy], q[1]);
+      dpt_jpeg_ycc_rgb(&yc, rx[2 * ox], ry[2 * oy + 1], q[2]);
+      dpt_jpeg_ycc_rgb(&yc, rx[2 * ox + 1], ry[2 * oy + 1], q[3]);
+    }
     for (int k = 0; k < c; k++) {
-      const float p00 = r0[a + k], p01 = r0[bb + k], p10 = r1[a + k], p11 = r1[bb + k];
+      const float p00 = planar ? q[0][k] : r0[a + k], p01 = planar ? q[1][k] : r0[bb + k],
+                  p10 = planar ? q[2][k] : r1[a + k], p11 = planar ? q[3][k] : r1[bb + k];
       const float top = __fadd_rn(p00, __fmul_rn(__fsub_rn(p01, p00), fx));
       const float bot = __fadd_rn(p10, __fmul_rn(__fsub_rn(p11, p10), fx));
       const float s = __fadd_rn(top, __fmul_rn(__fsub_rn(bot, top), fy));

@@ -5,8 +5,11 @@
  *     4:4:4 / gray / progressive) and the corner cases of jpeg_cases.h, training
  *     (random-resized crop + flip) and validation (resize + centre crop): every
  *     image decoded by nvJPEG within 2/255 of the CPU path (libjpeg's accurate
- *     IDCT at full size: the same sampling tables, a different IDCT and chroma
- *     upsampling); images the GPU path decodes on the host (CMYK, RGB-coded)
+ *     IDCT at full size: the same sampling tables, a different IDCT; nvJPEG decodes
+ *     to planes and the kernel upsamples and converts them as libjpeg does,
+ *     dpt_jpeg_ycc.h, equal to libjpeg's on the CPU: trainer.test_jpeg_ycc), the
+ *     worst per chroma sampling shown, and every file decoded to planes (none left
+ *     to nvJPEG's own RGB conversion); images the GPU path decodes on the host (CMYK, RGB-coded)
  *     equal to the CPU path's to 1e-6 (same decoder, same tables, same fp32
  *     expression); labels equal.
  *  2. the corner cases: routes counted (hardware / hybrid / host), 5 undecodable
@@ -86,8 +89,9 @@ static void test_parity(const char *dir)
       CHECK(nc == ng && nc == B - 5, "train %d epoch %d: %d CPU vs %d GPU images (%s)", train, e, nc, ng,
             ng < 0 ? dpt_loader_err(G)->msg : "");
       if (nc < 0 || ng < 0) break;
-      double worst_nv = 0, worst_host = 0;
-      int n_nv = 0;
+      double worst_nv = 0, worst_host = 0, worst_css[DPT_JPEG_CSS_OTHER + 1];
+      int n_nv = 0, n_css[DPT_JPEG_CSS_OTHER + 1] = {0};
+      for (int k = 0; k <= DPT_JPEG_CSS_OTHER; k++) worst_css[k] = 0;
       for (int b = 0; b < B; b++) {
         struct dpt_loader_plan pl;
         CHECK(lc[b] == lg[b], "label %d: %d vs %d", b, lc[b], lg[b]);
@@ -100,13 +104,19 @@ static void test_parity(const char *dir)
         }
         if (pl.route == DPT_JPEG_ROUTE_CPU) worst_host = fmax(worst_host, m);
         else {
+          int k = pl.css >= 0 && pl.css <= DPT_JPEG_CSS_OTHER ? pl.css : DPT_JPEG_CSS_OTHER;
           worst_nv = fmax(worst_nv, m);
+          worst_css[k] = fmax(worst_css[k], m);
+          n_css[k]++;
           n_nv++;
           if (m > 2.0) fprintf(stderr, "  %s: %.2f / 255 (%s)\n", dpt_data_path(&d, pl.record), m, pl.why);
         }
       }
       printf("parity %s epoch %d: %d nvJPEG-decoded images max |GPU - CPU| %.3f / 255; host-decoded %.2e\n",
              train ? "train" : "val", e, n_nv, worst_nv, worst_host);
+      for (int k = 0; k <= DPT_JPEG_CSS_OTHER; k++)
+        if (n_css[k])
+          printf("  %-5s: %d images, max %.3f / 255\n", dpt_jpeg_hdr_css_name(k), n_css[k], worst_css[k]);
       CHECK(worst_nv <= 2.0, "%s: nvJPEG-decoded crops %.3f / 255 from the CPU path's (bound 2)",
             train ? "train" : "val", worst_nv);
       CHECK(worst_host <= 1e-6 * 255, "%s: host-decoded crops differ by %.3g / 255", train ? "train" : "val",
@@ -114,9 +124,11 @@ static void test_parity(const char *dir)
     }
     struct dpt_loader_stats st;
     dpt_loader_stats(G, &st);
-    printf("GPU loader (%s): %ld images: %ld hardware, %ld hybrid, %ld host (%ld refused by nvJPEG), %ld failed\n",
-           dpt_loader_decoder(G), st.images, st.gpu_hw, st.gpu_hybrid, st.cpu, st.gpu_refused, st.failed);
+    printf("GPU loader (%s): %ld images: %ld hardware, %ld hybrid (%ld of them made RGB by nvJPEG, not planes), "
+           "%ld host (%ld refused by nvJPEG), %ld failed\n", dpt_loader_decoder(G), st.images, st.gpu_hw,
+           st.gpu_hybrid, st.gpu_rgb, st.cpu, st.gpu_refused, st.failed);
     CHECK(st.images == 2L * (B - 5) && st.gpu_hw + st.gpu_hybrid + st.cpu == st.images, "GPU stats do not add up");
+    CHECK(st.gpu_rgb == 0, "%ld files decoded by nvJPEG's own RGB conversion, not to planes", st.gpu_rgb);
     /* the dataset marks a bad record once (dpt_data_skipped): the train loader meets the 5, the
      * val loader on the same dataset finds them already marked (the first GPU run: 5 then 0) */
     failed += st.failed;
