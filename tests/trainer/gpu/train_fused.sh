@@ -12,12 +12,8 @@
 # Exit 77 (SKIPPED) without a GPU.
 # usage: train_fused.sh dpt-train
 T=$1
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIPPED trainer.gpu.train_fused: no GPU (nvidia-smi -L fails)"
-  exit 77
-fi
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+gpu_test_name=trainer.gpu.train_fused
+. "$(dirname "$0")/gpu_test.sh"
 tmp=$(mktemp -d /tmp/dpt-test-gpu-fused.XXXXXX)
 export DPT_ENGINE_CACHE="$tmp/engines"
 for prec in tf32 mixed bf16 fp32; do

@@ -14,15 +14,11 @@
 # usage: train_input.sh dpt-train dpt-loader-bench
 T=$1
 MK=$2
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIPPED trainer.gpu.train_input: no GPU (nvidia-smi -L fails)"
-  exit 77
-fi
+gpu_test_name=trainer.gpu.train_input
+. "$(dirname "$0")/gpu_test.sh"
 tmp=$(mktemp -d /tmp/dpt-test-gpu-input.XXXXXX)
 "$MK" make "$tmp/d" --images 512 --classes 4 >/dev/null || { echo "FAIL: dpt-loader-bench make"; exit 1; }
 ln -s "$tmp/d/train" "$tmp/d/val"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 waits() { # waits LOG -> "W S L"
   sed -n 's/.*host waits (rank 0): \([0-9]*\) in \([0-9]*\) training step(s) and their \([0-9]*\) log line(s).*/\1 \2 \3/p' "$1"
 }

@@ -6,12 +6,8 @@
 # as trainer.cli_resume shows on the cpu backend.  Exit 77 (SKIPPED) without a GPU.
 # usage: train_large_batch.sh dpt-train
 T=$1
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIPPED trainer.gpu.train_large_batch: no GPU (nvidia-smi -L fails)"
-  exit 77
-fi
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+gpu_test_name=trainer.gpu.train_large_batch
+. "$(dirname "$0")/gpu_test.sh"
 tmp=$(mktemp -d /tmp/dpt-test-gpu-large-batch.XXXXXX)
 # 96 images: 4 steps of 24 in epoch 1, then 2 steps of 48 per epoch; step 8 ends epoch 3
 common="--backend cuda --precision fp32 --dataset synthetic --synthetic-images 96 --image-size 32 --width 0.0625

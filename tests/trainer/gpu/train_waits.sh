@@ -7,23 +7,19 @@
 # without a GPU.
 # usage: train_waits.sh dpt-train
 T=$1
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIPPED trainer.gpu.train_waits: no GPU (nvidia-smi -L fails)"
-  exit 77
-fi
-fails=0
+gpu_test_name=trainer.gpu.train_waits
+. "$(dirname "$0")/gpu_test.sh"
 tmp=$(mktemp -d /tmp/dpt-test-gpu-waits.XXXXXX)
 for prec in fp32 tf32 mixed bf16; do
   "$T" --backend cuda --precision $prec --dataset synthetic --synthetic-images 256 --image-size 32 \
     --batch-size 8 --iterations 20 --log-every 5 --no-val --no-report >"$tmp/$prec.log" 2>&1 ||
-    { echo "FAIL: $prec: dpt-train failed: $(tail -3 "$tmp/$prec.log")"; fails=$((fails + 1)); continue; }
+    { fail "$prec: dpt-train failed: $(tail -3 "$tmp/$prec.log")"; continue; }
   w=$(sed -n 's/.*host waits (rank 0): \([0-9]*\) in \([0-9]*\) training step(s) and their \([0-9]*\) log line(s).*/\1 \2 \3/p' "$tmp/$prec.log")
   set -- $w
   if [ "$#" = 3 ] && [ "$2" = 20 ] && [ "$3" -ge 4 ] && [ "$1" = "$3" ]; then
     echo "$prec: $1 host waits in $2 steps, $3 log lines"
   else
-    echo "FAIL: $prec: host waits '$w' (want W = L in 'W 20 L'): $(grep 'host waits' "$tmp/$prec.log")"
-    fails=$((fails + 1))
+    fail "$prec: host waits '$w' (want W = L in 'W 20 L'): $(grep 'host waits' "$tmp/$prec.log")"
   fi
 done
 [ $fails = 0 ] && rm -rf "$tmp"
