@@ -89,9 +89,8 @@ static void test_parity(const char *dir)
       CHECK(nc == ng && nc == B - 5, "train %d epoch %d: %d CPU vs %d GPU images (%s)", train, e, nc, ng,
             ng < 0 ? dpt_loader_err(G)->msg : "");
       if (nc < 0 || ng < 0) break;
-      double worst_nv = 0, worst_host = 0, worst_css[DPT_JPEG_CSS_OTHER + 1];
+      double worst_nv = 0, worst_host = 0, worst_css[DPT_JPEG_CSS_OTHER + 1] = {0};
       int n_nv = 0, n_css[DPT_JPEG_CSS_OTHER + 1] = {0};
-      for (int k = 0; k <= DPT_JPEG_CSS_OTHER; k++) worst_css[k] = 0;
       for (int b = 0; b < B; b++) {
         struct dpt_loader_plan pl;
         CHECK(lc[b] == lg[b], "label %d: %d vs %d", b, lc[b], lg[b]);
@@ -124,7 +123,7 @@ static void test_parity(const char *dir)
     }
     struct dpt_loader_stats st;
     dpt_loader_stats(G, &st);
-    printf("GPU loader (%s): %ld images: %ld hardware, %ld hybrid (%ld of them made RGB by nvJPEG, not planes), "
+    printf("GPU loader (%s): %ld images: %ld hardware + %ld hybrid (%ld of these made RGB by nvJPEG, not planes), "
            "%ld host (%ld refused by nvJPEG), %ld failed\n", dpt_loader_decoder(G), st.images, st.gpu_hw,
            st.gpu_hybrid, st.gpu_rgb, st.cpu, st.gpu_refused, st.failed);
     CHECK(st.images == 2L * (B - 5) && st.gpu_hw + st.gpu_hybrid + st.cpu == st.images, "GPU stats do not add up");
