@@ -125,6 +125,6 @@ int main(void)
   printf("nearest-neighbour chroma instead, smooth 4:2:0 500x375: %ld pixels differ, by up to %d / 255\n", bad, near);
   CHECK(near > 0, "the comparison cannot tell nearest-neighbour chroma from libjpeg's (max difference %d)", near);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-  else printf("ok: %ld pixels equal to libturbojpeg %s's decode\n", pixels, "2.1");
+  else printf("ok: %ld pixels equal to libturbojpeg's decode\n", pixels);
   return failures ? 1 : 0;
 }
