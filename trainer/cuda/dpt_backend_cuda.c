@@ -23,6 +23,8 @@
  * writes its input's gradient with beta = 0 the first time and beta = 1 when
  * another consumer already wrote it (residual forks), so no extra
  * accumulation pass is needed. */
+#include <errno.h>
+
 #include "dpt_backend_cuda_priv.h"
 
 /* The loss scale on the device (mixed precision), else NULL (= 1). */
@@ -951,6 +953,22 @@ int dpt_cuda_switch_parse(const char *s)
   return -1;
 }
 
+/* DPT_CUDA_WORKSPACE_MB: the cap on the convolution workspace in MiB (0: none) over the default 512:
+ * cudnnFind may then pick algorithms that need more (PyTorch's benchmark mode allows any that fit). */
+static int workspace_cap_env(struct dpt_cuda_opts *co, struct dpt_err *err)
+{
+  const char *e = getenv("DPT_CUDA_WORKSPACE_MB");
+  char *end = NULL;
+  if (!e) return 0;
+  errno = 0;
+  unsigned long long v = *e >= '0' && *e <= '9' ? strtoull(e, &end, 10) : 0;
+  if (!end || *end || errno || v > (1ull << 24))
+    return dpt_err_set(err, DPT_E_INPUT, "DPT_CUDA_WORKSPACE_MB='%s': expected the convolution workspace cap in MiB, "
+                       "0 (no cap) to 16777216; unset it for the default 512", e);
+  co->workspace_cap = (size_t)v << 20;
+  return 0;
+}
+
 /* An option (wins) or its environment variable: the switch, or DPT_E_INPUT naming the value. */
 static int switch_of(const char *opt, const char *option, const char *env, int *v, struct dpt_err *err)
 {
@@ -1025,7 +1043,8 @@ int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_back
   /* dpt-train --fuse / --cuda-graph: win over DPT_CUDA_FUSE / DPT_CUDA_GRAPH */
   int rc;
   if ((rc = switch_of("--fuse", opts ? opts->fuse : NULL, "DPT_CUDA_FUSE", &co.fuse, err)) ||
-      (rc = switch_of("--cuda-graph", opts ? opts->cuda_graph : NULL, "DPT_CUDA_GRAPH", &co.graph, err))) {
+      (rc = switch_of("--cuda-graph", opts ? opts->cuda_graph : NULL, "DPT_CUDA_GRAPH", &co.graph, err)) ||
+      (rc = workspace_cap_env(&co, err))) {
     *out = NULL;
     return rc;
   }
@@ -1389,7 +1408,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
                               : CUBLAS_DEFAULT_MATH), -1, "cuBLAS handle");
   /* Does the plan fit?  Its regions plus a reserve for the workspace, cuDNN and cuBLAS. */
   {
-    size_t fr = 0, tot = 0, need = 0, reserve = dpt_cuda_memory_reserve(copts->workspace_cap);
+    size_t fr = 0, tot = 0, need = 0, reserve = dpt_cuda_memory_reserve(cb->copts.workspace_cap);
     CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "memory check");
     if (cb->plan.total_bytes + reserve > fr) {
       int fit = dpt_cuda_plan_fit_ex(m, copts->precision, opts->need_input_grad, &po, opts->batch, fr, reserve, &need,
@@ -1540,7 +1559,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   {
     size_t fr = 0, tot = 0;
     CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "workspace sizing");
-    size_t limit = dpt_cuda_workspace_limit(fr, 0, copts->workspace_cap);
+    size_t limit = dpt_cuda_workspace_limit(fr, 0, cb->copts.workspace_cap);
     if (copts->algo_search && limit) {
       if ((rc = dpt_cuda_dalloc(cb, &cb->ws, limit, "algorithm search workspace", err))) goto fail;
     }

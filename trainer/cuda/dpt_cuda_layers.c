@@ -448,6 +448,28 @@ static cudnnMathType_t conv_run_math(const struct cu_backend *cb, cudnnMathType_
   return cb->plan.precision == DPT_CUDA_FP32 ? CUDNN_FMA_MATH : listed;
 }
 
+/* Whether an algorithm computes by a transform (FFT, Winograd) rather than each output as a sum of
+ * products (the GEMM and direct families).  The oracle (copts.deterministic) skips them: the float64
+ * bounds of the oracle tests model a sum's rounding, and a transform's error scales with whole tiles'
+ * norms instead.  cuDNN lists them for NCHW float, the fp32 default since 246f1e4. */
+static int fwd_transform(cudnnConvolutionFwdAlgo_t a)
+{
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+
+static int filter_transform(cudnnConvolutionBwdFilterAlgo_t a)
+{
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+static int data_transform(cudnnConvolutionBwdDataAlgo_t a)
+{
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+
 /* Algorithms of convolution shape `shape`, searched on conv rep (a convolution of that shape
  * that runs on the legacy calls: its tensors exist). */
 int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err)
@@ -477,7 +499,7 @@ int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limi
     for (int i = 0; i < n; i++)
       c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
                                          cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
-                                         p[i].determinism == CUDNN_DETERMINISTIC};
+                                         p[i].determinism == CUDNN_DETERMINISTIC, fwd_transform(p[i].algo)};
     if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
     a->fwd = c[pick].algo;
     a->math_fwd = (int)conv_run_math(cb, p[pick].mathType);
@@ -501,7 +523,7 @@ int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limi
     for (int i = 0; i < n; i++)
       c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
                                          cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
-                                         p[i].determinism == CUDNN_DETERMINISTIC};
+                                         p[i].determinism == CUDNN_DETERMINISTIC, filter_transform(p[i].algo)};
     if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
     a->bwd_filter = c[pick].algo;
     a->math_filter = (int)conv_run_math(cb, p[pick].mathType);
@@ -528,7 +550,7 @@ int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limi
     for (int i = 0; i < n; i++)
       c[i] = (struct dpt_cuda_algo_cand){(int)p[i].algo, p[i].status == CUDNN_STATUS_SUCCESS,
                                          cb->copts.algo_search ? p[i].time : -1.0f, p[i].memory,
-                                         p[i].determinism == CUDNN_DETERMINISTIC};
+                                         p[i].determinism == CUDNN_DETERMINISTIC, data_transform(p[i].algo)};
     if ((pick = dpt_cuda_pick_algo(c, n, limit, det)) < 0) goto none;
     a->bwd_data = c[pick].algo;
     a->math_data = (int)conv_run_math(cb, p[pick].mathType);
@@ -542,8 +564,9 @@ int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limi
   return 0;
 none:
   return dpt_cuda_call_fail(cb, li, "", "convolution algorithm choice",
-                   "no algorithm fits the workspace limit (raise workspace_cap, lower the batch, "
-                   "or allow non-deterministic algorithms)", err) ;
+                   cb->copts.deterministic ? "no deterministic sum-of-products algorithm fits the workspace limit "
+                   "(raise DPT_CUDA_WORKSPACE_MB, or lower the batch)" : "no algorithm fits the workspace limit "
+                   "(raise DPT_CUDA_WORKSPACE_MB, or lower the batch)", err);
 fail:
   return rc;
 }

@@ -496,11 +496,11 @@ int dpt_cuda_plan_fit_ex(const struct dpt_model *m, enum dpt_cuda_precision prec
   }
   return lo;
 }
-int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limit, int need_det)
+int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limit, int oracle)
 {
   int best = -1;
   for (int i = 0; i < n; i++) {
-    if (!c[i].ok || c[i].memory > ws_limit || (need_det && !c[i].deterministic)) continue;
+    if (!c[i].ok || c[i].memory > ws_limit || (oracle && (!c[i].deterministic || c[i].transform))) continue;
     if (best < 0) {
       best = i;
       continue;

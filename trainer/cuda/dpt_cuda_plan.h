@@ -205,10 +205,12 @@ struct dpt_cuda_algo_cand {
   float time_ms;     /* measured (Find) or < 0 when unknown (heuristics: keep cuDNN's order) */
   size_t memory;     /* workspace bytes */
   int deterministic; /* CUDNN_DETERMINISTIC */
+  int transform;     /* FFT or Winograd: outputs not computed as sums of products */
 };
-/* Index of the candidate to use: the fastest ok one within ws_limit (cuDNN's
- * order when times are unknown), deterministic only if need_det.  -1 when none fits. */
-int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limit, int need_det);
+/* Index of the candidate to use: the fastest ok one within ws_limit (cuDNN's order when times
+ * are unknown); with oracle, only deterministic sums of products (no transform).  -1 when none
+ * fits. */
+int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limit, int oracle);
 
 /* Workspace limit for the algorithm search: what is left of free device
  * memory after the planned allocations and a reserve (1/16 of the free memory,

@@ -10,7 +10,7 @@
  *    cudaGetDeviceCount's answer, and says what to do (--backend cpu/auto);
  *  - "auto" falls back to the CPU backend, which then works (one forward);
  *  - the build advertises "cpu,cuda";
- *  - a bad DPT_CUDA_PRECISION is refused as bad input. */
+ *  - a bad DPT_CUDA_PRECISION or DPT_CUDA_WORKSPACE_MB is refused as bad input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +81,17 @@ int main(void)
   CHECK(rc == DPT_E_INPUT && be == NULL && strstr(err.msg, "DPT_CUDA_PRECISION='fp64'"),
         "bad precision: %d %s", rc, err.msg);
   unsetenv("DPT_CUDA_PRECISION");
+  const char *bad_ws[] = {"", "-1", "512k", "1e3", " 64", "16777217", "99999999999999999999999"};
+  for (size_t i = 0; i < sizeof bad_ws / sizeof *bad_ws; i++) {
+    char want[64];
+    setenv("DPT_CUDA_WORKSPACE_MB", bad_ws[i], 1);
+    snprintf(want, sizeof want, "DPT_CUDA_WORKSPACE_MB='%s'", bad_ws[i]);
+    be = (struct dpt_backend *)&m;
+    rc = dpt_backend_create("cuda", &m, &o, &be, &err);
+    CHECK(rc == DPT_E_INPUT && be == NULL && strstr(err.msg, want), "bad workspace cap '%s': %d %s", bad_ws[i], rc,
+          err.msg);
+  }
+  unsetenv("DPT_CUDA_WORKSPACE_MB");
   dpt_model_free(&m);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;

@@ -404,19 +404,27 @@ static void test_resnet50(void)
 static void test_algo_choice(void)
 {
   struct dpt_cuda_algo_cand c[] = {
-      {1, 1, 0.50f, 0, 1},             /* implicit GEMM: no workspace, slow */
-      {6, 1, 0.20f, (size_t)300 << 20, 0}, /* fast, big workspace, non-deterministic */
-      {2, 1, 0.30f, (size_t)64 << 20, 1},
-      {7, 0, 0.05f, 0, 1},             /* status != success */
+      {1, 1, 0.50f, 0, 1, 0},                 /* implicit GEMM: no workspace, slow */
+      {6, 1, 0.20f, (size_t)300 << 20, 0, 0}, /* fast, big workspace, non-deterministic */
+      {2, 1, 0.30f, (size_t)64 << 20, 1, 0},
+      {7, 0, 0.05f, 0, 1, 0},                 /* status != success */
   };
   CHECK(dpt_cuda_pick_algo(c, 4, (size_t)512 << 20, 0) == 1, "fastest within 512 MiB");
   CHECK(dpt_cuda_pick_algo(c, 4, (size_t)512 << 20, 1) == 2, "fastest deterministic");
   CHECK(dpt_cuda_pick_algo(c, 4, (size_t)100 << 20, 0) == 2, "fastest within 100 MiB");
   CHECK(dpt_cuda_pick_algo(c, 4, 0, 0) == 0, "zero workspace -> the workspace-free algorithm");
   CHECK(dpt_cuda_pick_algo(c + 1, 3, 0, 0) == -1, "nothing fits");
-  struct dpt_cuda_algo_cand h[] = {{5, 1, -1, (size_t)10 << 20, 1}, {0, 1, -1, 0, 1}};
+  struct dpt_cuda_algo_cand h[] = {{5, 1, -1, (size_t)10 << 20, 1, 0}, {0, 1, -1, 0, 1, 0}};
   CHECK(dpt_cuda_pick_algo(h, 2, (size_t)20 << 20, 0) == 0, "heuristics: cuDNN's order");
   CHECK(dpt_cuda_pick_algo(h, 2, (size_t)1 << 20, 0) == 1, "heuristics: first that fits");
+  struct dpt_cuda_algo_cand t[] = {
+      {5, 1, 0.10f, (size_t)10 << 20, 1, 1}, /* FFT tiling: deterministic, fastest, a transform */
+      {1, 1, 0.40f, 0, 1, 0},               /* implicit precomputed GEMM */
+      {7, 1, 0.20f, (size_t)20 << 20, 1, 1}, /* Winograd non-fused */
+  };
+  CHECK(dpt_cuda_pick_algo(t, 3, (size_t)512 << 20, 0) == 0, "any: the fastest transform");
+  CHECK(dpt_cuda_pick_algo(t, 3, (size_t)512 << 20, 1) == 1, "oracle: the sum of products, though slower");
+  CHECK(dpt_cuda_pick_algo(t, 1, (size_t)512 << 20, 1) == -1, "oracle: a transform alone is none");
 
   size_t G = (size_t)1 << 30, M = (size_t)1 << 20;
   CHECK(dpt_cuda_workspace_limit(16 * G, 4 * G, 0) == 16 * G - 4 * G - G, "reserve 1/16 of 16 GiB");

@@ -53,6 +53,17 @@ static void run(const char *fx, enum dpt_cuda_precision prec, enum ref_prec rp)
   co.loss_scale = 1024.0f;
   die_on(dpt_backend_create("cpu", &m, &o, &cpu, &err), &err, "cpu backend");
   die_on(dpt_backend_cuda_create_ex(&m, &o, &co, &gpu, &err), &err, "cuda backend");
+  { /* the algorithms chosen per convolution shape (forward / data / filter): a block over its bound
+     * is traced to one */
+    const struct dpt_cuda_plan *pl = dpt_backend_cuda_plan(gpu);
+    printf("%s %s: algorithms per shape (fwd/data/filter):", fx, dpt_cuda_precision_name(prec));
+    for (int sh = 0; sh < pl->n_shapes; sh++) {
+      int al[3];
+      size_t ws[3];
+      if (dpt_backend_cuda_algos(gpu, sh, al, ws) == 0) printf(" %d/%d/%d", al[0], al[1], al[2]);
+    }
+    printf("\n");
+  }
   float lc[N * K], lg[N * K], dl[N * K];
   (void)tp;
   float *g = malloc(np * 4), *p = malloc(np * 4), *s = malloc(ns * 4);
