@@ -251,7 +251,7 @@ fail:
   return rc;
 }
 
-/* NCHW fp32 images (in32) -> the NHWC input tensor (channels padded in 16 bits); in_free after
+/* NCHW fp32 images (in32) -> the input tensor (NHWC, channels padded in 16 bits; NCHW: a copy); in_free after
  * it (external: recorded by a captured graph's node, waited for by the next upload). */
 static int cast_input(struct cu_backend *cb, int external, struct dpt_err *err)
 {

@@ -35,7 +35,7 @@
 #define NSTAGE 2 /* pinned host staging slots for the input batch and the labels */
 
 struct cu_tensor {
-  cudnnTensorDescriptor_t desc; /* [N, c_stored, h, w], NHWC fp32 / fp16 / bf16 */
+  cudnnTensorDescriptor_t desc; /* [N, c_stored, h, w], NHWC fp32 / fp16 / bf16, or NCHW fp32 (plan.nchw) */
   void *buf;                    /* activation */
   void *diff;                   /* its gradient (NULL when not needed) */
 };
@@ -58,7 +58,8 @@ struct cu_layer {
   cudnnPoolingDescriptor_t pool;
   float *save_mean, *save_istd;     /* BN [C] each, from forward training */
   void *w16, *dw16;                 /* conv: KRSC weight copy [K, R, S, C_stored] in the compute type and
-                                       the shared weight-gradient buffer; FC (16-bit): [K, C] weights */
+                                       the shared weight-gradient buffer, or (plan.nchw) the KCRS weights
+                                       and gradients in the slabs; FC (16-bit): [K, C] weights */
   void *scratch;                    /* BN+ReLU / add+ReLU backward: relu'(y) * dy [output's size] */
   void *discard;                    /* BN whose input has no gradient: its dx [input's size] */
   const struct dpt_layer_ops *legacy; /* the layer's legacy calls (the fused step runs the plan's

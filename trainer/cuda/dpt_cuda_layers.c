@@ -13,7 +13,7 @@ static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
   const struct cu_algo *a = &cb->algo[cp->shape_id];
   int rc = 0, li = L->idx;
-  const void *w = L->w16; /* KRSC copy in the compute type: written by the fused optimizer */
+  const void *w = L->w16; /* KRSC copy in the compute type (written by the fused optimizer), or KCRS in the slab */
   (void)cp;
   DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_fwd), li, "");
   DNN_CK(cudnnConvolutionForward, (cb->dnn, &one, cb->t[d->in[0]].desc, cb->t[d->in[0]].buf,

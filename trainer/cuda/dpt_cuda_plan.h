@@ -37,8 +37,9 @@
  * tensor cores.  Inner tensors keep their channel count: ResNet-50's are all
  * multiples of 8; a narrow variant (width multiplier) whose channels are not
  * still runs, on cuDNN's non-tensor-core kernels, and the plan says which
- * convolutions those are.  fp32/tf32 store NHWC too (TF32 tensor cores want
- * channels-last as much as fp16 does) and do not pad. */
+ * convolutions those are.  tf32 stores NHWC too (TF32 tensor cores want channels-last as much
+ * as fp16 does), fp32 NCHW by default (fp32_nchw: cuDNN's float NHWC data gradient was slow);
+ * neither pads. */
 #ifndef DPT_CUDA_PLAN_H
 #define DPT_CUDA_PLAN_H
 
@@ -180,7 +181,7 @@ int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_p
 int dpt_cuda_fuse_channel_multiple(enum dpt_cuda_precision p);
 
 /* The input the plan's network takes (tensor 0), as struct dpt_input_format (dpt_data.h):
- * NHWC, fp32 (fp32 / tf32) / fp16 (mixed) / bf16, the stored (padded) channels, the batch
+ * NHWC or NCHW as the plan stores it, fp32 (fp32 / tf32) / fp16 (mixed) / bf16, the stored (padded) channels, the batch
  * and side; device -1 and stream NULL (the backend fills them).  A pure function: the
  * backend's ops->input_format, and what the GPU loader is asked to deliver. */
 struct dpt_input_format;
