@@ -605,12 +605,9 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
     const struct dpt_layer_desc *d = &m->layers[li];
     struct cu_layer *L = &cb->l[li];
     if (d->type != DPT_LAYER_BN) continue;
+    if (cb->fused && cb->plan.fuse->bn_mode[li] != DPT_FBN_LEGACY) continue; /* the fused step's own */
     n_bn++;
     if (!want || cb->plan.nchw) continue; /* NCHW: the plain calls, as PyTorch's NCHW path */
-    if (cb->fused && cb->plan.fuse->bn_mode[li] != DPT_FBN_LEGACY) { /* the fused step's own */
-      n_bn--;
-      continue;
-    }
     const struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
     cudnnActivationDescriptor_t act = bn_ex_fuses_relu(cb, d) ? cb->relu : NULL;
     cudnnBatchNormOps_t ops = bn_ex_ops(cb, d);
