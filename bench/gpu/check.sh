@@ -115,6 +115,9 @@ f = v("cudart", "cudaRuntimeGetVersion", "libcudart.so.13", "libcudart.so")
 if f and f(ctypes.byref(x)) == 0: print("VERSION cudart", x.value)
 f = v("cuda", "cuDriverGetVersion", "libcuda.so.1")
 if f and f(ctypes.byref(x)) == 0: print("VERSION cuda_driver_api", x.value)
+EOF
+  # the peer as run.sh runs it, without dpt's LD_LIBRARY_PATH (an older cuDNN there stops PyTorch's import)
+  env -u LD_LIBRARY_PATH "$py" - <<'EOF'
 try:  # the peer: what it reports is informative, never a failure of this phase
     import torch
     t = [torch.__version__, "cuda", str(torch.version.cuda), "cudnn", str(torch.backends.cudnn.version())]

@@ -108,6 +108,19 @@ try:
     r = run("bash", sh, os.path.join(tmp, "nogpu"), env=env)
     check(r.returncode == 0 and "no GPU here" in r.stdout, f"no GPU: {r.returncode} {r.stdout} {r.stderr}")
     check(not os.path.exists(os.path.join(tmp, "nogpu")), "no GPU: wrote its OUTDIR")
+    # cudnn_pick.py finds a cuDNN in a hidden folder (PyTorch's wheel under /opt/torch/.venv; glob's **
+    # skipped it, so the second visit ran dpt on the machine's older cuDNN); a file that is no library
+    # is asked its version and refused
+    sys.path.insert(0, bench)
+    import cudnn_pick
+    lib = os.path.join(tmp, "opt", "torch", ".venv", "lib", "nvidia", "cudnn", "lib", "libcudnn.so.9")
+    os.makedirs(os.path.dirname(lib))
+    with open(lib, "w") as f:
+        f.write("not a library\n")
+    check(list(cudnn_pick.found([os.path.join(tmp, "opt")])) == [lib], "cudnn_pick: the .venv cuDNN not found")
+    check(cudnn_pick.version(lib) == -1, "cudnn_pick: a non-library was given a version")
+    os.environ["LD_LIBRARY_PATH"] = ""
+    check(cudnn_pick.main(1 << 30, [os.path.join(tmp, "opt")]) is None, "cudnn_pick: picked a cuDNN older than asked")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 print(f"bench.gpu.check: {len(fails)} failure(s)")
