@@ -62,16 +62,28 @@ def fig_smoke(log, outdir):
 
 
 def fig_ctest(log, outdir):
-    m = re.search(r"(\d+)% tests passed, (\d+) tests? failed out of (\d+)", log)
-    if not m:
-        return "no ctest summary (ended early?)"
-    failed, total = int(m.group(2)), int(m.group(3))
-    skipped = len(re.findall(r"\*\*\*Skipped|Not Run", log)) if "Skipped" in log or "Not Run" in log else 0
-    names = re.findall(r"^\s*\d+ - (\S+) \((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|[^)]*)\)",
-                       log.split("The following tests FAILED:")[-1], re.M) if failed else []
-    s = f"{total - failed - skipped}/{total} passed, {skipped} skipped"
-    if names:
-        s += "; failed: " + ", ".join(f"{n} ({why})" for n, why in names)
+    """from ctest's per-test lines, so that a run stopped at the phase's limit still says what passed,
+    what failed and which test was running; one or more ctest runs (check.sh runs the slow fused tests
+    in a second one), each beginning with 'Test project'"""
+    line = re.compile(r"^\s*\d+/(\d+) Test\s+#\d+: (\S+) \.*\s*(?:\*\*\*)?(.+?)\s+[0-9.]+ sec\s*$", re.M)
+    total, res, running = 0, {}, []
+    for run in log.split("Test project")[1:]:
+        done = line.findall(run)
+        started = re.findall(r"^\s*Start\s+\d+: (\S+)\s*$", run, re.M)
+        total += int(done[0][0]) if done else len(started)
+        res.update({n: why for _, n, why in done})
+        running += [n for n in started if n not in res]
+    if not res and not running:
+        return "no ctest output (ended early?)"
+    passed = [n for n, w in res.items() if w == "Passed"]
+    skipped = [n for n, w in res.items() if w in ("Skipped", "Not Run")]
+    failed = [(n, "NUMERICAL" if w == "Exception: Numerical" else w) for n, w in res.items()
+              if w not in ("Passed", "Skipped", "Not Run")]
+    s = f"{len(passed)}/{total} passed, {len(skipped)} skipped"
+    if failed:
+        s += "; failed: " + ", ".join(f"{n} ({why})" for n, why in failed)
+    if running:
+        s += f"; stopped at the phase's limit in {running[0]}, {total - len(res)} not finished"
     return s
 
 
