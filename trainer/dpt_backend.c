@@ -19,6 +19,7 @@ void dpt_backend_opts_default(struct dpt_backend_opts *o)
   o->precision = NULL;
   o->fuse = NULL;
   o->cuda_graph = NULL;
+  o->deterministic = 0;
 }
 
 const char *dpt_backend_available(void)

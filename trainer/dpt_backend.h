@@ -52,6 +52,10 @@ struct dpt_backend_opts {
                             cuDNN-graph step (dpt-train --fuse; cpu ignores it) */
   const char *cuda_graph; /* cuda: "on", "off", "auto" (NULL: $DPT_CUDA_GRAPH, else off): the
                             steady-state step captured in CUDA graphs (dpt-train --cuda-graph) */
+  int deterministic;      /* 1: bitwise the same results run after run on the same GPU, cuDNN and
+                            cuBLAS (dpt-train --deterministic; cuda: convolution algorithms in cuDNN's
+                            heuristic order, not timed, deterministic ones only, no fused step; the
+                            cpu backend is so at a fixed --threads and ignores it) */
 };
 void dpt_backend_opts_default(struct dpt_backend_opts *o);
 

@@ -161,6 +161,12 @@ static void usage(FILE *f)
           "                        (each kind of step runs eagerly once, then is captured; nccl's\n"
           "                        all-reduces inside; double buffering runs uncaptured).  Default off\n"
           "                        ($DPT_CUDA_GRAPH): it becomes auto once trainer.gpu.graph has passed\n"
+          "  --deterministic       cuda: bitwise the same results run after run (a resumed run the same\n"
+          "                        as a straight one) on the same GPU, cuDNN and cuBLAS: convolution\n"
+          "                        algorithms in cuDNN's heuristic order, not timed, deterministic ones\n"
+          "                        only (PyTorch's cudnn.benchmark off, cudnn.deterministic on); slower;\n"
+          "                        --fuse auto becomes off, --fuse on is refused.  The cpu backend is\n"
+          "                        deterministic at a fixed --threads\n"
           "  --profile-steps N     record the N steps before the last with CUPTI (rank 0): the per-step\n"
           "                        kernel breakdown (kernels, time per class, idle between kernels) as\n"
           "                        JSON and its records as TSV, next to the report (default name with\n"
@@ -234,7 +240,7 @@ enum {
   O_MOM, O_WD, O_BACKEND, O_COMM, O_FP16, O_DBUF, O_THREADS, O_CKDIR, O_CKEVERY, O_RESUME,
   O_REPORT, O_SEED, O_HELP, O_WIDTH, O_SMALL, O_INET, O_SMOOTH, O_GAMMA, O_STEPE, O_MILE, O_POWER,
   O_LRB, O_DECAYBN, O_NOFLIP, O_CROP, O_SKIP, O_PREF, O_NSYN, O_NOVAL, O_LOG, O_STOP, O_ACC,
-  O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_PROF, O_PROFOUT, O_GAMMAS, O_ENDLR, O_OPTIM,
+  O_NOREPORT, O_BASELINE, O_BUCKET, O_FUSE, O_GRAPH, O_DET, O_PROF, O_PROFOUT, O_GAMMAS, O_ENDLR, O_OPTIM,
   O_NEST, O_LETA, O_LEPS, O_RLR, O_RMU2, O_REPS, O_RCEN, O_RPER, O_LRSTEPS, O_BNEVAL, O_ZIR, O_BSCHED, O_RECIPE, O_DRYRUN, O_RANKS, O_TRAINIMG, O_WSTART
 };
 enum { O_CODES = 1100 }; /* above every code: the size of seen[] */
@@ -257,7 +263,7 @@ static const struct option opt_table[] = {
     {"synthetic-images", 1, 0, O_NSYN}, {"no-val", 0, 0, O_NOVAL}, {"log-every", 1, 0, O_LOG},
     {"stop-after", 1, 0, O_STOP}, {"accumulate", 1, 0, O_ACC},
     {"no-report", 0, 0, O_NOREPORT}, {"baseline", 1, 0, O_BASELINE}, {"bucket-mb", 1, 0, O_BUCKET},
-    {"fuse", 1, 0, O_FUSE}, {"cuda-graph", 1, 0, O_GRAPH}, {"profile-steps", 1, 0, O_PROF},
+    {"fuse", 1, 0, O_FUSE}, {"cuda-graph", 1, 0, O_GRAPH}, {"deterministic", 0, 0, O_DET}, {"profile-steps", 1, 0, O_PROF},
     {"profile-out", 1, 0, O_PROFOUT}, {"gammas", 1, 0, O_GAMMAS}, {"end-lr", 1, 0, O_ENDLR},
     {"optimizer", 1, 0, O_OPTIM}, {"nesterov", 0, 0, O_NEST}, {"lars-eta", 1, 0, O_LETA},
     {"lars-eps", 1, 0, O_LEPS}, {"rmsprop-lr", 1, 0, O_RLR}, {"rmsprop-mu2", 1, 0, O_RMU2},
@@ -320,6 +326,7 @@ static int parse_pass(int argc, char **argv, struct opts *o, unsigned char *seen
     case O_BUCKET: rc = dpt_train_num("--bucket-mb", optarg, 0, 1e6, &o->bucket_mb); break;
     case O_FUSE: o->fuse = optarg; break;
     case O_GRAPH: o->cuda_graph = optarg; break;
+    case O_DET: o->deterministic = 1; break;
     case O_PROF: rc = inum("--profile-steps", optarg, 1, 1000, &o->profile_steps); break;
     case O_PROFOUT: o->profile_out = optarg; break;
     case O_SEED: rc = dpt_train_num("--seed", optarg, 0, 1e15, &d); o->seed = (uint64_t)d; break;

@@ -86,6 +86,7 @@ struct opts {
   double bucket_mb;     /* --bucket-mb: gradient bucket target in MiB (0: one all-reduce after backward) */
   const char *fuse;     /* --fuse on|off|auto (NULL: the backend's default, $DPT_CUDA_FUSE, else off) */
   const char *cuda_graph; /* --cuda-graph on|off|auto (NULL: $DPT_CUDA_GRAPH, else off) */
+  int deterministic;    /* --deterministic: the backend's results bitwise reproducible run to run */
   int profile_steps;    /* --profile-steps N: the kernel breakdown of N steps (rank 0, CUPTI) */
   const char *profile_out; /* --profile-out PATH: its JSON (the records: PATH's .json -> .tsv) */
 };

@@ -100,6 +100,7 @@ int dpt_train_run_backend(struct run *r, struct dpt_err *err)
   bo.precision = o->precision;
   bo.fuse = o->fuse;
   bo.cuda_graph = o->cuda_graph;
+  bo.deterministic = o->deterministic;
   if (!strcmp(o->bn_eval, "last-batch")) bo.bn_momentum = 1.0f; /* running stats = the last batch's */
   const char *bname = o->backend;
   if (!strcmp(bname, "auto")) { /* cuda only when a device works, on every rank */
@@ -592,6 +593,7 @@ void dpt_train_run_describe(struct run *r)
     dpt_report_set_config(rep, "cuda_fuse", json_string(o->fuse ? o->fuse : getenv("DPT_CUDA_FUSE") ? getenv("DPT_CUDA_FUSE")
                                                                                                  : "default (off)"));
     dpt_report_set_config(rep, "cuda_graph", json_boolean(be->graph));
+    dpt_report_set_config(rep, "deterministic", json_boolean(o->deterministic));
     dpt_report_set_config(rep, "seed", json_integer((json_int_t)o->seed));
     dpt_report_set_allreduce(rep, (uint64_t)r->np * 4, -1);
     struct dpt_err pe = {0};

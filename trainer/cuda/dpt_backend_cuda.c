@@ -1022,6 +1022,22 @@ int dpt_cuda_device_works(char *why, size_t why_len)
   return 1;
 }
 
+/* dpt-train --deterministic: the algorithms test_gpu_step compares bit for bit, two backends picking
+ * the same ones: cuDNN's heuristic order (Get*_v7, not the timed Find*), deterministic sums of products
+ * only (no atomics: cuDNN's ALGO_0 / ALGO_3 weight gradients, ALGO_0 data gradients), as PyTorch's
+ * cudnn.benchmark off + cudnn.deterministic on.  The fused step times its engines: off. */
+static int deterministic_of(struct dpt_cuda_opts *co, const struct dpt_backend_opts *opts, struct dpt_err *err)
+{
+  if (co->fuse == DPT_CUDA_ON)
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: --deterministic with %s on: the fused step picks its "
+                       "cuDNN engines by timing them; use --fuse off (or auto) with --deterministic",
+                       opts->fuse ? "--fuse" : "DPT_CUDA_FUSE");
+  co->fuse = DPT_CUDA_OFF;
+  co->algo_search = 0;
+  co->deterministic = 1;
+  return 0;
+}
+
 int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_backend_opts *opts,
                             struct dpt_backend **out, struct dpt_err *err)
 {
@@ -1044,7 +1060,7 @@ int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_back
   int rc;
   if ((rc = switch_of("--fuse", opts ? opts->fuse : NULL, "DPT_CUDA_FUSE", &co.fuse, err)) ||
       (rc = switch_of("--cuda-graph", opts ? opts->cuda_graph : NULL, "DPT_CUDA_GRAPH", &co.graph, err)) ||
-      (rc = workspace_cap_env(&co, err))) {
+      (rc = workspace_cap_env(&co, err)) || (opts && opts->deterministic && (rc = deterministic_of(&co, opts, err)))) {
     *out = NULL;
     return rc;
   }
@@ -1581,6 +1597,9 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     cb->fx.ctx.workspace = cb->ws;
     cb->fx.ctx.workspace_limit = cb->ws_bytes;
   }
+  if (opts && opts->deterministic)
+    dpt_cuda_note(cb, "deterministic: convolution algorithms in cuDNN's heuristic order, deterministic sums of "
+                  "products only (not timed; slower); no fused step");
   if (be->graph) { /* captured GEMMs: cuBLAS works in a workspace of ours, allocated now */
     size_t bw = (size_t)32 << 20;
     if ((rc = dpt_cuda_dalloc(cb, &cb->blas_ws, bw, "cuBLAS workspace", err))) goto fail;
@@ -1592,9 +1611,9 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
    * a step, but the pooled memory starts clean for compute-sanitizer's initcheck */
   CUDA_CK(cudaMemsetAsync, (cb->region[DPT_CUDA_R_ARENA], 0, cb->plan.region[DPT_CUDA_R_ARENA], cb->stream), -1,
           "arena");
-  /* a fresh optimizer: zero momentum.  A caller that steps without sgd_init (trainer.gpu.ref)
-   * otherwise reads cudaMalloc's leftovers as velocity: the likely cause of its parameters being
-   * 8.8e-4 off PyTorch's after one step on the first GPU run, with step 1's gradients in bounds */
+  /* a fresh optimizer: zero momentum, so a caller that steps without sgd_init (trainer.gpu.ref)
+   * never reads cudaMalloc's leftovers as velocity (that test's failures on both GPU visits were
+   * its own out-of-date bounds, not this) */
   CUDA_CK(cudaMemsetAsync, (cb->region[DPT_CUDA_R_SGD], 0, cb->plan.region[DPT_CUDA_R_SGD], cb->stream), -1,
           "SGD momentum buffer");
   if ((rc = dpt_cuda_stream_sync(cb, -1, "creation", err))) goto fail;

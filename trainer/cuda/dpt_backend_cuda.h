@@ -92,7 +92,8 @@ struct dpt_cuda_opts {
   int device;            /* -1: DPT_CUDA_DEVICE or 0 */
   size_t workspace_cap;  /* bytes, cap on the shared conv workspace (default 512 MiB; 0 = none) */
   int algo_search;       /* 1: cudnnFind*AlgorithmEx (measured, default); 0: Get*_v7 heuristics */
-  int deterministic;     /* 1: the oracle tests' algorithms: deterministic sums of products (no FFT, Winograd) */
+  int deterministic;     /* 1: the oracle tests' algorithms: deterministic sums of products (no FFT, Winograd);
+                            with algo_search 0, dpt-train --deterministic (bitwise reproducible runs) */
   float loss_scale;      /* mixed: initial loss scale (default 65536) */
 };
 void dpt_cuda_opts_default(struct dpt_cuda_opts *o);

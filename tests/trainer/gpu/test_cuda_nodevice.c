@@ -10,7 +10,8 @@
  *    cudaGetDeviceCount's answer, and says what to do (--backend cpu/auto);
  *  - "auto" falls back to the CPU backend, which then works (one forward);
  *  - the build advertises "cpu,cuda";
- *  - a bad DPT_CUDA_PRECISION or DPT_CUDA_WORKSPACE_MB is refused as bad input. */
+ *  - a bad DPT_CUDA_PRECISION or DPT_CUDA_WORKSPACE_MB is refused as bad input, and so is
+ *    --deterministic with the fused step on (by option or DPT_CUDA_FUSE). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,21 @@ int main(void)
           err.msg);
   }
   unsetenv("DPT_CUDA_WORKSPACE_MB");
+  /* --deterministic with the fused step asked for (option or variable): its engines are timed */
+  o.deterministic = 1;
+  o.fuse = "on";
+  be = (struct dpt_backend *)&m;
+  rc = dpt_backend_create("cuda", &m, &o, &be, &err);
+  CHECK(rc == DPT_E_INPUT && be == NULL && strstr(err.msg, "--deterministic with --fuse on"),
+        "--deterministic --fuse on: %d %s", rc, err.msg);
+  o.fuse = NULL;
+  setenv("DPT_CUDA_FUSE", "on", 1);
+  be = (struct dpt_backend *)&m;
+  rc = dpt_backend_create("cuda", &m, &o, &be, &err);
+  CHECK(rc == DPT_E_INPUT && be == NULL && strstr(err.msg, "--deterministic with DPT_CUDA_FUSE on"),
+        "--deterministic, DPT_CUDA_FUSE=on: %d %s", rc, err.msg);
+  unsetenv("DPT_CUDA_FUSE");
+  o.deterministic = 0;
   dpt_model_free(&m);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;

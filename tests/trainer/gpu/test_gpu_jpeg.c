@@ -4,11 +4,12 @@
  *  1. parity: ImageNet-like smooth images (500 x 375 and others, 4:2:0 / 4:2:2 /
  *     4:4:4 / gray / progressive) and the corner cases of jpeg_cases.h, training
  *     (random-resized crop + flip) and validation (resize + centre crop): every
- *     image decoded by nvJPEG within 2/255 of the CPU path (libjpeg's accurate
- *     IDCT at full size: the same sampling tables, a different IDCT; nvJPEG decodes
- *     to planes and the kernel upsamples and converts them as libjpeg does,
- *     dpt_jpeg_ycc.h, equal to libjpeg's on the CPU: trainer.test_jpeg_ycc), the
- *     worst per chroma sampling shown, and every file decoded to planes (none left
+ *     image decoded by nvJPEG within 3/255 of the CPU path, 1/255 for gray files
+ *     (PARITY_RGB / PARITY_GRAY below: libjpeg's accurate IDCT at full size vs
+ *     nvJPEG's; nvJPEG decodes to planes and the kernel upsamples and converts them
+ *     as libjpeg does, dpt_jpeg_ycc.h, equal to libjpeg's on the CPU:
+ *     trainer.test_jpeg_ycc), the worst per chroma sampling shown, and every file
+ *     decoded to planes (none left
  *     to nvJPEG's own RGB conversion); images the GPU path decodes on the host (CMYK, RGB-coded)
  *     equal to the CPU path's to 1e-6 (same decoder, same tables, same fp32
  *     expression); labels equal.
@@ -51,6 +52,37 @@ static void make_smooth(const char *dir)
     free(b);
   }
 }
+
+/* The parity bound, in 0..255 units of the resized crop before normalisation (the
+ * test multiplies the normalised difference back by std * 255).  The two paths share
+ * the coefficients, the sampling tables, the upsampling and colour conversion
+ * (dpt_jpeg_ycc.h) and the bilinear expression; only the IDCT differs.
+ *  - planes: libjpeg's JDCT_ISLOW (tjDecompress2 flags 0) and an accurate IDCT each
+ *    come within < 1 of the real-valued IDCT, so their integer samples differ by
+ *    |dY|, |dCb|, |dCr| <= 1 (two integers within < 1 of one real).  IEEE 1180 /
+ *    ISO/IEC 23002-1 alone (peak 1 against the rounded reference) would allow 2:
+ *    this assumes nvJPEG as accurate as a float IDCT, which trainer.gpu.jpeg
+ *    measures (gray files: at most 1).  libjpeg-turbo 2.1 on these files: ISLOW vs
+ *    an exact double IDCT and vs JDCT_FLOAT, every plane within 1; JDCT_IFAST 3.
+ *  - upsampling (fancy h2v1 / h2v2 / h1v2, or replication): non-negative integer
+ *    weights summing to 4 or 16, a fixed bias, a shift: floor((a + k) / 16) and
+ *    floor((b + k) / 16) with |a - b| <= 16 d differ by <= d, so |dC| <= 1 after it.
+ *  - RGB (jdcolor.c, 16-bit fixed point): R = Y + (91881 Cr' + 2^15) >> 16, B = Y +
+ *    (116130 Cb' + 2^15) >> 16, G = Y + (-46802 Cr' - 22554 Cb' + 2^15) >> 16; for
+ *    |dC| <= 1 the numerators move by <= 91881, 116130, 69356, all < 2 * 2^16, so
+ *    each shifted term moves by <= 2 and |dR|, |dG|, |dB| <= |dY| + 2 = 3 (reached:
+ *    dY = dCr = 1 with the 1.402 term rounding up); the clamp cannot widen it.  Gray:
+ *    R = G = B = Y, <= 1.
+ *  - bilinear resize: weights in [0, 1] (dpt_augment_tables), a convex combination of
+ *    four pixel differences, so no more than the largest; fp32 rounding of the
+ *    interpolation and of (v / 255 - mean) / std and back adds < 1e-4 (the slack).
+ * Measured (H200, 2026-11-29): 4:2:0 3.000, 4:2:2 2.77, 4:4:4 2.69, 4:1:1 2.0, 4:4:0 2.0,
+ * gray 0.99.  Defects clear it on these fields (libjpeg-turbo simulation): libjpeg's
+ * IFAST IDCT 4-5, nearest-neighbour chroma 5-8, chroma one pixel off 8-27, crop one
+ * pixel off 12-30, BT.709 instead of BT.601 constants 25-28, R/B swapped 156-178. */
+#define PARITY_SLACK 1e-3
+#define PARITY_RGB (3.0 + PARITY_SLACK)
+#define PARITY_GRAY (1.0 + PARITY_SLACK)
 
 static struct dpt_loader *mk(const struct dpt_dataset *d, int train, int gpu, int device_out, int layout, int dtype,
                              int c_stored, int batch)
@@ -108,7 +140,7 @@ static void test_parity(const char *dir)
           worst_css[k] = fmax(worst_css[k], m);
           n_css[k]++;
           n_nv++;
-          if (m > 2.0) fprintf(stderr, "  %s: %.2f / 255 (%s)\n", dpt_data_path(&d, pl.record), m, pl.why);
+          if (m > (k == DPT_JPEG_CSS_GRAY ? PARITY_GRAY : PARITY_RGB)) fprintf(stderr, "  %s: %.2f / 255 (%s)\n", dpt_data_path(&d, pl.record), m, pl.why);
         }
       }
       printf("parity %s epoch %d: %d nvJPEG-decoded images max |GPU - CPU| %.3f / 255; host-decoded %.2e\n",
@@ -116,8 +148,10 @@ static void test_parity(const char *dir)
       for (int k = 0; k <= DPT_JPEG_CSS_OTHER; k++)
         if (n_css[k])
           printf("  %-5s: %d images, max %.3f / 255\n", dpt_jpeg_hdr_css_name(k), n_css[k], worst_css[k]);
-      CHECK(worst_nv <= 2.0, "%s: nvJPEG-decoded crops %.3f / 255 from the CPU path's (bound 2)",
+      CHECK(worst_nv <= PARITY_RGB, "%s: nvJPEG-decoded crops %.3f / 255 from the CPU path's (bound 3)",
             train ? "train" : "val", worst_nv);
+      CHECK(worst_css[DPT_JPEG_CSS_GRAY] <= PARITY_GRAY, "%s: nvJPEG-decoded gray crops %.3f / 255 from the CPU "
+            "path's (bound 1: one IDCT step)", train ? "train" : "val", worst_css[DPT_JPEG_CSS_GRAY]);
       CHECK(worst_host <= 1e-6 * 255, "%s: host-decoded crops differ by %.3g / 255", train ? "train" : "val",
             worst_host);
     }
@@ -229,6 +263,6 @@ int main(void)
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) failures++;
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
-  else printf("ok: GPU loader within 2/255 of the CPU path, corner cases, device layouts\n");
+  else printf("ok: GPU loader within 3/255 (gray 1/255) of the CPU path, corner cases, device layouts\n");
   return failures ? 1 : 0;
 }
