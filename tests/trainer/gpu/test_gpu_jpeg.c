@@ -9,8 +9,7 @@
  *     nvJPEG's; nvJPEG decodes to planes and the kernel upsamples and converts them
  *     as libjpeg does, dpt_jpeg_ycc.h, equal to libjpeg's on the CPU:
  *     trainer.test_jpeg_ycc), the worst per chroma sampling shown, and every file
- *     decoded to planes (none left
- *     to nvJPEG's own RGB conversion); images the GPU path decodes on the host (CMYK, RGB-coded)
+ *     decoded to planes (none left to nvJPEG's own RGB conversion); images the GPU path decodes on the host (CMYK, RGB-coded)
  *     equal to the CPU path's to 1e-6 (same decoder, same tables, same fp32
  *     expression); labels equal.
  *  2. the corner cases: routes counted (hardware / hybrid / host), 5 undecodable
@@ -140,7 +139,8 @@ static void test_parity(const char *dir)
           worst_css[k] = fmax(worst_css[k], m);
           n_css[k]++;
           n_nv++;
-          if (m > (k == DPT_JPEG_CSS_GRAY ? PARITY_GRAY : PARITY_RGB)) fprintf(stderr, "  %s: %.2f / 255 (%s)\n", dpt_data_path(&d, pl.record), m, pl.why);
+          if (m > (k == DPT_JPEG_CSS_GRAY ? PARITY_GRAY : PARITY_RGB))
+            fprintf(stderr, "  %s: %.2f / 255 (%s)\n", dpt_data_path(&d, pl.record), m, pl.why);
         }
       }
       printf("parity %s epoch %d: %d nvJPEG-decoded images max |GPU - CPU| %.3f / 255; host-decoded %.2e\n",
