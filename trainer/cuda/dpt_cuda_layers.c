@@ -586,7 +586,7 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
   const struct dpt_model *m = cb->pub.model;
   const char *env = getenv("DPT_CUDA_BN");
   const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-  int rc = 0, n_bn = 0, n_ex = 0, n_no = 0, n_relu = 0;
+  int rc = 0, n_bn = 0, n_ex = 0, n_no = 0, n_relu = 0, n_unal = 0;
   size_t total = 0;
   char *base = NULL;
   cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
@@ -608,6 +608,10 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
     if (cb->fused && cb->plan.fuse->bn_mode[li] != DPT_FBN_LEGACY) continue; /* the fused step's own */
     n_bn++;
     if (!want || cb->plan.nchw) continue; /* NCHW: the plain calls, as PyTorch's NCHW path */
+    if (!dpt_cuda_bn_ex_aligned(m, li, (size_t)(L->save_mean - (float *)cb->region[DPT_CUDA_R_BN]))) {
+      n_unal++; /* its 16-byte vector loads would fault ("misaligned address"): the plain calls */
+      continue;
+    }
     const struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
     cudnnActivationDescriptor_t act = bn_ex_fuses_relu(cb, d) ? cb->relu : NULL;
     cudnnBatchNormOps_t ops = bn_ex_ops(cb, d);
@@ -641,6 +645,10 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
         base += (cb->l[li].bn_reserve_bytes + 255) & ~(size_t)255;
       }
   }
+  if (n_unal)
+    dpt_cuda_note(cb, "batch norm: %d layer(s) on the plain calls: C not a multiple of 4 or a parameter / statistics "
+                  "vector not 16-byte aligned in its slab (cudnnBatchNormalization*Ex moves them 16 bytes at a time)",
+                  n_unal);
   if (!want || cb->plan.nchw)
     dpt_cuda_note(cb, "batch norm: the plain cuDNN calls for its %d layer(s) (%s)", n_bn,
                   want ? "NCHW" : "DPT_CUDA_BN=legacy");
@@ -650,7 +658,7 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
          (long)cudnnGetVersion(), cudnnGetErrorString(last), first_no);
   else if (n_bn)
     dpt_cuda_note(cb, "batch norm: %d layer(s) through cudnnBatchNormalization*Ex (NHWC persistent, BN+ReLU one op in "
-         "%d), reserve %.1f MB, workspace %.1f MB", n_bn, n_relu, total / 1e6, cb->bn_ws_bytes / 1e6);
+         "%d), reserve %.1f MB, workspace %.1f MB", n_ex, n_relu, total / 1e6, cb->bn_ws_bytes / 1e6);
   return 0;
 fail:
   return rc;

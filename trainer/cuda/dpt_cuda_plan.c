@@ -496,6 +496,13 @@ int dpt_cuda_plan_fit_ex(const struct dpt_model *m, enum dpt_cuda_precision prec
   }
   return lo;
 }
+int dpt_cuda_bn_ex_aligned(const struct dpt_model *m, int li, size_t saved_off)
+{
+  const struct dpt_layer_desc *l = &m->layers[li];
+  return l->type == DPT_LAYER_BN && l->c_out % 4 == 0 && l->w_off % 4 == 0 && l->b_off % 4 == 0 &&
+         l->s_off % 4 == 0 && saved_off % 4 == 0; /* in floats: 4 = 16 bytes; + C keeps it */
+}
+
 int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limit, int oracle)
 {
   int best = -1;

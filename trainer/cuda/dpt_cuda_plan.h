@@ -208,6 +208,14 @@ struct dpt_cuda_algo_cand {
   int deterministic; /* CUDNN_DETERMINISTIC */
   int transform;     /* FFT or Winograd: outputs not computed as sums of products */
 };
+/* Whether BN layer li may go through cudnnBatchNormalization*Ex's NHWC semi-persistent kernels, which
+ * move the per-channel vectors (gamma, beta, running mean / variance, dgamma / dbeta, saved mean /
+ * inverse std) 16 bytes at a time: C a multiple of 4 and every vector on a 16-byte boundary of its
+ * slab (the slabs are cudaMalloc'd, 256-byte aligned).  saved_off: the layer's saved mean in floats
+ * from the start of the BN region.  The model's packed slab leaves a gamma 8 bytes off wherever an
+ * earlier block has an odd count of float pairs (width 1/32: every BN).  A pure function. */
+int dpt_cuda_bn_ex_aligned(const struct dpt_model *m, int li, size_t saved_off);
+
 /* Index of the candidate to use: the fastest ok one within ws_limit (cuDNN's order when times
  * are unknown); with oracle, only deterministic sums of products (no transform).  -1 when none
  * fits. */

@@ -460,8 +460,50 @@ static void test_loss_scaler(void)
             dpt_cuda_stored_channels(3, 1, DPT_CUDA_TF32) == 3, "channel padding rule");
 }
 
+/* BN through cudnnBatchNormalization*Ex only where its 16-byte vector accesses are aligned: at
+ * every width, each accepted layer's gamma, beta, running mean / variance (and dgamma / dbeta, at
+ * gamma's offsets in the gradient slab), saved mean / inverse std start on 16 bytes; the tight
+ * fixture's width 1/32 (gamma 8 bytes off in all 53, C = 2 in the stem and layer1) gets none, the
+ * normal fixture's width 1/8 all 53 (the second GPU visit: Ex faulted there with "misaligned
+ * address" at tf32, its first kernel with 16-byte loads of 8-byte-aligned slab vectors). */
+static void test_bn_ex_alignment(void)
+{
+  static const double widths[] = {0.03125, 0.0625, 0.125, 0.25, 1.0};
+  for (int w = 0; w < 5; w++) {
+    struct dpt_model m;
+    struct dpt_model_cfg cfg;
+    struct dpt_err err = {0};
+    dpt_model_cfg_default(&cfg);
+    cfg.width = widths[w];
+    cfg.small_stem = 1, cfg.image_size = 8, cfg.num_classes = 10;
+    if (dpt_model_resnet50(&m, &cfg, &err)) {
+      fprintf(stderr, "%s\n", err.msg);
+      exit(1);
+    }
+    size_t saved = 0; /* the backend's BN region: [mean C][istd C] per BN in layer order */
+    int n_bn = 0, n_ok = 0;
+    for (int li = 0; li < m.n_layers; li++) {
+      const struct dpt_layer_desc *l = &m.layers[li];
+      if (l->type != DPT_LAYER_BN) continue;
+      size_t c = (size_t)l->c_out, v[6] = {l->w_off, l->w_off + c, l->b_off, l->s_off, l->s_off + c, saved + c};
+      int ok = dpt_cuda_bn_ex_aligned(&m, li, saved);
+      n_bn++, n_ok += ok;
+      for (int k = 0; ok && k < 6; k++)
+        CHECK(v[k] * sizeof(float) % 16 == 0, "width %g: '%s' through Ex with vector %d at byte %zu", widths[w],
+              l->name, k, v[k] * sizeof(float));
+      CHECK(!ok || saved * sizeof(float) % 16 == 0, "width %g: '%s' saved mean unaligned", widths[w], l->name);
+      saved += 2 * c;
+    }
+    if (w == 0) CHECK(n_ok == 0, "width 1/32: %d of %d BNs through Ex, expected none", n_ok, n_bn);
+    if (w == 2) CHECK(n_ok == n_bn && n_bn == 53, "width 1/8: %d of %d BNs through Ex, expected 53", n_ok, n_bn);
+    printf("bn ex alignment: width %g: %d of %d BN layers through Ex\n", widths[w], n_ok, n_bn);
+    dpt_model_free(&m);
+  }
+}
+
 int main(void)
 {
+  test_bn_ex_alignment();
   test_resnet50();
   test_arena_place();
   test_regions_and_fit();
