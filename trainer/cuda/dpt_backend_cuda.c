@@ -24,6 +24,7 @@
  * another consumer already wrote it (residual forks), so no extra
  * accumulation pass is needed. */
 #include <errno.h>
+#include <time.h>
 
 #include "dpt_backend_cuda_priv.h"
 
@@ -1229,7 +1230,11 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   void *tws = NULL;
   struct dpt_engine_ident id;
   struct cudaDeviceProp prop;
-  char fell[1200] = "";
+  char fell[1600] = "";
+  struct dpt_cg_stats st = {0};
+  struct timespec t0, t1;
+  int rounds = 0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   memset(&id, 0, sizeof id);
   CUDA_CK(cudaGetDeviceProperties, (&prop, cb->dev), -1, "fused step");
   snprintf(id.gpu, sizeof id.gpu, "%.127s", prop.name);
@@ -1264,7 +1269,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   if (limit && (rc = dpt_cuda_dalloc(cb, &tws, limit, "fused step tuning workspace", err))) return rc;
   struct dpt_cg_ctx ctx = {.dnn = cb->dnn, .device = cb->dev, .cudnn_version = id.cudnn, .cache = &cb->ecache,
                            .errata = cb->errata_loaded ? &cb->errata : NULL, .workspace = tws,
-                           .workspace_limit = limit, .max_candidates = 0};
+                           .workspace_limit = limit, .max_candidates = 0, .stats = &st, .probe = 1};
   struct dpt_cuda_fstep_io io = {fx_resolve, cb};
   int *failed = malloc((size_t)(2 * m->n_layers + 1) * 4 * sizeof *failed); /* >= any plan's op count */
   if (!failed) {
@@ -1274,12 +1279,19 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   for (;;) {
     int n_failed = 0, denied = 0;
     struct dpt_err e = {0};
+    rounds++;
     rc = dpt_cuda_fstep_build(&cb->fx, m, &cb->plan, &ctx, cb->stream, &io, cb->pub.opts.bn_eps,
                               cb->pub.opts.bn_momentum, failed, &n_failed, &e);
     if (rc != DPT_E_UNSUPPORTED || !n_failed) {
+      if (!rc && ctx.probe) { /* every op's key has an engine now: build them all */
+        dpt_cuda_fstep_destroy(&cb->fx);
+        ctx.probe = 0;
+        continue;
+      }
       if (rc) *err = e;
       break;
     }
+    ctx.probe = 1; /* (a cached engine that no longer builds failed in the last round) */
     for (int k = 0; k < n_failed; k++) { /* every op without an engine: its layer on the legacy calls */
       const struct dpt_fop *op = &cb->plan.fuse->ops[failed[k]];
       int l = dpt_cuda_fuse_layer_denied(m, cb->plan.fuse, failed[k]);
@@ -1287,7 +1299,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
       dpt_cuda_fuse_deny(m, cb->plan.fuse, failed[k], cb->legacy);
       size_t n = strlen(fell);
       if (nfell < 4 && n + 1 < sizeof fell)
-        snprintf(fell + n, sizeof fell - n, "%s'%s' (%s%s%.160s)", nfell ? "; " : "", m->layers[l].name,
+        snprintf(fell + n, sizeof fell - n, "%s'%s' (%s%s%.600s)", nfell ? "; " : "", m->layers[l].name,
                  dpt_fop_name(op->kind), nfell ? "" : ": ", nfell ? "" : e.msg);
       nfell++;
       denied++;
@@ -1317,14 +1329,21 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   if (tws) dfree(cb, tws);
   if (rc) return rc;
   struct dpt_err se = {0};
-  if (cb->fx.timed && dpt_engine_cache_store(&cb->ecache, &se))
+  /* fx counts the last round only: store whatever any round learned (engines and keys without one) */
+  if (cb->ecache.dirty && dpt_engine_cache_store(&cb->ecache, &se))
     dpt_cuda_note(cb, "fused step: warning: the engine choices were not stored: %s", se.msg);
   const struct dpt_fuse_counts *c = &cb->plan.fuse->counts;
   dpt_cuda_note(cb, "fused step: %d of %d ops through cuDNN graphs, engines: %d from the cache %s, %d timed%s%s; %d legacy "
-       "layer ops (pooling, FC, loss%s)", cb->fx.n, c->ops_fwd + c->ops_bwd, cb->fx.from_cache,
-       cb->ecache.path[0] ? cb->ecache.path : "(off)", cb->fx.timed, cb->fx.timed && cb->ecache.path[0] ? " and stored" : "",
+       "layer ops (pooling, FC, loss%s)", cb->fx.n, c->ops_fwd + c->ops_bwd,
+       st.from_cache - st.timed > 0 ? st.from_cache - st.timed : 0, cb->ecache.path[0] ? cb->ecache.path : "(off)", st.timed,
+       st.timed && cb->ecache.path[0] ? " and stored" : "",
        cb->errata_loaded ? "" : " (no errata file)", c->legacy_fwd + c->legacy_bwd,
        c->legacy_fwd > 3 ? ", convolutions whose channels are not a multiple of the tensor-core one" : "");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  dpt_cuda_note(cb, "fused step: engine search %.1f s: %d round(s), %d graph builds (%d timed, %d from the cache, %d "
+                "without an engine, %d of them known from before), %ld execution plans finalized, %d searches capped",
+                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), rounds, st.builds, st.timed,
+                st.from_cache, st.no_engine + st.no_engine_known, st.no_engine_known, st.plans, st.capped);
   if (nfell)
     dpt_cuda_note(cb, "fused step: %d layer(s) back on the legacy calls, no cuDNN engine for their pattern here: %s%s", nfell,
          fell, nfell > 4 ? "; ..." : "");

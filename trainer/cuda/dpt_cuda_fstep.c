@@ -282,6 +282,15 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
     void *ptrs[DPT_CG_NSLOTS];
     struct dpt_err e = {0};
     int r = describe(fx, i, &d, o->ref, &o->pack, &e);
+    if (!r && fx->ctx.probe && fx->ctx.cache) {
+      char key[DPT_ENGINE_KEY_MAX];
+      dpt_cg_key(&d, key, sizeof key);
+      if (dpt_engine_cache_get(fx->ctx.cache, key)) { /* known to build: left to the last round */
+        fx->index[i] = -1;
+        memset(o, 0, sizeof *o);
+        continue;
+      }
+    }
     if (!r) {
       resolve_all(fx, o->ref, ptrs);
       if ((r = dpt_cg_build(&fx->ctx, &d, ptrs, &o->cg, &e))) dpt_err_prefix(&e, "fused step op %d (%s)", i,

@@ -714,6 +714,12 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
   op->d = *d;
   if ((rc = validate(d, ctx, err))) return rc;
   dpt_cg_key(d, op->key, sizeof op->key);
+  if (ctx->stats) ctx->stats->builds++;
+  const char *known = ctx->cache ? dpt_engine_cache_none(ctx->cache, op->key) : NULL;
+  if (known) { /* this key found no engine before (this process, or the cache file): not searched again */
+    if (ctx->stats) ctx->stats->no_engine_known++;
+    return cg_fail(ctx, d, err, DPT_E_UNSUPPORTED, "choosing an engine", known);
+  }
   memset(&g, 0, sizeof g);
   g.ctx = ctx;
   g.op = op;
@@ -746,6 +752,7 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
     if (!blocked && !cfg_from_choice((cudnnBackendDescriptor_t)op->graph, cached, op->keep, &op->n_keep,
                                      DPT_CG_MAX_DESC, &cfg) &&
         !make_plan(ctx->dnn, cfg, &plan, &ws) && ws <= ctx->workspace_limit) {
+      if (ctx->stats) ctx->stats->plans++, ctx->stats->from_cache++;
       op->plan = plan;
       op->workspace = ws;
       op->choice = *cached;
@@ -788,10 +795,11 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
   }
   /* 3. filter and time */
   int max = ctx->max_candidates > 0 ? ctx->max_candidates : 8, timed = 0, n_blocked = 0, n_ws = 0, n_notes = 0,
-      n_build = 0, n_run = 0;
+      n_build = 0, n_run = 0, tries = 0, max_tries = ctx->max_tries > 0 ? ctx->max_tries : 16;
   char blocked_ids[200] = "";
   float best_ms = 0;
-  for (int64_t i = 0; i < n_cfg && timed < max; i++) {
+  int64_t i;
+  for (i = 0; i < n_cfg && timed < max && tries < max_tries; i++) {
     struct cand c = {cfgs[i], NULL, {0}, 0};
     int tc = 0, reduced = 0;
     cudnnStatus_t s = cfg_info(c.cfg, &c.ch, &tc, &reduced);
@@ -814,6 +822,8 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
       n_notes++;
       continue;
     }
+    tries++;
+    if (ctx->stats) ctx->stats->plans++;
     if ((s = make_plan(ctx->dnn, c.cfg, &c.plan, &c.ws))) {
       last = s;
       n_build++;
@@ -849,14 +859,18 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
       destroy(c.plan);
     }
   }
+  if (ctx->stats && i < n_cfg && !best.plan) ctx->stats->capped++;
   if (!best.plan) {
-    char why[640];
+    char why[700];
     snprintf(why, sizeof why,
              "no engine runs this graph here: heuristics offered %lld configs; %d blocked by errata%s%s%s, %d with "
              "tensor-core / reduced-precision notes refused, %d over the %zu-byte workspace limit, %d failed to build, "
-             "%d failed to run (last status: %s); run these layers on the legacy calls",
+             "%d failed to run (last status: %s), %lld not tried (%d plans at most); run these layers on the legacy calls",
              (long long)n_cfg, n_blocked, n_blocked ? " (" : "", blocked_ids, n_blocked ? ")" : "", n_notes, n_ws,
-             ctx->workspace_limit, n_build, n_run, cudnnGetErrorString(last));
+             ctx->workspace_limit, n_build, n_run, cudnnGetErrorString(last), (long long)(n_cfg - i), max_tries);
+    if (ctx->stats) ctx->stats->no_engine++;
+    /* remembered for this key (and stored with the cache) unless more workspace could change the answer */
+    if (ctx->cache && !n_ws) (void)dpt_engine_cache_put_none(ctx->cache, op->key, why, NULL);
     rc = cg_fail(ctx, d, err, DPT_E_UNSUPPORTED, "choosing an engine", why);
     goto fail;
   }
@@ -870,6 +884,7 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
   op->workspace = best.ws;
   op->choice = best.ch;
   op->n_timed = timed;
+  if (ctx->stats) ctx->stats->timed++;
   if (ctx->cache) (void)dpt_engine_cache_put(ctx->cache, op->key, &op->choice, NULL); /* stored by the caller */
   return 0;
 fail:

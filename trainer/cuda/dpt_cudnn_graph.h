@@ -87,6 +87,16 @@ struct dpt_cg_ctx {
   void *workspace;              /* device buffer for tuning and execution */
   size_t workspace_limit;       /* its bytes: configs needing more are skipped */
   int max_candidates;           /* configs timed per graph (0: 8) */
+  int max_tries;                /* execution plans finalized per graph, timed or not (0: 16) */
+  struct dpt_cg_stats *stats;   /* NULL: not counted */
+  int probe;                    /* dpt_cuda_fstep_build: ops whose key the cache knows to build are not
+                                   built (the deny rounds only search unknown keys; a last round builds) */
+};
+
+/* What the engine search cost (summed over dpt_cg_build calls). */
+struct dpt_cg_stats {
+  int builds, from_cache, timed, no_engine, no_engine_known, capped;
+  long plans;                   /* execution plans finalized (cudnnBackendFinalize: the costly call) */
 };
 
 #define DPT_CG_MAX_DESC 96

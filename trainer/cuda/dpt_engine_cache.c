@@ -88,7 +88,10 @@ int dpt_engine_cache_put(struct dpt_engine_cache *c, const char *key, const stru
 {
   int at, rc;
   if ((rc = check_choice(key, ch, err))) return rc;
+  c->dirty = 1;
   if (find(c, key, &at)) {
+    free(c->e[at].none);
+    c->e[at].none = NULL;
     c->e[at].c = *ch;
     return 0;
   }
@@ -104,19 +107,38 @@ int dpt_engine_cache_put(struct dpt_engine_cache *c, const char *key, const stru
   memmove(c->e + at + 1, c->e + at, (size_t)(c->n - at) * sizeof *c->e);
   c->e[at].key = k;
   c->e[at].c = *ch;
+  c->e[at].none = NULL;
   c->n++;
   return 0;
+}
+
+int dpt_engine_cache_put_none(struct dpt_engine_cache *c, const char *key, const char *why, struct dpt_err *err)
+{
+  struct dpt_engine_choice ch = {0};
+  int at, rc;
+  char *w = strdup(why && why[0] ? why : "no engine");
+  if (!w) return dpt_err_set(err, DPT_E_NOMEM, "engine cache: out of memory");
+  if ((rc = dpt_engine_cache_put(c, key, &ch, err))) return free(w), rc; /* engine 0: placeholder */
+  find(c, key, &at);
+  c->e[at].none = w;
+  return 0;
+}
+
+const char *dpt_engine_cache_none(const struct dpt_engine_cache *c, const char *key)
+{
+  int at;
+  return key && find(c, key, &at) ? c->e[at].none : NULL;
 }
 
 const struct dpt_engine_choice *dpt_engine_cache_get(const struct dpt_engine_cache *c, const char *key)
 {
   int at;
-  return key && find(c, key, &at) ? &c->e[at].c : NULL;
+  return key && find(c, key, &at) && !c->e[at].none ? &c->e[at].c : NULL;
 }
 
 static void clear(struct dpt_engine_cache *c)
 {
-  for (int i = 0; i < c->n; i++) free(c->e[i].key);
+  for (int i = 0; i < c->n; i++) free(c->e[i].key), free(c->e[i].none);
   c->n = 0;
 }
 
@@ -216,6 +238,16 @@ static const char *parse(struct dpt_engine_cache *c, const char *text, size_t le
       goto out;
     }
   }
+  json_t *none = json_object_get(root, "no_engine"); /* optional */
+  json_object_foreach(none, key, v) {
+    int at;
+    if (!json_is_string(v) || (keep_existing && find(c, key, &at))) continue;
+    if (dpt_engine_cache_put_none(c, key, json_string_value(v), NULL)) {
+      snprintf(why, wl, "out of memory");
+      r = why;
+      goto out;
+    }
+  }
 out:
   json_decref(root);
   return r;
@@ -253,6 +285,7 @@ int dpt_engine_cache_open(struct dpt_engine_cache *c, const struct dpt_engine_id
              "engine cache %.900s ignored: %.700s; the engines are timed again and the file rewritten (delete it if this "
              "repeats, or set DPT_ENGINE_CACHE=off)", c->path, why);
   }
+  c->dirty = 0;
   return 0;
 }
 
@@ -260,8 +293,8 @@ static json_t *to_json(const struct dpt_engine_cache *c)
 {
   char cc[32];
   cc_string(&c->id, cc, sizeof cc);
-  json_t *root = json_object(), *entries = json_object();
-  if (!root || !entries) goto fail;
+  json_t *root = json_object(), *entries = json_object(), *none = json_object();
+  if (!root || !entries || !none) goto fail;
   if (json_object_set_new(root, "format", json_string(DPT_ENGINE_CACHE_FORMAT)) ||
       json_object_set_new(root, "gpu", json_string(c->id.gpu)) ||
       json_object_set_new(root, "compute_capability", json_string(cc)) ||
@@ -270,6 +303,10 @@ static json_t *to_json(const struct dpt_engine_cache *c)
     goto fail;
   for (int i = 0; i < c->n; i++) {
     const struct dpt_engine_choice *ch = &c->e[i].c;
+    if (c->e[i].none) {
+      if (json_object_set_new(none, c->e[i].key, json_string(c->e[i].none))) goto fail;
+      continue;
+    }
     json_t *o = json_object(), *knobs = json_array();
     if (!o || !knobs) {
       json_decref(o), json_decref(knobs);
@@ -283,9 +320,11 @@ static json_t *to_json(const struct dpt_engine_cache *c)
     json_object_set_new(o, "workspace", json_integer((json_int_t)ch->workspace));
     if (json_object_set_new(entries, c->e[i].key, o)) goto fail;
   }
+  if (json_object_set_new(root, "no_engine", none)) return json_decref(entries), json_decref(root), NULL;
   if (json_object_set_new(root, "entries", entries)) return json_decref(root), NULL;
   return root;
 fail:
+  json_decref(none);
   json_decref(entries);
   json_decref(root);
   return NULL;
@@ -366,6 +405,7 @@ int dpt_engine_cache_store(struct dpt_engine_cache *c, struct dpt_err *err)
     goto done;
   }
   tmp[0] = '\0';
+  c->dirty = 0;
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     (void)fsync(dfd);

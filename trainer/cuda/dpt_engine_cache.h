@@ -52,6 +52,7 @@ struct dpt_engine_choice {
 struct dpt_engine_entry {
   char *key;
   struct dpt_engine_choice c;
+  char *none; /* non-NULL: no engine runs this key here (this ident), and why; c unused */
 };
 
 struct dpt_engine_cache {
@@ -60,6 +61,7 @@ struct dpt_engine_cache {
   int n, cap;
   struct dpt_engine_entry *e; /* [n], sorted by key */
   char warning[2048];         /* set when open ignored the file: print it once */
+  int dirty;                  /* a put / put_none since open: worth storing */
 };
 
 /* The file for id: dir (NULL: $DPT_ENGINE_CACHE, $XDG_CACHE_HOME/dpt, $HOME/.cache/dpt) +
@@ -85,5 +87,11 @@ int dpt_engine_cache_put(struct dpt_engine_cache *c, const char *key, const stru
  * the reason (the directory cannot be made, the file not written) and what to do; the entries
  * stay in memory. */
 int dpt_engine_cache_store(struct dpt_engine_cache *c, struct dpt_err *err);
+
+/* Negative entries: the key has no engine here (file member "no_engine": {key: why}, which
+ * readers without it ignore; dpt_engine_cache_get does not return them).  _none: why, or NULL
+ * when the key is not known to fail.  _put_none replaces an entry with an engine. */
+const char *dpt_engine_cache_none(const struct dpt_engine_cache *c, const char *key);
+int dpt_engine_cache_put_none(struct dpt_engine_cache *c, const char *key, const char *why, struct dpt_err *err);
 
 #endif /* DPT_ENGINE_CACHE_H */

@@ -27,6 +27,7 @@ for prec in tf32 mixed bf16 fp32; do
       { fail "$prec run $run: dpt-train failed: $(tail -3 "$log")"; continue; }
     grep -q "fused step: [0-9]* of [0-9]* ops through cuDNN graphs" "$log" || fail "$prec: no fused-step line: $(head -5 "$log")"
     [ -n "$graph" ] && ! grep -q "CUDA graphs: on" "$log" && fail "$prec: no CUDA-graphs line"
+    grep -q "fused step: engine search [0-9.]* s: " "$log" || fail "$prec: no engine-search line"
     [ $run = 2 ] && ! grep -q "engines: [0-9]* from the cache .*, 0 timed" "$log" &&
       fail "$prec: the second run timed engines again: $(grep 'fused step:' "$log")"
     grep -q "loss nan\|loss inf" "$log" && fail "$prec: non-finite loss: $(grep loss "$log" | tail -2)"
