@@ -1269,7 +1269,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   if (limit && (rc = dpt_cuda_dalloc(cb, &tws, limit, "fused step tuning workspace", err))) return rc;
   struct dpt_cg_ctx ctx = {.dnn = cb->dnn, .device = cb->dev, .cudnn_version = id.cudnn, .cache = &cb->ecache,
                            .errata = cb->errata_loaded ? &cb->errata : NULL, .workspace = tws,
-                           .workspace_limit = limit, .max_candidates = 0, .stats = &st, .probe = 1};
+                           .workspace_limit = limit, .max_candidates = 0, .stats = &st, .probe = 0};
   struct dpt_cuda_fstep_io io = {fx_resolve, cb};
   int *failed = malloc((size_t)(2 * m->n_layers + 1) * 4 * sizeof *failed); /* >= any plan's op count */
   if (!failed) {
@@ -1283,7 +1283,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
     rc = dpt_cuda_fstep_build(&cb->fx, m, &cb->plan, &ctx, cb->stream, &io, cb->pub.opts.bn_eps,
                               cb->pub.opts.bn_momentum, failed, &n_failed, &e);
     if (rc != DPT_E_UNSUPPORTED || !n_failed) {
-      if (!rc && ctx.probe) { /* every op's key has an engine now: build them all */
+      if (!rc && ctx.probe && cb->fx.probed) { /* every op's key has an engine now: build the skipped too */
         dpt_cuda_fstep_destroy(&cb->fx);
         ctx.probe = 0;
         continue;
@@ -1291,7 +1291,7 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
       if (rc) *err = e;
       break;
     }
-    ctx.probe = 1; /* (a cached engine that no longer builds failed in the last round) */
+    ctx.probe = 1; /* after a denial: the next rounds search only the keys the cache does not know */
     for (int k = 0; k < n_failed; k++) { /* every op without an engine: its layer on the legacy calls */
       const struct dpt_fop *op = &cb->plan.fuse->ops[failed[k]];
       int l = dpt_cuda_fuse_layer_denied(m, cb->plan.fuse, failed[k]);

@@ -288,6 +288,7 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
       if (dpt_engine_cache_get(fx->ctx.cache, key)) { /* known to build: left to the last round */
         fx->index[i] = -1;
         memset(o, 0, sizeof *o);
+        fx->probed++;
         continue;
       }
     }

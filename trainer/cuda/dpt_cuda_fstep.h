@@ -76,6 +76,7 @@ struct dpt_cuda_fstep {
   int *index;                          /* [plan->fuse->n_ops] position in op[], -1 for legacy ops */
   size_t workspace;                    /* the largest workspace an op's plan needs */
   int from_cache, timed;               /* engines taken from the cache / chosen by timing */
+  int probed;                          /* ops not built under ctx.probe: their key known to build */
 };
 
 /* Build every non-legacy op of plan->fuse (ctx: handle, device, cuDNN version, cache, errata,

@@ -90,7 +90,8 @@ struct dpt_cg_ctx {
   int max_tries;                /* execution plans finalized per graph, timed or not (0: 16) */
   struct dpt_cg_stats *stats;   /* NULL: not counted */
   int probe;                    /* dpt_cuda_fstep_build: ops whose key the cache knows to build are not
-                                   built (the deny rounds only search unknown keys; a last round builds) */
+                                   built (the rounds after a denial search only unknown keys; then one
+                                   round builds all; the first round builds all as it goes) */
 };
 
 /* What the engine search cost (summed over dpt_cg_build calls). */
