@@ -13,7 +13,8 @@
 #   mnist      the main job (Fashion-MNIST, width 1/8, 3 epochs) on one GPU: top-1
 #   resnet     ResNet-50, 224 px, synthetic, batch 256, the default path at each precision against
 #              PyTorch eager in the same run (bench/gpu/run.sh): img/s and peak-memory ratios
-#   graphs     --cuda-graph on alone (the default step captured) at mixed / bf16 / tf32 (same harness)
+#   graphs     --cuda-graph on alone (the default step captured) at mixed / bf16, PyTorch eager beside
+#              (same harness)
 #   fused      --fuse on --cuda-graph on at tf32 / mixed / bf16 (same harness)
 #   compile    torch.compile at fp16 and bf16 (same harness; compilation needs minutes)
 #   sanitize   compute-sanitizer memcheck of a 3-step dpt-train at mixed and bf16
@@ -31,7 +32,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 ALL="versions smoke profile ctest mnist resnet graphs fused compile sanitize jpeg"
-declare -A LIMIT=([versions]=40 [smoke]=120 [profile]=90 [ctest]=180 [mnist]=100 [resnet]=220 [graphs]=120 [fused]=150 [compile]=300
+declare -A LIMIT=([versions]=40 [smoke]=120 [profile]=90 [ctest]=180 [mnist]=100 [resnet]=220 [graphs]=150 [fused]=150 [compile]=300
                   [sanitize]=150 [jpeg]=100)
 usage() { echo "usage: bench/gpu/check.sh OUTDIR [--only PHASES] [--budget SECONDS] [--dry-run]" \
   "(phases: ${ALL// /,})" >&2; exit 2; }
@@ -181,7 +182,7 @@ ph_resnet() {
   bench "${RESNET_KEYS:-dpt-fp32,torch-fp32,dpt-tf32,torch-tf32-cl,dpt-fp16,torch-fp16-cl,dpt-bf16,torch-bf16-cl}" \
     "$(($1 - 10))" resnet
 }
-ph_graphs() { bench dpt-fp16-graph,dpt-bf16-graph,dpt-tf32-graph "$(($1 - 10))" graphs; }
+ph_graphs() { bench dpt-fp16-graph,torch-fp16-cl,dpt-bf16-graph,torch-bf16-cl "$(($1 - 10))" graphs; } # peers: same run
 ph_fused() { PROFILE_STEPS=3 bench dpt-tf32-fused,dpt-fp16-fused,dpt-bf16-fused "$(($1 - 10))" fused; }
 ph_compile() { bench torch-fp16-compile,torch-bf16-compile "$(($1 - 10))" compile; }
 

@@ -47,6 +47,7 @@ runs = [
     run("torch-fp16-cl", 4600, breakdown=(700, 4.0)), run("torch-fp16-compile", 5376, breakdown=(400, 2.0)),
     run("dpt-bf16", 4000), run("dpt-bf16-fused", 5900, breakdown=(420, 3.5)),  # 5900 / 5400 = 1.093: below 1.1
     run("torch-bf16-cl", 4500), run("torch-bf16-compile", 5400, breakdown=(400, 2.0)),
+    run("dpt-fp16-graph", 4600), run("dpt-bf16-graph", 4400),  # issue 22: 1.00x fp16 eager (met), 0.98x bf16
     run("dpt-tf32", 2000), run("dpt-tf32-fused", 2200), run("torch-tf32-cl", 2000),  # exactly 1.1x
     run("torch-tf32", 1866), run("dpt-fp32", 900), run("dpt-fp32-fused", 1000, error="no profile written"),
 ]  # torch-fp32 did not run: dpt-fp32-fused vs it is "not measured"
@@ -74,6 +75,12 @@ g = goal("dpt-train fp16 fused: kernels per step")
 check(g["met"] is True and g["measured"] == "300", f"fp16 300 kernels vs torch's fewest 400: {g}")
 check(goal("dpt-train bf16 fused: kernels per step")["met"] is False, "bf16 420 kernels vs 400: met")
 check(not any(k.startswith("dpt-train fp16 img/s") for k in by), "an issue-15 goal for the unfused row")
+g = goal("dpt-train fp16 CUDA-graph img/s / torch-fp16-cl")
+check(g["met"] is True and g["measured"] == "1.00x", f"fp16 CUDA graphs at exactly PyTorch eager: {g}")
+check(goal("dpt-train bf16 CUDA-graph img/s / torch-bf16-cl")["met"] is False, "bf16 CUDA graphs 0.98x: met")
+check(goal("dpt-train fp16 CUDA-graph runs")["met"] is True, "the CUDA-graph row's runs goal")
+check(not any("CUDA-graph img/s / torch-fp16-compile" in k for k in by), "a CUDA-graph goal against torch.compile")
+check(not any(k.startswith("dpt-train fp16 CUDA-graph: idle") for k in by), "an issue-15 goal for the graph row")
 doc = {"gpu": {"name": "Test GPU"}, "versions": {}, "command": "bench/gpu/run.sh test", "elapsed_s": 1.0,
        "date": "today", "dpt_commit": "abc", "torch_python": "python3",
        "header": {"machine": {"cpu_model": "cpu", "cores_online": 2}}, "warmup": 4, "steps": 20, "profile_steps": 3,
