@@ -854,7 +854,9 @@ int dpt_loader_create(struct dpt_loader **out, const struct dpt_dataset *d,
   L->w = calloc((size_t)L->nworkers, sizeof *L->w);
   if (!L->slots || !L->perm || !L->w) goto nomem;
   for (int i = 0; i < L->nslots; i++) {
-    if (!(L->gpu && o->device_out) && !(L->slots[i].x = malloc((size_t)o->batch * L->img_floats * sizeof(float))))
+    size_t xb = (size_t)o->batch * L->img_floats * sizeof(float);
+    if (!(L->gpu && o->device_out) &&
+        !(L->slots[i].x = o->host_alloc ? o->host_alloc(o->host_ctx, xb) : malloc(xb)))
       goto nomem;
     if (!(L->slots[i].labels = malloc((size_t)o->batch * sizeof(int)))) goto nomem;
   }
@@ -1059,7 +1061,8 @@ void dpt_loader_destroy(struct dpt_loader *L)
   pthread_cond_destroy(&L->cv);
   if (L->slots) {
     for (int i = 0; i < L->nslots; i++) {
-      free(L->slots[i].x);
+      if (L->o.host_free && L->slots[i].x) L->o.host_free(L->o.host_ctx, L->slots[i].x);
+      else if (!L->o.host_free) free(L->slots[i].x);
       free(L->slots[i].labels);
 #ifdef DPT_HAVE_NVJPEG
       dpt_jpeg_gpu_free(L->slots[i].dx);

@@ -173,6 +173,13 @@ struct dpt_loader_opts {
   int layout;       /* enum dpt_data_layout (device_out) */
   int dtype;        /* enum dpt_data_dtype (device_out) */
   int c_stored;     /* NHWC: channels stored per pixel, >= c, the rest 0 (0 = c) */
+  /* host batches (dpt_loader_next's x): the slots' memory from host_alloc / host_free (host_ctx
+     their first argument; NULL: malloc / free).  dpt-train gives the cuda backend's pinned memory,
+     so the backend uploads a batch by DMA straight from its slot, no staging copy (PyTorch's
+     DataLoader pin_memory).  host_alloc's NULL is out of memory. */
+  void *(*host_alloc)(void *host_ctx, size_t bytes);
+  void (*host_free)(void *host_ctx, void *p);
+  void *host_ctx;
 };
 
 /* A batch as it lies in memory: what a device backend takes (ops->input_format,

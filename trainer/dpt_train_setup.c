@@ -130,8 +130,13 @@ int dpt_train_run_backend(struct run *r, struct dpt_err *err)
   return 0;
 }
 
+/* the loaders' slot memory: the backend's host memory (cuda: pinned) */
+static void *loader_host_alloc(void *be, size_t bytes) { return dpt_backend_host_alloc(be, bytes); }
+static void loader_host_free(void *be, void *p) { dpt_backend_host_free(be, p); }
+
 /* The loaders: micro-batch j of rank r reads the shard of virtual rank r*K + j of R*K
  * (one rank with K micro-batches sees exactly the images K ranks would). */
+
 int dpt_train_run_loaders(struct run *r, struct dpt_err *err)
 {
   struct opts *o = &r->o;
@@ -177,7 +182,13 @@ int dpt_train_run_loaders(struct run *r, struct dpt_err *err)
     snprintf(r->input_desc, sizeof r->input_desc, "GPU-decoded batches straight into the backend, no host copy: "
              "%s on device %d", dpt_input_format_describe(&r->in_fmt, fd, sizeof fd), r->in_fmt.device);
   else
-    snprintf(r->input_desc, sizeof r->input_desc, "host fp32 NCHW batches: %s", hw);
+    snprintf(r->input_desc, sizeof r->input_desc, "host fp32 NCHW batches: %s%s", hw,
+             be->ops->host_alloc ? "; in pinned memory, uploaded from the loader's slots" : "");
+  if (!r->dev_input && be->ops->host_alloc) { /* cuda: the slots pinned, no staging copy per step */
+    lo.host_alloc = loader_host_alloc;
+    lo.host_free = loader_host_free;
+    lo.host_ctx = be;
+  }
   for (int j = 0; j < o->accum; j++) {
     struct dpt_loader_opts lj = lo;
     lj.rank = me * o->accum + j;

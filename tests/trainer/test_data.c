@@ -39,6 +39,31 @@ static void write_idx(const char *tag, int n, unsigned magic, int truncate, int 
 
 static int decode(const float *x) { return (int)lrintf(x[0] * 255.0f) + 256 * (int)lrintf(x[1] * 255.0f); }
 
+struct counting_alloc {
+  void *block[16];
+  int n, live, bad_free;
+};
+static void *counting_alloc(void *ctx, size_t bytes)
+{
+  struct counting_alloc *c = ctx;
+  if (c->n == 16) return NULL;
+  return c->block[c->n++] = malloc(bytes), c->live++, c->block[c->n - 1];
+}
+static void counting_free(void *ctx, void *p)
+{
+  struct counting_alloc *c = ctx;
+  int k = -1;
+  for (int i = 0; i < c->n; i++)
+    if (c->block[i] == p) k = i;
+  if (k < 0 || !p) {
+    c->bad_free++;
+    return;
+  }
+  free(p);
+  c->block[k] = NULL; /* a second free of it is a bad one */
+  c->live--;
+}
+
 int main(void)
 {
   struct dpt_err err = {0};
@@ -185,6 +210,35 @@ int main(void)
     free(keep);
     dpt_loader_destroy(A);
     dpt_loader_destroy(B);
+  }
+  /* host_alloc / host_free (dpt-train: the cuda backend's pinned memory): every slot from them,
+   * every batch in one of those blocks, the same batches as malloc's, each block freed once */
+  {
+    struct dpt_loader *A, *B;
+    struct counting_alloc ca = {0};
+    lo.rank = 0, lo.prefetch = 2, lo.workers = 2, lo.crop_pad = 1, lo.flip = 1;
+    dpt_loader_create(&A, &s, &lo, &err);
+    lo.host_alloc = counting_alloc, lo.host_free = counting_free, lo.host_ctx = &ca;
+    CHECK(dpt_loader_create(&B, &s, &lo, &err) == 0, "%s", err.msg);
+    int n_alloc = ca.n, inside = 1, same = 1;
+    CHECK(n_alloc >= 3 && ca.live == n_alloc, "slots from host_alloc: %d allocated, %d live", n_alloc, ca.live);
+    for (int st = 0; st < 6; st++) {
+      const float *xa, *xb;
+      const int *la, *lb;
+      dpt_loader_next(A, &xa, &la, NULL);
+      dpt_loader_next(B, &xb, &lb, NULL);
+      int in = 0;
+      for (int i = 0; i < ca.n; i++) in |= (const void *)xb == ca.block[i];
+      inside &= in;
+      same &= !memcmp(xa, xb, 16 * 16 * sizeof(float)) && !memcmp(la, lb, 16 * sizeof(int));
+    }
+    CHECK(inside, "a batch outside the host_alloc blocks");
+    CHECK(same, "batches from host_alloc slots differ from malloc's");
+    dpt_loader_destroy(A);
+    dpt_loader_destroy(B);
+    CHECK(ca.n == n_alloc && ca.live == 0 && ca.bad_free == 0, "after destroy: %d allocated, %d live, %d bad frees",
+          ca.n, ca.live, ca.bad_free);
+    lo.host_alloc = NULL, lo.host_free = NULL, lo.host_ctx = NULL, lo.workers = 0;
   }
   /* augmentation: crop within +-pad, flip mirrors */
   {
