@@ -102,6 +102,13 @@ static void open_ok(struct dpt_engine_cache *c, const struct dpt_engine_ident *i
   if (rc) exit(1);
 }
 
+/* open_ok in root/sub (dir: its path, for the checks) */
+static void open_sub(struct dpt_engine_cache *c, const struct dpt_engine_ident *id, const char *sub, char *dir, size_t n)
+{
+  snprintf(dir, n, "%s/%s", root, sub);
+  open_ok(c, id, dir);
+}
+
 static void round_trip(void)
 {
   struct dpt_engine_ident id = h100();
@@ -153,8 +160,7 @@ static void no_engine(void)
   struct dpt_engine_cache c;
   struct dpt_err err;
   char dir[300];
-  snprintf(dir, sizeof dir, "%s/none", root);
-  open_ok(&c, &id, dir);
+  open_sub(&c, &id, "none", dir, sizeof dir);
   CHECK(!c.dirty, "a fresh cache is dirty");
   struct dpt_engine_choice a = choice(5, 2, 0.3, 0);
   CHECK(!dpt_engine_cache_put(&c, "conv k1", &a, &err), "%s", err.msg);
@@ -271,8 +277,7 @@ static void bad_files(void)
   struct dpt_engine_cache c;
   struct dpt_err err;
   char dir[300];
-  snprintf(dir, sizeof dir, "%s/bad", root);
-  open_ok(&c, &id, dir);
+  open_sub(&c, &id, "bad", dir, sizeof dir);
   struct dpt_engine_choice a = choice(5, 1, 0.5, 0), b = choice(6, 0, 0.7, 0);
   dpt_engine_cache_put(&c, "k1", &a, &err);
   dpt_engine_cache_put(&c, "k2", &b, &err);
