@@ -5,7 +5,9 @@
 # machine's own first (env.sh's), else the newest found (PyTorch's wheel carries one).  The first
 # visit's H200 had 9.14 under 9.19 headers.  CUDNN_LIB_DIR set by the caller wins.
 set -uo pipefail
-[[ -d .gpu/build ]] || tar -xJf .gpu/build.txz -C .gpu || exit 2
+# a warm machine's second call keeps the ignored .gpu/build folder but not all of what the first
+# unpacked into it (the second visit: no dpt-train there): unpacked again unless dpt-train is there
+[[ -x .gpu/build/trainer/dpt-train ]] || { rm -rf .gpu/build && tar -xJf .gpu/build.txz -C .gpu; } || exit 2
 . .gpu/env.sh
 if [[ -f .gpudata/fmnist.tar.xz && ! -d .gpudata/fashion-mnist ]]; then # prepare.sh's, for the mnist phase
   mkdir -p .gpudata/fashion-mnist && tar -xJf .gpudata/fmnist.tar.xz -C .gpudata/fashion-mnist

@@ -3,12 +3,12 @@
 # machine (../shared/gpu/pack.sh: Release, sm_90, the libraries it lacks), compresses the build to
 # fit the 64-MiB carry, notes the commit and the cuDNN the build's headers name, and prints the
 # device call.  On the GPU machine bench/gpu/device.sh takes it from there.
-# usage: bash bench/gpu/prepare.sh [PHASES]   (default versions,smoke,profile,ctest,resnet; with mnist
+# usage: bash bench/gpu/prepare.sh [PHASES]   (default versions,smoke,ctest,graphs,resnet; with mnist
 # the Fashion-MNIST files are packed too, .gpudata/fmnist.tar.xz)
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-phases=${1:-versions,smoke,profile,ctest,resnet}
+phases=${1:-versions,smoke,ctest,graphs,resnet}
 bash "$root/../shared/gpu/pack.sh"
 (cd .gpu && rm -f build.txz && tar -cJf build.txz build)
 git describe --always --dirty >.gpu/commit
