@@ -526,7 +526,8 @@ def main():
         "off for convolutions and matmuls, tf32 on (through torch.backends fp32_precision where this PyTorch "
         "has it); the AMP rows keep PyTorch's default fp32 settings (convolutions and matmuls run in "
         "fp16/bf16 under autocast).",
-        "dpt's peak includes the algorithm search's workspace (the cuDNN search at start-up); PyTorch's "
+        "dpt's peak includes the algorithm search's workspace where it is allocated (the cuDNN search at "
+        "start-up runs in a gap of the activation arena when one fits, else in an allocation of its own); PyTorch's "
         "max_memory_allocated includes cudnn.benchmark's trial workspaces.  The ratio of the timed steps alone "
         "uses peak_timed_bytes (PyTorch: max_memory_allocated after a reset at the end of the warm-up) vs "
         "allocated_bytes_end (dpt: its allocations after the run; nothing is allocated while training): the "

@@ -1380,6 +1380,29 @@ static int legacy_rep(const struct cu_backend *cb, int s)
   return -1;
 }
 
+/* The measured search's workspace for conv rep: limit bytes of the activation arena apart from the
+ * four tensors the search reads and writes (x, y and their gradients; the arena is cleared after the
+ * search), else NULL: no such gap (a small batch), the caller's own allocation then. */
+static void *search_ws_in_arena(const struct cu_backend *cb, int rep, size_t limit)
+{
+  int li = cb->plan.conv[rep].layer;
+  const struct dpt_layer_desc *d = &cb->pub.model->layers[li];
+  const char *base = cb->region[DPT_CUDA_R_ARENA], *w = cb->l[li].w16, *dw = cb->l[li].dw16;
+  size_t size = cb->plan.region[DPT_CUDA_R_ARENA], off[4], len[4];
+  int ids[2] = {d->in[0], d->out}, n = 0;
+  if (!base || (w >= base && w < base + size) || (dw >= base && dw < base + size))
+    return NULL; /* weights in the arena (not so planned): the search keeps its own workspace */
+  for (int k = 0; k < 2; k++)
+    for (int f = 0; f < 2; f++) {
+      const char *p = f ? cb->t[ids[k]].diff : cb->t[ids[k]].buf;
+      if (!p || p < base || p >= base + size) continue; /* not in the arena */
+      off[n] = (size_t)(p - base);
+      len[n++] = cb->plan.t[ids[k]].bytes;
+    }
+  size_t at = dpt_cuda_region_gap(size, off, len, n, limit, 256);
+  return at == (size_t)-1 ? NULL : (void *)(base + at);
+}
+
 int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backend_opts *opts,
                                const struct dpt_cuda_opts *copts, struct dpt_backend **out,
                                struct dpt_err *err)
@@ -1613,14 +1636,18 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     size_t fr = 0, tot = 0;
     CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "workspace sizing");
     size_t limit = dpt_cuda_workspace_limit(fr, 0, cb->copts.workspace_cap);
-    if (copts->algo_search && limit) {
-      if ((rc = dpt_cuda_dalloc(cb, &cb->ws, limit, "algorithm search workspace", err))) goto fail;
-    }
+    void *own = NULL; /* allocated only for a shape whose arena has no gap of limit bytes */
     for (int s = 0; s < cb->plan.n_shapes; s++) {
       int rep = legacy_rep(cb, s);
-      if (rep >= 0 && (rc = dpt_cuda_choose_algos(cb, s, rep, limit, err))) goto fail;
+      if (rep < 0) continue;
+      cb->ws = copts->algo_search && limit ? search_ws_in_arena(cb, rep, limit) : NULL;
+      if (copts->algo_search && limit && !cb->ws && !own &&
+          (rc = dpt_cuda_dalloc(cb, &own, limit, "algorithm search workspace", err)))
+        goto fail;
+      if (copts->algo_search && limit && !cb->ws) cb->ws = own;
+      if ((rc = dpt_cuda_choose_algos(cb, s, rep, limit, err))) goto fail;
     }
-    if (cb->ws) dfree(cb, cb->ws);
+    if (own) dfree(cb, own);
     cb->ws = NULL;
     for (int s = 0; s < cb->plan.n_shapes; s++) {
       const struct cu_algo *a = &cb->algo[s];

@@ -518,6 +518,22 @@ int dpt_cuda_pick_algo(const struct dpt_cuda_algo_cand *c, int n, size_t ws_limi
   return best;
 }
 
+size_t dpt_cuda_region_gap(size_t region_bytes, const size_t *off, const size_t *len, int n, size_t need, size_t align)
+{
+  size_t at = 0; /* candidate start: moves past every busy range that overlaps [at, at + need) */
+  for (;;) {
+    at = (at + align - 1) & ~(align - 1);
+    if (at > region_bytes || need > region_bytes - at) return (size_t)-1;
+    int moved = 0;
+    for (int i = 0; i < n; i++)
+      if (len[i] && off[i] < at + need && at < off[i] + len[i]) {
+        at = off[i] + len[i];
+        moved = 1;
+      }
+    if (!moved) return at;
+  }
+}
+
 size_t dpt_cuda_workspace_limit(size_t free_bytes, size_t planned_bytes, size_t cap)
 {
   size_t reserve = free_bytes / 16;

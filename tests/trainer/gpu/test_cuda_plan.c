@@ -501,8 +501,49 @@ static void test_bn_ex_alignment(void)
   }
 }
 
+/* dpt_cuda_region_gap: hand cases, then random ones against a scan of every aligned offset (it
+ * returns the lowest that fits) */
+static size_t gap_scan(size_t region, const size_t *off, const size_t *len, int n, size_t need, size_t align)
+{
+  for (size_t at = 0; at + need <= region; at += align) {
+    int ok = 1;
+    for (int i = 0; i < n; i++) ok &= !len[i] || !(off[i] < at + need && at < off[i] + len[i]);
+    if (ok) return at;
+  }
+  return (size_t)-1;
+}
+
+static void test_region_gap(void)
+{
+  const size_t none = (size_t)-1;
+  size_t o1[] = {0}, l1[] = {100};
+  CHECK(dpt_cuda_region_gap(4096, NULL, NULL, 0, 4096, 256) == 0, "empty region: the start");
+  CHECK(dpt_cuda_region_gap(4096, o1, l1, 1, 50, 256) == 256, "past a busy start, aligned");
+  size_t o2[] = {1000, 500, 0}, l2[] = {1000, 700, 0}; /* unsorted, overlapping, one empty */
+  CHECK(dpt_cuda_region_gap(4096, o2, l2, 3, 400, 256) == 0, "a gap before the ranges");
+  CHECK(dpt_cuda_region_gap(4096, o2, l2, 3, 600, 256) == 2048, "past two overlapping ranges");
+  CHECK(dpt_cuda_region_gap(2600, o2, l2, 3, 600, 256) == none, "no room after them");
+  size_t o3[] = {0}, l3[] = {512};
+  CHECK(dpt_cuda_region_gap(1024, o3, l3, 1, 512, 256) == 512 && dpt_cuda_region_gap(1024, o3, l3, 1, 513, 256) == none,
+        "an exact fit at the end, one byte more none");
+  CHECK(dpt_cuda_region_gap(100, NULL, NULL, 0, 101, 256) == none, "larger than the region");
+  unsigned seed = 7;
+  int bad = 0;
+  for (int t = 0; t < 2000; t++) {
+    size_t off[4], len[4], region = 64 + (rand_r(&seed) % 4096), need = 1 + rand_r(&seed) % 1024;
+    size_t align = (size_t)1 << (rand_r(&seed) % 9);
+    int n = rand_r(&seed) % 5;
+    for (int i = 0; i < n; i++) off[i] = rand_r(&seed) % region, len[i] = rand_r(&seed) % 1024;
+    size_t got = dpt_cuda_region_gap(region, off, len, n, need, align), want = gap_scan(region, off, len, n, need, align);
+    if (got != want && bad++ < 3)
+      fprintf(stderr, "region %zu need %zu align %zu n %d: %zu, the scan %zu\n", region, need, align, n, got, want);
+  }
+  CHECK(bad == 0, "region gap: %d of 2000 random cases differ from the scan", bad);
+}
+
 int main(void)
 {
+  test_region_gap();
   test_bn_ex_alignment();
   test_resnet50();
   test_arena_place();
