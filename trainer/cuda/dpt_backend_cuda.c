@@ -1351,6 +1351,8 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   if (cb->ecache.dirty && dpt_engine_cache_store(&cb->ecache, &se))
     dpt_cuda_note(cb, "fused step: warning: the engine choices were not stored: %s", se.msg);
   const struct dpt_fuse_counts *c = &cb->plan.fuse->counts;
+  /* "from the cache": cache hits over all rounds less the engines this start timed itself (a timed
+   * key is hit again by the last round and by later ops of its shape: an estimate of the file's share) */
   dpt_cuda_note(cb, "fused step: %d of %d ops through cuDNN graphs, engines: %d from the cache %s, %d timed%s%s; %d legacy "
        "layer ops (pooling, FC, loss%s)", cb->fx.n, c->ops_fwd + c->ops_bwd,
        st.from_cache - st.timed > 0 ? st.from_cache - st.timed : 0, cb->ecache.path[0] ? cb->ecache.path : "(off)", st.timed,
