@@ -2,7 +2,7 @@
 """bench/gpu/check_summary.py — the summary of bench/gpu/check.sh (issue 22's device check).
 
   check_summary.py line OUTDIR PHASE RC SECONDS LIMIT
-      reads OUTDIR/logs/PHASE.log (and the harness's PHASE.json for resnet/fused/compile), appends
+      reads OUTDIR/logs/PHASE.log (and the harness's PHASE.json for resnet/graphs/fused/compile), appends
       one line "phase  pass|fail|timeout  seconds  limit  figure" to OUTDIR/phases.tsv, prints it
   check_summary.py write OUTDIR [--commit C] [--budget S]
       OUTDIR/phases.tsv + logs -> OUTDIR/summary.json (dpt.gpu-check/1) and OUTDIR/summary.md
@@ -197,7 +197,8 @@ def fig_profile(log, outdir):
 
 
 FIGURES = {"versions": fig_versions, "smoke": fig_smoke, "profile": fig_profile, "ctest": fig_ctest, "mnist": fig_mnist,
-           "resnet": fig_bench("resnet"), "fused": fig_bench("fused"), "compile": fig_bench("compile"),
+           "resnet": fig_bench("resnet"), "graphs": fig_bench("graphs"), "fused": fig_bench("fused"),
+           "compile": fig_bench("compile"),
            "sanitize": fig_sanitize, "jpeg": fig_jpeg}
 
 
@@ -226,7 +227,7 @@ def write(a):
             phases.append({"phase": f[0], "status": f[1], "seconds": int(f[2]), "limit_s": int(f[3]),
                            "figure": "\t".join(f[4:])})
     v = versions(read(os.path.join(a.outdir, "logs", "versions.log")))
-    benches = {n: bench_doc(a.outdir, n) for n in ("resnet", "fused", "compile")}
+    benches = {n: bench_doc(a.outdir, n) for n in ("resnet", "graphs", "fused", "compile")}
     doc = {"schema": "dpt.gpu-check/1", "commit": a.commit, "budget_s": a.budget, "versions": v, "phases": phases,
            "bench": {n: {"rows": d.get("rows"), "goals": d.get("goals"), "runs": [
                {k: r.get(k) for k in ("config", "batch", "images_per_s", "peak_bytes", "error", "not_run") if k in r}

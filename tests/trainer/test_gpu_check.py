@@ -13,6 +13,7 @@
 usage: test_gpu_check.py BENCH_GPU_DIR CANNED_LOGS_DIR"""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,6 +94,15 @@ try:
     check("## resnet: goals" in md and "| dpt-train fp16 runs at batch 256 | runs | 364 img/s | met |" in md,
           "summary.md: the harness's goals")
 
+    # every phase check.sh runs has a summary line (the third visit: 'graphs' was no choice of `line`, so
+    # its figure was lost from the summary)
+    m = re.search(r'^ALL="([^"]+)"', open(os.path.join(bench, "check.sh")).read(), re.M)
+    check(m is not None, "check.sh: no ALL= phase list")
+    for ph in (m.group(1).split() if m else []):
+        o = os.path.join(tmp, "phase-" + ph)
+        os.makedirs(os.path.join(o, "logs"))
+        r = run(sys.executable, summ, "line", o, ph, "0", "1", "10")
+        check(r.returncode == 0 and f"== {ph}: pass" in r.stdout, f"check_summary.py line {ph}: {r.returncode} {r.stderr}")
     # check.sh without a GPU, and its usage errors
     sh = os.path.join(bench, "check.sh")
     r = run("bash", sh, "--dry-run")
@@ -121,6 +131,39 @@ try:
     check(cudnn_pick.version(lib) == -1, "cudnn_pick: a non-library was given a version")
     os.environ["LD_LIBRARY_PATH"] = ""
     check(cudnn_pick.main(1 << 30, [os.path.join(tmp, "opt")]) is None, "cudnn_pick: picked a cuDNN older than asked")
+    # two cuDNNs built as the real one is split: libcudnn.so.9 answers cudnnGetVersion from a part it loads
+    # by name (libcudnn_graph.so.9).  The older on LD_LIBRARY_PATH (the machine's), the newer in a .venv:
+    # the newer must be found and its own version read (the third visit: asked in one process after the
+    # older, PyTorch's 9.19 answered 91400 and was passed over)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        print("bench.gpu.check: no C compiler: the two-cuDNN case not run")
+    else:
+        def fake(d, v):
+            os.makedirs(d, exist_ok=True)
+            g, m = os.path.join(d, "graph.c"), os.path.join(d, "main.c")
+            with open(g, "w") as f:
+                f.write("unsigned long part_version(void) { return %dUL; }\n" % v)
+            with open(m, "w") as f:
+                f.write("unsigned long part_version(void);\n"
+                        "unsigned long cudnnGetVersion(void) { return part_version(); }\n")
+            gl = os.path.join(d, "libcudnn_graph.so.9")
+            r1 = run(cc, "-shared", "-fPIC", "-Wl,-soname,libcudnn_graph.so.9", "-o", gl, g)
+            r2 = run(cc, "-shared", "-fPIC", "-Wl,-soname,libcudnn.so.9", "-o", os.path.join(d, "libcudnn.so.9"), m,
+                     "-L" + d, "-l:libcudnn_graph.so.9")
+            check(r1.returncode == 0 and r2.returncode == 0, f"fake cuDNN in {d}: {r1.stderr} {r2.stderr}")
+        old_d = os.path.join(tmp, "machine", "lib")
+        new_root = os.path.join(tmp, "opt2")
+        new_d = os.path.join(new_root, "torch", ".venv", "site-packages", "nvidia", "cudnn", "lib")
+        fake(old_d, 500000)
+        fake(new_d, 600000)
+        os.environ["LD_LIBRARY_PATH"] = old_d
+        check(cudnn_pick.version(os.path.join(new_d, "libcudnn.so.9")) == 600000,
+              "cudnn_pick: the newer cuDNN's version read through the older's parts")
+        got = cudnn_pick.main(600000, [new_root])
+        check(got == os.path.realpath(new_d), f"cudnn_pick: picked {got}, not the newer {new_d}")
+        check(cudnn_pick.main(500000, [new_root]) is None, "cudnn_pick: the first on LD_LIBRARY_PATH was new enough")
+        os.environ["LD_LIBRARY_PATH"] = ""
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 print(f"bench.gpu.check: {len(fails)} failure(s)")
