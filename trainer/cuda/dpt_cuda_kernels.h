@@ -48,6 +48,11 @@ int dpt_cuda_relu(const void *x, void *y, int dtype, size_t n, cudaStream_t s);
 int dpt_cuda_relu_bwd(const void *y, const void *dy, void *dx, int dtype, int accumulate, size_t n,
                       cudaStream_t s);
 int dpt_cuda_acc(void *y, const void *x, int dtype, size_t n, cudaStream_t s);
+/* The residual add's backward in one pass: g = dy (masked by y > 0 where y is non-NULL: the add had a
+ * ReLU), written to dx0 and dx1 (each NULL: none; acc: added), the element rules of relu_bwd and acc.
+ * dx0 == dx1 is refused (cudaErrorInvalidValue). */
+int dpt_cuda_add_bwd(const void *y, const void *dy, void *dx0, int acc0, void *dx1, int acc1, int dtype, size_t n,
+                     cudaStream_t s);
 
 /* y: fp16 [n, hw, c_stored] = scale * x: fp32 [n, c, hw]; channels >= c are 0.
  * Also KCRS fp32 weights -> KRSC fp16 (n = K, c = C, hw = R*S). */

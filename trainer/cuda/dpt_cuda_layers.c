@@ -340,29 +340,43 @@ fail:
   return rc;
 }
 
+/* One pass (dpt_cuda_add_bwd): the ReLU's mask applied to the output's gradient, written to (or added
+ * to) both inputs' gradients.  An add of a tensor to itself (never in ResNet) keeps the two-pass way. */
 static int add_backward(struct dpt_layer *l, struct dpt_err *err)
 {
   struct cu_layer *L = l->impl;
   struct cu_backend *cb = L->cb;
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *y = &cb->t[d->out];
-  int rc = 0;
+  int rc = 0, dt = tensor_dtype(cb, d->out);
+  size_t n = t_elems(cb, d->out);
+  void *dx[2] = {NULL, NULL};
+  int acc[2] = {0, 0};
+  if (d->in[0] != d->in[1]) {
+    for (int k = 0; k < 2; k++) {
+      float beta;
+      if (!cb->t[d->in[k]].diff) continue;
+      dx[k] = diff_target(cb, d->in[k], &beta);
+      acc[k] = beta != 0.0f;
+    }
+    KERN_CK(dpt_cuda_add_bwd, (d->relu ? y->buf : NULL, y->diff, dx[0], acc[0], dx[1], acc[1], dt, n, cb->stream),
+            L->idx, "");
+    return layer_sync(cb, L->idx, err);
+  }
   const void *g = y->diff;
-  int dt = tensor_dtype(cb, d->out);
   if (d->relu) {
-    KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, L->scratch, dt, 0, t_elems(cb, d->out), cb->stream), L->idx, "");
+    KERN_CK(dpt_cuda_relu_bwd, (y->buf, y->diff, L->scratch, dt, 0, n, cb->stream), L->idx, "");
     g = L->scratch;
   }
   for (int k = 0; k < 2; k++) {
     struct cu_tensor *x = &cb->t[d->in[k]];
     if (!x->diff) continue;
     float beta;
-    void *dx = diff_target(cb, d->in[k], &beta);
+    void *t = diff_target(cb, d->in[k], &beta);
     if (beta == 0.0f)
-      CUDA_CK(cudaMemcpyAsync, (dx, g, cb->plan.t[d->in[k]].bytes, cudaMemcpyDeviceToDevice,
-                                cb->stream), L->idx, "");
+      CUDA_CK(cudaMemcpyAsync, (t, g, cb->plan.t[d->in[k]].bytes, cudaMemcpyDeviceToDevice, cb->stream), L->idx, "");
     else
-      KERN_CK(dpt_cuda_acc, (dx, g, dt, t_elems(cb, d->out), cb->stream), L->idx, "");
+      KERN_CK(dpt_cuda_acc, (t, g, dt, n, cb->stream), L->idx, "");
   }
   return layer_sync(cb, L->idx, err);
 fail:

@@ -416,7 +416,10 @@ int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_p
     const struct dpt_layer_desc *l = &m->layers[i];
     /* the fused step: only a layer whose backward stays on the legacy calls has them */
     int legacy_bwd = !plan->fuse || fp_legacy_bwd(plan->fuse, i);
-    int relu = (l->type == DPT_LAYER_BN || l->type == DPT_LAYER_ADD) && l->relu && legacy_bwd;
+    /* BN+ReLU's backward masks into the scratch; an add's does it in one pass into its inputs'
+     * gradients (dpt_cuda_add_bwd), except an add of a tensor to itself */
+    int relu = ((l->type == DPT_LAYER_BN && l->relu) || (l->type == DPT_LAYER_ADD && l->relu && l->in[0] == l->in[1])) &&
+               legacy_bwd;
     int discard = l->type == DPT_LAYER_BN && plan->t[l->in[0]].diff_lo > plan->t[l->in[0]].diff_hi && legacy_bwd;
     size_t *b = sz + 2 * nt + 2 * i;
     int *a = lo + 2 * nt + 2 * i, *z = hi + 2 * nt + 2 * i;

@@ -155,7 +155,8 @@ static void check_plan_consistent(const struct dpt_model *m, const struct dpt_cu
     const struct dpt_layer_desc *l = &m->layers[i];
     size_t so = p->scratch_off[i];
     int s = 2 * m->n_layers - 1 - i;
-    CHECK((so != (size_t)-1) == ((l->type == DPT_LAYER_BN || l->type == DPT_LAYER_ADD) && l->relu), "%s scratch", l->name);
+    CHECK((so != (size_t)-1) == ((l->type == DPT_LAYER_BN || (l->type == DPT_LAYER_ADD && l->in[0] == l->in[1])) && l->relu),
+          "%s scratch", l->name);
     if (so == (size_t)-1) continue;
     CHECK(so + p->t[l->out].bytes <= p->arena_bytes, "%s scratch beyond the arena", l->name);
     for (int a = 0; a < 2 * n; a++) {

@@ -1,6 +1,8 @@
 /* test_gpu_kernels: the residual blocks' element-wise kernels (trainer/cuda/dpt_cuda_kernels.cu:
  * dpt_cuda_add with and without ReLU, dpt_cuda_relu, dpt_cuda_relu_bwd plain and accumulating,
- * dpt_cuda_acc) against the host, bit for bit, at fp32, fp16 and bf16.  The host decodes each
+ * dpt_cuda_acc, and the residual add's one-pass backward dpt_cuda_add_bwd with and without the
+ * ReLU's mask, each of its two outputs written or accumulated or absent) against the host, bit
+ * for bit, at fp32, fp16 and bf16.  The host decodes each
  * 16-bit input exactly, applies the same one-element rule in float and rounds to nearest even
  * (IEEE: the device's __float2half_rn / __float2bfloat16_rn), so every output bit is fixed.
  * Each case runs where the 16-byte vector kernels take the bulk (aligned, n = 1,000,003: a
@@ -165,6 +167,47 @@ static size_t one(enum op op, int dt, size_t n, size_t off, int in_place)
   return bad;
 }
 
+/* dpt_cuda_add_bwd: g = dy masked by y > 0 (relu), written to / added to d0 and d1 (has1: d1 exists) */
+static size_t one_add_bwd(int dt, size_t n, size_t off, int relu, int acc0, int acc1, int has1)
+{
+  size_t es = (size_t)SIZE[dt], bytes = (n + off) * es;
+  unsigned char *h[4], *got0 = malloc(bytes), *got1 = malloc(bytes);
+  void *d[4];
+  for (int k = 0; k < 4; k++) { /* y, dy, d0, d1 */
+    h[k] = malloc(bytes);
+    for (size_t i = 0; i < n + off; i++) enc(dt, h[k], i, draw(i + 11 * (size_t)k));
+    CU(cudaMalloc(&d[k], bytes));
+    CU(cudaMemcpy(d[k], h[k], bytes, cudaMemcpyHostToDevice));
+  }
+  char *p[4];
+  for (int k = 0; k < 4; k++) p[k] = (char *)d[k] + off * es;
+  CU((cudaError_t)dpt_cuda_add_bwd(relu ? p[0] : NULL, p[1], p[2], acc0, has1 ? p[3] : NULL, acc1, dt, n, 0));
+  CU(cudaDeviceSynchronize());
+  CU(cudaMemcpy(got0, d[2], bytes, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(got1, d[3], bytes, cudaMemcpyDeviceToHost));
+  size_t bad = 0;
+  for (size_t i = 0; i < n + off; i++)
+    for (int o = 0; o < 2; o++) {
+      const unsigned char *got = o ? got1 : got0, *before = h[2 + o];
+      int acc = o ? acc1 : acc0, touched = i >= off && (o == 0 || has1);
+      float g = !relu || dec(dt, h[0], i) > 0.0f ? dec(dt, h[1], i) : 0.0f;
+      float want = touched ? (acc ? dec(dt, before, i) + g : g) : dec(dt, before, i);
+      unsigned char w[4];
+      enc(dt, w, 0, want);
+      float gv = dec(dt, got, i), wq = dec(dt, w, 0);
+      int same = isnan(wq) ? isnan(gv) : !memcmp(got + i * es, w, es);
+      if (!same && bad++ < 3)
+        fprintf(stderr, "  add_bwd %s n %zu off %zu relu %d acc %d/%d d1 %d: output %d element %zu: got %.9g want %.9g\n",
+                NAME[dt], n, off, relu, acc0, acc1, has1, o, i, gv, wq);
+    }
+  for (int k = 0; k < 4; k++) {
+    CU(cudaFree(d[k]));
+    free(h[k]);
+  }
+  free(got0), free(got1);
+  return bad;
+}
+
 int main(void)
 {
   device_or_skip("test_gpu_kernels");
@@ -185,6 +228,17 @@ int main(void)
       for (size_t k = 0; k < sizeof small / sizeof *small; k++, cases++) bad += one(op, dt, small[k], k & 1, 0);
       CHECK(bad == 0, "%s %s: %zu element(s) differ from the host's", OPN[op], NAME[dt], bad);
     }
-  printf("test_gpu_kernels: %d cases (%d ops x 3 types), %d failure(s)\n", cases, N_OP, failures);
+  for (int dt = 0; dt < 3; dt++)
+    for (int v = 0; v < 16; v++) { /* relu, acc0, acc1, d1 present: every combination */
+      int relu = v & 1, a0 = (v >> 1) & 1, a1 = (v >> 2) & 1, has1 = (v >> 3) & 1;
+      size_t bad = one_add_bwd(dt, 1000003, 0, relu, a0, a1, has1) + one_add_bwd(dt, 4099, 1, relu, a0, a1, has1) +
+                   one_add_bwd(dt, 9, 0, relu, a0, a1, has1);
+      cases += 3;
+      CHECK(bad == 0, "add_bwd %s relu %d acc %d/%d d1 %d: %zu element(s) differ from the host's", NAME[dt], relu, a0,
+            a1, has1, bad);
+    }
+  CHECK(dpt_cuda_add_bwd(NULL, &cases, &cases, 0, &cases, 0, DPT_DT_F32, 1, 0) == (int)cudaErrorInvalidValue,
+        "add_bwd with both outputs in one buffer is refused");
+  printf("test_gpu_kernels: %d cases (%d ops and add_bwd x 3 types), %d failure(s)\n", cases, N_OP, failures);
   return failures ? 1 : 0;
 }
