@@ -195,6 +195,12 @@ struct dpt_backend_ops {
    * engines from the cache vs timed, the patterns that fell back to legacy calls and why, CUDA
    * graphs), for the trainer to print once; "" when nothing. */
   const char *(*notes)(struct dpt_backend *be);
+  /* Optional (NULL: each forward uploads its own images; cpu): the host images x of the next
+   * forward(), given ahead so that their upload runs while the work already enqueued (the current
+   * step) runs: dpt-train gives the next batch before it waits for a log line's loss.  The
+   * forward() with the same x then uses them; a forward() of other images in between forgets
+   * them (that x is uploaded again).  x must stay unchanged until that forward() returns. */
+  int (*prefetch)(struct dpt_backend *be, const float *x, struct dpt_err *err);
 };
 
 /* Gradient-bucket hook (dpt_backend_set_buckets): backward() calls it once per

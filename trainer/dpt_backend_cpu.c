@@ -208,6 +208,8 @@ static int cpu_forward(struct dpt_backend *be, const float *x, int training, flo
   int rc;
   if (out) cb->waits++; /* a device backend waits for the output it hands back */
   else out = cb->last_out; /* kept for loss() */
+  if (cb->pre_x && cb->pre_x == x) x = cb->pre_buf; /* the simulated device's prefetched copy */
+  cb->pre_x = NULL;
   DN(dnnl_memory_set_data_handle(cb->in_user, (void *)x), "input");
   if (cb->in_reorder) {
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, cb->in_user}, {DNNL_ARG_TO, cb->t[0].mem}};
@@ -470,6 +472,7 @@ static void cpu_destroy(struct dpt_backend *be)
   free(cb->scratch);
   free(cb->scratch2);
   free(cb->last_out);
+  free(cb->pre_buf);
   free(cb->last_dout);
   free(cb->dw_shared);
   free(cb->wino_ws);
@@ -496,12 +499,31 @@ static const char *cpu_notes(struct dpt_backend *be)
   return CB(be)->impls.text;
 }
 
-static const struct dpt_backend_ops cpu_ops = {
-    .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,
-    .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init,
-    .lars_init = cpu_lars_init, .rmsw_init = cpu_rmsw_init, .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,
-    .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads, .loss = cpu_loss,
-    .loss_totals = cpu_loss_totals, .host_waits = cpu_host_waits, .notes = cpu_notes};
+/* DPT_CPU_DEVICE_SLABS: the simulated device takes the next batch ahead as the cuda backend does
+ * (ops->prefetch): copied now, and the forward with the same x trains on the copy.  A loop that
+ * hands that forward other bytes than it gave here (a loader slot refilled in between, a batch
+ * kept across an epoch) trains on other data than the plain cpu run, and test_devsim's
+ * byte-for-byte comparisons fail. */
+static int cpu_prefetch(struct dpt_backend *be, const float *x, struct dpt_err *err)
+{
+  struct cpu_backend *cb = CB(be);
+  const struct dpt_tensor_desc *in = &be->model->tensors[0];
+  size_t bytes = (size_t)be->opts.batch * in->c * in->h * in->w * sizeof(float);
+  if (!cb->pre_buf && !(cb->pre_buf = malloc(bytes)))
+    return dpt_err_set(err, DPT_E_NOMEM, "cpu backend: out of memory for a prefetched batch (%zu bytes)", bytes);
+  memcpy(cb->pre_buf, x, bytes);
+  cb->pre_x = x;
+  return 0;
+}
+
+#define CPU_OPS                                                                                                      \
+  .name = "cpu", .forward = cpu_forward, .backward = cpu_backward, .copy_slab = cpu_copy_slab,                       \
+  .memory_bytes = cpu_memory_bytes, .destroy = cpu_destroy, .sgd_init = cpu_sgd_init, .lars_init = cpu_lars_init,   \
+  .rmsw_init = cpu_rmsw_init, .sgd_step = cpu_sgd_step, .sync = cpu_sync, .peak_bytes = cpu_memory_bytes,           \
+  .pending_init = cpu_pending_init, .stash_grads = cpu_stash_grads, .loss = cpu_loss,                               \
+  .loss_totals = cpu_loss_totals, .host_waits = cpu_host_waits, .notes = cpu_notes
+static const struct dpt_backend_ops cpu_ops = {CPU_OPS};
+static const struct dpt_backend_ops cpu_dev_ops = {CPU_OPS, .prefetch = cpu_prefetch}; /* DPT_CPU_DEVICE_SLABS */
 
 /* plain edge view + reorder between it and a tensor's layout */
 static int edge(struct cpu_backend *cb, int tid, dnnl_memory_t *user, dnnl_primitive_t *reorder,
@@ -682,6 +704,7 @@ int dpt_backend_cpu_create(const struct dpt_model *m, const struct dpt_backend_o
   be->opts = *opts;
   be->precision = "fp32";
   cb->device_slabs = getenv("DPT_CPU_DEVICE_SLABS") && atoi(getenv("DPT_CPU_DEVICE_SLABS")) > 0;
+  if (cb->device_slabs) be->ops = &cpu_dev_ops;
   be->host_slabs = !cb->device_slabs;
   if (opts->threads > 0) omp_set_num_threads(opts->threads);
   cb->n_tensors = m->n_tensors;

@@ -94,6 +94,8 @@ struct cpu_backend {
                              the second half of sgd.velocity [2 n_params] */
   int rmsw_ready;
   int device_slabs;       /* DPT_CPU_DEVICE_SLABS=1: simulated device (host_slabs = 0) */
+  const float *pre_x;     /* device_slabs, ops->prefetch: the batch taken ahead, and its copy */
+  float *pre_buf;         /* [N, C, H, W] */
   float *last_out;        /* [N, K] plain: the last forward's output (forward(out = NULL)) */
   float *last_dout;       /* [N, K] plain: its gradient from loss() (backward(dout = NULL)) */
   size_t n_out;           /* N * K */

@@ -97,7 +97,12 @@ static int micro_batch(struct run *r, int j, double *t_bwd_end, struct dpt_err *
   const void *x;
   const int *lab;
   int rc;
-  if (batch_next(r, r->tls[j], &x, &lab, &r->tm.data, err) < 0) return err->code; /* a record failed to decode */
+  if (j == 0 && r->pf_have) { /* taken ahead (prefetch_next), its upload under way */
+    x = r->pf_x, lab = r->pf_lab, r->pf_have = 0, r->pf_used++;
+    r->tm.data += r->pf_wait;
+  } else if (batch_next(r, r->tls[j], &x, &lab, &r->tm.data, err) < 0) {
+    return err->code; /* a record failed to decode */
+  }
   double t1 = now();
   if ((rc = batch_forward(r, x, 1, err)) ||
       (rc = be->ops->loss(be, lab, (float)o->smoothing, 1.0f / (o->batch * o->accum), err)))
@@ -217,6 +222,24 @@ static int drain_pending(struct run *r, struct dpt_err *err)
     return rc;
   r->have_pending = 0;
   return 0;
+}
+
+/* The next step's first batch taken now, within the epoch, and its upload started (ops->prefetch)
+ * before the host waits for a log line's loss: it runs while the step just enqueued runs (the input's
+ * double buffering; a backend without the op, or batches already on the device, need none).  Its
+ * time counts as training-step time; its wait for the loader goes to the step that uses it. */
+static int prefetch_next(struct run *r, struct dpt_err *err)
+{
+  const void *x;
+  const int *lab;
+  if (!r->be->ops->prefetch || r->dev_input || r->pf_have) return 0;
+  double t0 = now();
+  r->pf_wait = 0;
+  if (batch_next(r, r->tls[0], &x, &lab, &r->pf_wait, err) < 0) return err->code;
+  r->pf_x = x, r->pf_lab = lab, r->pf_have = 1;
+  int rc = r->be->ops->prefetch(r->be, (const float *)x, err);
+  r->tm.steps += now() - t0;
+  return rc;
 }
 
 /* One training step, llm.c's list: per micro-batch the batch, forward, loss and
@@ -385,11 +408,13 @@ static int train_loop(struct run *r, struct dpt_err *err)
         ((at_change && (rc = drain_pending(r, err))) || (rc = dpt_train_run_rebatch(r, epoch, err))))
       return rc;
     for (int j = 0; j < o->accum; j++) dpt_loader_start(r->tls[j], epoch, sie);
+    r->pf_have = 0; /* (prefetch_next never takes a batch across an epoch's end) */
     for (; sie < spe && r->gstep < r->total_steps; sie++) {
       long waits0 = r->be->ops->host_waits(r->be);
       if ((rc = dpt_train_profile_begin(r, err)) || (rc = train_step(r, err)) ||
           (rc = dpt_train_profile_end(r, err))) return rc;
       int end_epoch = sie == spe - 1 || r->gstep == r->total_steps;
+      if (!end_epoch && (rc = prefetch_next(r, err))) return rc;
       if ((r->gstep % o->log_every == 0 || end_epoch) && (rc = log_progress(r, epoch, sie, err))) return rc;
       r->waits_train += r->be->ops->host_waits(r->be) - waits0;
       int stopping = (o->stop_after && r->steps_run == o->stop_after) || r->psig;

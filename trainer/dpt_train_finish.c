@@ -47,6 +47,9 @@ int dpt_train_run_finish(struct run *r, int *status, struct dpt_err *err)
     if (me == 0)
       printf("dpt-train: host waits (rank 0): %ld in %ld training step(s) and their %ld log line(s); %ld in all\n",
              r->waits_train, r->steps_run, r->n_logs, be->ops->host_waits(be));
+    if (me == 0 && be->ops->prefetch && !r->dev_input)
+      printf("dpt-train: input: %ld of %ld training step(s) had their batch uploaded ahead, while the step "
+             "before ran\n", r->pf_used, r->steps_run);
     if (r->mixed && (rc = be->ops->scaler_get(be, &r->scaler, err))) return rc;
     if (me == 0 && r->mixed)
       printf("dpt-train: mixed precision: %ld step(s) skipped on gradient overflow, loss scale now %g\n",

@@ -173,6 +173,11 @@ struct run {
   int dev_input;                   /* 1: the loaders' batches stay on the GPU in the backend's input
                                       format, read in place by ops->forward_device */
   struct dpt_input_format in_fmt;  /* dev_input: the backend's (ops->input_format) */
+  const void *pf_x;                /* the next step's first batch, taken ahead for ops->prefetch */
+  const int *pf_lab;
+  double pf_wait;                  /* its wait for the loader, counted in the step that uses it */
+  int pf_have;
+  long pf_used;                    /* training steps that found their batch taken ahead */
   char input_desc[480];            /* the path the input takes, and why (rank 0 prints it) */
   struct dpt_bsched bs;            /* the per-rank batch and steps per epoch of every epoch (one phase
                                       without --batch-schedule); o.batch is the current epoch's */

@@ -8,7 +8,10 @@
 # as the plain cpu run: 1 rank (plain, double-buffered, 2 micro-batches),
 # 2 ranks through dpt-launch (plain, double-buffered), and checkpoint/resume
 # (stop after 3 steps, resume to 6 == straight; a simulated-device checkpoint
-# resumed by the plain backend).
+# resumed by the plain backend).  The simulated device takes the next batch ahead as the cuda
+# backend does (ops->prefetch: dpt-train hands it over before it waits for a log line's loss) and
+# trains on its own copy of it: a loop that gave the next forward other bytes than it prefetched
+# would differ from the plain run here.
 # Host waits (issue 14): the simulated device counts the calls that wait on a
 # real device (sync, copy_slab, loss_totals, scaler_get, forward with a host
 # output, backward with dx); dpt-train prints those of its training steps and
@@ -49,6 +52,11 @@ for mode in plain dbuf acc2; do
   grep -q "backend cpu fp32 (device slabs)" "$tmp/dev-1r-$mode.log" ||
     fail "$mode: the simulated device was not used: $(head -3 "$tmp/dev-1r-$mode.log")"
   grep -q "device slabs" "$tmp/cpu-1r-$mode.log" && fail "$mode: the plain run used device slabs"
+  # the input's double buffering (ops->prefetch, which the simulated device has): every step but the
+  # first takes its batch ahead (6 steps inside one epoch; --accumulate 2 ahead for its first micro-batch)
+  grep -q "input: 5 of 6 training step(s) had their batch uploaded ahead" "$tmp/dev-1r-$mode.log" ||
+    fail "$mode: the batches were not taken ahead: $(grep 'input:' "$tmp/dev-1r-$mode.log")"
+  grep -q "uploaded ahead" "$tmp/cpu-1r-$mode.log" && fail "$mode: the plain cpu run says it prefetched"
 done
 for mode in plain dbuf; do
   extra=""

@@ -102,6 +102,8 @@ struct cu_backend {
   cudaEvent_t in_free;              /* compute stream, after the input cast: in32 may be overwritten */
   cudaEvent_t x_ev[NSTAGE], lab_ev[NSTAGE]; /* staging slot's input / labels upload done */
   int x_used[NSTAGE], lab_used[NSTAGE], x_slot, lab_slot;
+  const float *pre_x;               /* ops->prefetch: the images whose upload into in32 is under way */
+  int pre_slot, pre_pinned;         /* its slot (x_ev) and whether it went up in place */
   void *pinned;                     /* cudaHostAlloc: the slots, then the readback area */
   size_t pinned_bytes;
   float *stage_x[NSTAGE];           /* [N, C, H, W] host NCHW images */
@@ -245,6 +247,22 @@ void dpt_cuda_layer_destroy(struct dpt_layer *l);
 cudnnMathType_t dpt_cuda_conv_search_math(const struct cu_backend *cb);
 int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err);
 int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err);
+
+/* dpt_backend_cuda.c: the backend's ops (the step); dpt_backend_cuda_create.c sets it up */
+extern const struct dpt_backend_ops dpt_cuda_ops;
+void dpt_cuda_layer_shape(const struct cu_backend *cb, int li, char *buf, size_t len); /* for error messages */
+void dpt_cuda_dfree(struct cu_backend *cb, void *p); /* one of dpt_cuda_dalloc's, counted off */
+
+static inline cudnnDataType_t tensor_type(const struct cu_backend *cb, const struct dpt_cuda_tensor_plan *p)
+{
+  return p->elem_bytes == 4 ? CUDNN_DATA_FLOAT : cb->dtype == DPT_DT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+}
+
+/* elements of a tensor as the model sees it (c, not c_stored) */
+static inline size_t n_elems(const struct dpt_cuda_tensor_plan *p)
+{
+  return (size_t)p->n * p->c * p->h * p->w;
+}
 
 /* dpt_backend_cuda_optim.c: the update's launch (sgd, LARS or RMSprop warm-up by the backend's
  * set-up; copy_only: the weight copies of the parameters as they are), the optimizers' set-up
