@@ -196,7 +196,8 @@ def fig_profile(log, outdir):
     return " || ".join(k[:400] for k in ks) if ks else "no kernel records"
 
 
-FIGURES = {"versions": fig_versions, "smoke": fig_smoke, "profile": fig_profile, "ctest": fig_ctest, "mnist": fig_mnist,
+FIGURES = {"versions": fig_versions, "smoke": fig_smoke, "profile": fig_profile, "ctest": fig_ctest,
+           "ctestfused": fig_ctest, "mnist": fig_mnist,
            "resnet": fig_bench("resnet"), "graphs": fig_bench("graphs"), "fused": fig_bench("fused"),
            "compile": fig_bench("compile"),
            "sanitize": fig_sanitize, "jpeg": fig_jpeg}

@@ -3,12 +3,12 @@
 # machine (../shared/gpu/pack.sh: Release, sm_90, the libraries it lacks), compresses the build to
 # fit the 64-MiB carry, notes the commit and the cuDNN the build's headers name, and prints the
 # device call.  On the GPU machine bench/gpu/device.sh takes it from there.
-# usage: bash bench/gpu/prepare.sh [PHASES]   (default versions,smoke,ctest,graphs,resnet; with mnist
+# usage: bash bench/gpu/prepare.sh [PHASES]   (default versions,smoke,profile,ctest,resnet,graphs; with mnist
 # the Fashion-MNIST files are packed too, .gpudata/fmnist.tar.xz)
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-phases=${1:-versions,smoke,ctest,graphs,resnet}
+phases=${1:-versions,smoke,profile,ctest,resnet,graphs}
 bash "$root/../shared/gpu/pack.sh"
 (cd .gpu && rm -f build.txz && tar -cJf build.txz build)
 git describe --always --dirty >.gpu/commit
@@ -33,6 +33,6 @@ total=$((tree + ${untracked:-0} + packed))
 echo "prepare.sh: dpt $(cat .gpu/commit), cuDNN headers $(cat .gpu/cudnn-headers); the call carries $((total >> 20)) MiB" \
   "of the 64 (tree $((tree >> 20)), untracked $((${untracked:-0} >> 20)), packed $((packed >> 20)))"
 ((total < 64 << 20)) || { echo "prepare.sh: over the device's 64-MiB limit" >&2; exit 1; }
-printf 'device run:\n  command: bash bench/gpu/device.sh $OUT --only %s --budget 450\n  carry: [' "$phases"
+printf 'device run:\n  command: WARMUP=2 STEPS=8 CTEST_TIMEOUT=60 bash bench/gpu/device.sh $OUT --only %s --budget 490\n  carry: [' "$phases"
 printf '"%s", ' "${carry[@]}" | sed 's/, $//'
-printf ']\n  timeout_s: 500\n'
+printf ']\n  timeout_s: 530\n'
