@@ -7,23 +7,27 @@
 #   versions   nvidia-smi, the driver, CUDA runtime, cuDNN, NCCL, NVRTC, PyTorch; dpt-train's start line
 #   smoke      dpt-train --backend cuda, 2 steps of ResNet-50 at 64 px, fp32 / tf32 / mixed / bf16:
 #              ok, or the first failing call it names
-#   profile    the kernel breakdown (CUPTI) of 2 steps of ResNet-50, 224 px, batch 256, at fp32 and mixed:
-#              the kernels that take the step's time, per step
+#   profile    the kernel breakdown (CUPTI) of 2 steps of ResNet-50, 224 px, batch 256, at fp32, tf32, mixed
+#              and bf16 (PROFILE_PRECISIONS): the kernels that take the step's time, per step, and each
+#              start's convolution choice (cudnnFind's algorithm or a cuDNN graph engine, timed: the
+#              engine cache under OUTDIR keeps the graphs' for the resnet phase's launches)
 #   ctest      ctest -L '^gpu$' (per-test limit), passed / failed / skipped, but the fused step's four
 #   ctestfused those four (train_fused, fused_vs_unfused, graph, fused): their start can take minutes
 #              (the third visit: not one finished in the ctest phase), so a phase of their own
 #   mnist      the main job (Fashion-MNIST, width 1/8, 3 epochs) on one GPU: top-1
 #   resnet     ResNet-50, 224 px, synthetic, batch 256, the default path at each precision against
-#              PyTorch eager in the same run (bench/gpu/run.sh): img/s and peak-memory ratios
+#              PyTorch eager in the same run (bench/gpu/run.sh): img/s and peak-memory ratios; the
+#              kernel classes of dpt and PyTorch side by side at tf32 and fp32 (RESNET_PROFILE)
 #   graphs     --cuda-graph on alone (the default step captured) at mixed / bf16, PyTorch eager beside
 #              (same harness)
-#   fused      --fuse on --cuda-graph on at tf32 / mixed / bf16 (same harness)
+#   fused      --fuse on --cuda-graph on at mixed / bf16, the acceptance's (same harness; FUSED_KEYS)
 #   compile    torch.compile at fp16 and bf16 (same harness; compilation needs minutes)
 #   sanitize   compute-sanitizer memcheck of a 3-step dpt-train at mixed and bf16
 #   jpeg       the GPU JPEG loader on a generated folder against the CPU loader (img/s, cores)
 # OUTDIR gets at most 8 files: summary.md, summary.json, logs.tar.gz (every phase's log and the
 # harness's .md/.json), engine-cache.tar.gz (DPT_ENGINE_CACHE lives under OUTDIR, so the next
-# visit carries it back: give it as ENGINE_CACHE=FILE.tar.gz to start from it).
+# visit carries it back: give it as ENGINE_CACHE=FILE.tar.gz to start from it; a warm machine's next
+# call starts from the last call's, kept in .gpu/engine-cache.tar.gz).
 # --budget bounds the whole call (default 450 s): a phase gets min(its limit, what is left), and a
 # phase with less than 20 s left is recorded as skipped.  Without a GPU it says so and exits 0.
 # BUILD (default $DPT_GPU_BUILD, set by .gpu/env.sh), FMNIST (default .gpudata/fashion-mnist, else
@@ -34,7 +38,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 ALL="versions smoke profile ctest mnist resnet graphs fused ctestfused compile sanitize jpeg"
-declare -A LIMIT=([versions]=40 [smoke]=120 [profile]=90 [ctest]=180 [mnist]=100 [resnet]=220 [graphs]=150 [fused]=150
+declare -A LIMIT=([versions]=40 [smoke]=120 [profile]=150 [ctest]=180 [mnist]=100 [resnet]=250 [graphs]=150 [fused]=150
                   [ctestfused]=240 [compile]=300
                   [sanitize]=150 [jpeg]=100)
 usage() { echo "usage: bench/gpu/check.sh OUTDIR [--only PHASES] [--budget SECONDS] [--dry-run]" \
@@ -90,7 +94,11 @@ out=$(cd "$out" && pwd)
 logs=$out/logs
 export DPT_ENGINE_CACHE=$out/engine-cache
 mkdir -p "$DPT_ENGINE_CACHE"
-[[ -n "${ENGINE_CACHE:-}" && -f "$ENGINE_CACHE" ]] && tar -xzf "$ENGINE_CACHE" -C "$DPT_ENGINE_CACHE"
+# a warm machine's next call starts from this call's engines (.gpu/ is ignored: it stays between calls)
+kept=$root/.gpu/engine-cache.tar.gz
+[[ -z "${ENGINE_CACHE:-}" && -f "$kept" ]] && ENGINE_CACHE=$kept
+[[ -n "${ENGINE_CACHE:-}" && -f "$ENGINE_CACHE" ]] && tar -xzf "$ENGINE_CACHE" -C "$DPT_ENGINE_CACHE" &&
+  echo "check.sh: engine cache from $ENGINE_CACHE"
 : >"$out/phases.tsv"
 start=$(date +%s)
 
@@ -157,7 +165,7 @@ ph_smoke() {
 
 ph_profile() {
   local p rc=0
-  for p in fp32 mixed; do
+  for p in ${PROFILE_PRECISIONS:-fp32 tf32 mixed bf16}; do
     "$T" --backend cuda --precision "$p" --dataset synthetic --image-size 224 --num-classes 1000 --width 1 \
       --synthetic-images 1280 --batch-size 256 --iterations 5 --log-every 1 --no-val --no-flip --no-report \
       --profile-steps 2 --profile-out "$logs/profile-$p.json" || rc=1
@@ -182,12 +190,13 @@ bench() { # bench KEYS BUDGET NAME
   ONLY=$1 BATCHES=256 WARMUP=${WARMUP:-3} STEPS=${STEPS:-12} BUDGET=$2 PROFILE_STEPS=${PROFILE_STEPS:-0} \
     DPT_BENCH_KEEP=1 bash "$here/run.sh" "$build" "$logs/$3"
 }
-ph_resnet() {
-  bench "${RESNET_KEYS:-dpt-fp32,torch-fp32,dpt-tf32,torch-tf32-cl,dpt-fp16,torch-fp16-cl,dpt-bf16,torch-bf16-cl}" \
+ph_resnet() { # the two furthest from PyTorch (the third visit: tf32 0.90x, fp32 0.92x) profiled beside it
+  PROFILE_STEPS=${RESNET_PROFILE_STEPS:-2} PROFILE=${RESNET_PROFILE:-dpt-tf32,torch-tf32-cl,dpt-fp32,torch-fp32} \
+    bench "${RESNET_KEYS:-dpt-fp32,torch-fp32,dpt-tf32,torch-tf32-cl,dpt-fp16,torch-fp16-cl,dpt-bf16,torch-bf16-cl}" \
     "$(($1 - 10))" resnet
 }
 ph_graphs() { bench dpt-fp16-graph,torch-fp16-cl,dpt-bf16-graph,torch-bf16-cl "$(($1 - 10))" graphs; } # peers: same run
-ph_fused() { PROFILE_STEPS=3 bench dpt-tf32-fused,dpt-fp16-fused,dpt-bf16-fused "$(($1 - 10))" fused; }
+ph_fused() { PROFILE_STEPS=3 bench "${FUSED_KEYS:-dpt-fp16-fused,dpt-bf16-fused}" "$(($1 - 10))" fused; }
 ph_compile() { bench torch-fp16-compile,torch-bf16-compile "$(($1 - 10))" compile; }
 
 ph_sanitize() {
@@ -228,5 +237,6 @@ for p in $phases; do
 done
 "$py" "$here/check_summary.py" write "$out" --commit "$commit" --budget "$budget"
 tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
-tar -czf "$out/engine-cache.tar.gz" -C "$DPT_ENGINE_CACHE" . && rm -rf "$DPT_ENGINE_CACHE"
+tar -czf "$out/engine-cache.tar.gz" -C "$DPT_ENGINE_CACHE" . && rm -rf "$DPT_ENGINE_CACHE" &&
+  mkdir -p "$root/.gpu" && cp "$out/engine-cache.tar.gz" "$kept"
 cat "$out/summary.md"

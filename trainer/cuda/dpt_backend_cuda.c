@@ -613,6 +613,7 @@ static void cu_destroy(struct dpt_backend *be)
   dpt_cuda_graphs_drop(&cb->graphs, -1);
   dpt_cuda_capture_state_free(&cb->cap);
   dpt_cuda_fstep_destroy(&cb->fx);
+  dpt_cuda_convg_destroy(cb);
   if (cb->ecache_open) dpt_engine_cache_close(&cb->ecache);
   if (cb->errata_loaded) dpt_cudnn_errata_free(&cb->errata);
   dpt_cuda_optim_tables_free(&cb->otab);

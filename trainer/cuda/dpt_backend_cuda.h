@@ -74,6 +74,11 @@
 enum dpt_cuda_switch { DPT_CUDA_OFF = 0, DPT_CUDA_ON = 1, DPT_CUDA_AUTO = 2 };
 /* "off", "on", "auto" -> the switch; -1 when unknown. */
 int dpt_cuda_switch_parse(const char *s);
+/* DPT_CUDA_CONV: each convolution shape's directions on cudnnFind's algorithm or on a timed cuDNN
+ * graph engine (dpt_cuda_convg.c). */
+enum dpt_cuda_conv { DPT_CUDA_CONV_AUTO = 0, DPT_CUDA_CONV_LEGACY = 1, DPT_CUDA_CONV_GRAPH = 2 };
+/* "auto", "legacy", "graph" -> the choice; -1 when unknown. */
+int dpt_cuda_conv_parse(const char *s);
 
 struct dpt_cuda_opts {
   enum dpt_cuda_precision precision; /* default fp32 (DPT_CUDA_PRECISION=fp32|tf32|mixed|bf16) */
@@ -94,6 +99,11 @@ struct dpt_cuda_opts {
   int algo_search;       /* 1: cudnnFind*AlgorithmEx (measured, default); 0: Get*_v7 heuristics */
   int deterministic;     /* 1: the oracle tests' algorithms: deterministic sums of products (no FFT, Winograd);
                             with algo_search 0, dpt-train --deterministic (bitwise reproducible runs) */
+  int conv;              /* enum dpt_cuda_conv (DPT_CUDA_CONV, default auto): per convolution shape and
+                            direction, after cudnnFind's choice, the FPROP / DGRAD / WGRAD cuDNN graph timed
+                            against it on the same buffers and the faster kept; legacy: cudnnFind's only;
+                            graph: the graph wherever one builds.  Deterministic options: auto is legacy,
+                            graph takes the heuristics' first deterministic sum-of-products config. */
   float loss_scale;      /* mixed: initial loss scale (default 65536) */
 };
 void dpt_cuda_opts_default(struct dpt_cuda_opts *o);
@@ -129,6 +139,11 @@ const struct dpt_cuda_plan *dpt_backend_cuda_plan(const struct dpt_backend *be);
 /* Chosen algorithms of convolution shape s (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t)
  * and their workspace bytes. */
 int dpt_backend_cuda_algos(const struct dpt_backend *be, int shape, int algo[3], size_t ws[3]);
+/* Which directions of convolution shape s run on a cuDNN graph engine instead (DPT_CUDA_CONV;
+ * forward, data gradient written, accumulated, weight gradient: on[] 1 / 0) and the medians both
+ * were timed at (ms; -1 where not timed).  Returns how many run on graphs, or DPT_E_INPUT (< 0). */
+int dpt_backend_cuda_conv_graphs(const struct dpt_backend *be, int shape, int on[4], float ms_legacy[4],
+                                 float ms_graph[4]);
 /* Peak of the bytes this backend had allocated (including the algorithm
  * search's temporary workspace) and the shared workspace size. */
 size_t dpt_backend_cuda_peak_bytes(const struct dpt_backend *be);

@@ -23,6 +23,16 @@ void dpt_cuda_opts_default(struct dpt_cuda_opts *o)
   o->fuse = f >= 0 ? f : DPT_CUDA_OFF;   /* off until trainer.gpu.fused_vs_unfused passes on a GPU */
   o->graph = g >= 0 ? g : DPT_CUDA_OFF;  /* off until trainer.gpu.graph passes on a GPU */
   o->engine_cache_dir = NULL;
+  int c = dpt_cuda_conv_parse(getenv("DPT_CUDA_CONV")); /* a bad value: dpt_backend_cuda_create says so */
+  o->conv = c >= 0 ? c : DPT_CUDA_CONV_AUTO;
+}
+
+int dpt_cuda_conv_parse(const char *s)
+{
+  if (!s || !*s || !strcmp(s, "auto")) return DPT_CUDA_CONV_AUTO;
+  if (!strcmp(s, "legacy")) return DPT_CUDA_CONV_LEGACY;
+  if (!strcmp(s, "graph")) return DPT_CUDA_CONV_GRAPH;
+  return -1;
 }
 
 int dpt_cuda_switch_parse(const char *s)
@@ -136,6 +146,12 @@ int dpt_backend_cuda_create(const struct dpt_model *model, const struct dpt_back
     *out = NULL;
     return dpt_err_set(err, DPT_E_INPUT, "DPT_CUDA_PRECISION='%s': expected fp32, tf32, mixed or bf16",
                        getenv("DPT_CUDA_PRECISION"));
+  }
+  if (dpt_cuda_conv_parse(getenv("DPT_CUDA_CONV")) < 0) {
+    *out = NULL;
+    return dpt_err_set(err, DPT_E_INPUT, "DPT_CUDA_CONV='%s': expected auto (per convolution shape the faster of "
+                       "cudnnFind's algorithm and a timed cuDNN graph engine), legacy or graph; unset it for auto",
+                       getenv("DPT_CUDA_CONV"));
   }
   /* dpt-train --fuse / --cuda-graph: win over DPT_CUDA_FUSE / DPT_CUDA_GRAPH */
   int rc;
@@ -303,29 +319,23 @@ int dpt_cuda_note(struct cu_backend *cb, const char *fmt, ...)
  * built on the arena (its engine from the cache, else timed: dpt_cudnn_graph).  An op with no
  * engine here keeps its layer on the legacy calls (dpt_cuda_fuse_deny) and the plan is made
  * again, its arena reallocated when it grew; the notes say which fell back and why. */
-static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
+int dpt_cuda_engines_open(struct cu_backend *cb, struct dpt_err *err)
 {
-  const struct dpt_model *m = cb->pub.model;
-  int rc = 0, nfell = 0;
-  void *tws = NULL;
   struct dpt_engine_ident id;
   struct cudaDeviceProp prop;
-  char fell[1600] = "";
-  struct dpt_cg_stats st = {0};
-  struct timespec t0, t1;
-  int rounds = 0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = 0;
+  if (cb->ecache_open) return 0;
   memset(&id, 0, sizeof id);
-  CUDA_CK(cudaGetDeviceProperties, (&prop, cb->dev), -1, "fused step");
+  CUDA_CK(cudaGetDeviceProperties, (&prop, cb->dev), -1, "engine cache");
   snprintf(id.gpu, sizeof id.gpu, "%.127s", prop.name);
   id.cc_major = prop.major;
   id.cc_minor = prop.minor;
-  CUDA_CK(cudaDriverGetVersion, (&id.driver), -1, "fused step");
+  CUDA_CK(cudaDriverGetVersion, (&id.driver), -1, "engine cache");
   id.cudnn = (long)cudnnGetVersion();
   {
     struct dpt_err ce = {0};
     if (dpt_engine_cache_open(&cb->ecache, &id, cb->copts.engine_cache_dir, &ce)) { /* no place for it: timed each run */
-      dpt_cuda_note(cb, "fused step: no engine cache (%s): every engine is timed at start", ce.msg);
+      dpt_cuda_note(cb, "engines: no engine cache (%s): every cuDNN graph engine is timed at start", ce.msg);
       if ((rc = dpt_engine_cache_open(&cb->ecache, &id, "off", err))) return rc;
     }
   }
@@ -343,11 +353,26 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
       cb->errata_loaded = 1;
     }
   }
+fail:
+  return rc;
+}
+
+static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
+{
+  const struct dpt_model *m = cb->pub.model;
+  int rc = 0, nfell = 0;
+  void *tws = NULL;
+  char fell[1600] = "";
+  struct dpt_cg_stats st = {0};
+  struct timespec t0, t1;
+  int rounds = 0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if ((rc = dpt_cuda_engines_open(cb, err))) return rc;
   size_t fr = 0, tot = 0;
   CUDA_CK(cudaMemGetInfo, (&fr, &tot), -1, "fused step tuning workspace");
   size_t limit = dpt_cuda_workspace_limit(fr, 0, cb->copts.workspace_cap);
   if (limit && (rc = dpt_cuda_dalloc(cb, &tws, limit, "fused step tuning workspace", err))) return rc;
-  struct dpt_cg_ctx ctx = {.dnn = cb->dnn, .device = cb->dev, .cudnn_version = id.cudnn, .cache = &cb->ecache,
+  struct dpt_cg_ctx ctx = {.dnn = cb->dnn, .device = cb->dev, .cudnn_version = cb->ecache.id.cudnn, .cache = &cb->ecache,
                            .errata = cb->errata_loaded ? &cb->errata : NULL, .workspace = tws,
                            .workspace_limit = limit, .max_candidates = 0, .stats = &st, .probe = 0};
   struct dpt_cuda_fstep_io io = {fx_resolve, cb};
@@ -444,6 +469,47 @@ static int legacy_rep(const struct cu_backend *cb, int s)
   return -1;
 }
 
+static void *search_ws_in_arena(const struct cu_backend *cb, int rep, size_t limit);
+
+/* The convolutions' cuDNN graphs (dpt_cuda_convg.c), each shape's after cudnnFind's choices, in
+ * at most the workspace those need already (the largest, the BN Ex calls' and the fused ops'
+ * included): the backend's peak does not grow.  The graphs are timed in the arena's gap, else in
+ * *own (the search's, or allocated here). */
+static int convg_setup(struct cu_backend *cb, size_t limit, void **own, struct dpt_err *err)
+{
+  int rc = 0;
+  struct timespec t0, t1;
+  if (cb->convg == DPT_CUDA_CONV_LEGACY) {
+    dpt_cuda_convg_note(cb, 0);
+    return 0;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  size_t glimit = cb->bn_ws_bytes > cb->fx.workspace ? cb->bn_ws_bytes : cb->fx.workspace;
+  for (int s = 0; s < cb->plan.n_shapes; s++) {
+    const struct cu_algo *a = &cb->algo[s];
+    if (a->ws_fwd > glimit) glimit = a->ws_fwd;
+    if (a->ws_data > glimit) glimit = a->ws_data;
+    if (a->ws_filter > glimit) glimit = a->ws_filter;
+  }
+  if (glimit > limit) glimit = limit;
+  if ((rc = dpt_cuda_engines_open(cb, err))) return rc;
+  for (int s = 0; s < cb->plan.n_shapes; s++) {
+    int rep = legacy_rep(cb, s);
+    if (rep < 0) continue;
+    void *gws = glimit ? search_ws_in_arena(cb, rep, glimit) : NULL;
+    if (glimit && !gws && !*own && (rc = dpt_cuda_dalloc(cb, own, glimit, "convolution graph search workspace", err)))
+      return rc;
+    if (glimit && !gws) gws = *own;
+    if ((rc = dpt_cuda_convg_choose(cb, s, rep, gws, glimit, err))) return rc;
+  }
+  struct dpt_err se = {0};
+  if (cb->ecache.dirty && dpt_engine_cache_store(&cb->ecache, &se))
+    dpt_cuda_note(cb, "convolutions: warning: the engine choices were not stored: %s", se.msg);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  dpt_cuda_convg_note(cb, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+  return 0;
+}
+
 /* The measured search's workspace for conv rep: limit bytes of the activation arena apart from the
  * four tensors the search reads and writes (x, y and their gradients; the arena is cleared after the
  * search), else NULL: no such gap (a small batch), the caller's own allocation then. */
@@ -519,6 +585,13 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
                      "(auto: NCHW at fp32, NHWC otherwise) or name a layout", lay);
     goto fail;
   }
+  if (copts->conv < DPT_CUDA_CONV_AUTO || copts->conv > DPT_CUDA_CONV_GRAPH) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: convolution choice %d is not auto, legacy or graph", copts->conv);
+    goto fail;
+  }
+  cb->convg = copts->conv;
+  if (cb->convg == DPT_CUDA_CONV_AUTO && (copts->deterministic || !copts->algo_search))
+    cb->convg = DPT_CUDA_CONV_LEGACY; /* untimed choices: cuDNN's heuristic order (DPT_CUDA_CONV=graph for graphs) */
   struct dpt_cuda_plan_opts po = {cb->fused, cb->legacy, nchw};
   if ((rc = dpt_cuda_plan_build_ex(m, opts->batch, copts->precision, opts->need_input_grad, &po, &cb->plan, err)))
     goto fail;
@@ -711,19 +784,24 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
       if (copts->algo_search && limit && !cb->ws) cb->ws = own;
       if ((rc = dpt_cuda_choose_algos(cb, s, rep, limit, err))) goto fail;
     }
-    if (own) dpt_cuda_dfree(cb, own);
     cb->ws = NULL;
+    if ((rc = convg_setup(cb, limit, &own, err))) goto fail;
+    if (own) dpt_cuda_dfree(cb, own);
     for (int s = 0; s < cb->plan.n_shapes; s++) {
       const struct cu_algo *a = &cb->algo[s];
       if (a->ws_fwd > cb->ws_bytes) cb->ws_bytes = a->ws_fwd;
       if (a->ws_data > cb->ws_bytes) cb->ws_bytes = a->ws_data;
       if (a->ws_filter > cb->ws_bytes) cb->ws_bytes = a->ws_filter;
+      if (a->ws_graph > cb->ws_bytes) cb->ws_bytes = a->ws_graph;
     }
     if (cb->fx.workspace > cb->ws_bytes) cb->ws_bytes = cb->fx.workspace; /* the fused ops' plans share it */
     if (cb->bn_ws_bytes > cb->ws_bytes) cb->ws_bytes = cb->bn_ws_bytes;   /* and the BN Ex calls */
     if (cb->ws_bytes && (rc = dpt_cuda_dalloc(cb, &cb->ws, cb->ws_bytes, "convolution workspace", err))) goto fail;
     cb->fx.ctx.workspace = cb->ws;
     cb->fx.ctx.workspace_limit = cb->ws_bytes;
+    cb->cgx = (struct dpt_cg_ctx){.dnn = cb->dnn, .device = cb->dev, .cudnn_version = (long)cudnnGetVersion(),
+                                  .cache = &cb->ecache, .errata = cb->errata_loaded ? &cb->errata : NULL,
+                                  .workspace = cb->ws, .workspace_limit = cb->ws_bytes};
   }
   if (opts && opts->deterministic)
     dpt_cuda_note(cb, "deterministic: convolution algorithms in cuDNN's heuristic order, deterministic sums of "
@@ -767,6 +845,23 @@ int dpt_backend_cuda_algos(const struct dpt_backend *be, int shape, int algo[3],
   algo[0] = a->fwd, algo[1] = a->bwd_data, algo[2] = a->bwd_filter;
   ws[0] = a->ws_fwd, ws[1] = a->ws_data, ws[2] = a->ws_filter;
   return 0;
+}
+
+int dpt_backend_cuda_conv_graphs(const struct dpt_backend *be, int shape, int on[4], float ms_legacy[4],
+                                 float ms_graph[4])
+{
+  const struct cu_backend *cb = CB(be);
+  int n = 0;
+  _Static_assert(DPT_CONVG_N == 4, "dpt_backend_cuda.h promises four directions");
+  if (shape < 0 || shape >= cb->plan.n_shapes) return DPT_E_INPUT;
+  for (int dir = 0; dir < DPT_CONVG_N; dir++) {
+    const struct cu_algo *a = &cb->algo[shape];
+    on[dir] = a->g[dir] != NULL;
+    ms_legacy[dir] = a->ms_legacy[dir];
+    ms_graph[dir] = a->ms_graph[dir];
+    n += on[dir];
+  }
+  return n;
 }
 
 size_t dpt_backend_cuda_peak_bytes(const struct dpt_backend *be)

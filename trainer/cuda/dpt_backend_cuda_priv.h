@@ -40,10 +40,17 @@ struct cu_tensor {
   void *diff;                   /* its gradient (NULL when not needed) */
 };
 
+/* A convolution's directions (dpt_cuda_convg.c): forward, data gradient written (beta 0) or
+ * accumulated (beta 1), weight gradient. */
+enum { DPT_CONVG_FWD, DPT_CONVG_DGRAD, DPT_CONVG_DGRAD_ACC, DPT_CONVG_WGRAD, DPT_CONVG_N };
+
 struct cu_algo {
   int fwd, bwd_data, bwd_filter;   /* cudnnConvolution*Algo_t */
   int math_fwd, math_data, math_filter; /* cudnnMathType_t the choice was made with (set before each call) */
   size_t ws_fwd, ws_data, ws_filter;
+  struct dpt_cg_op *g[DPT_CONVG_N]; /* the cuDNN graph that runs the direction instead; NULL: the algorithm above */
+  float ms_legacy[DPT_CONVG_N], ms_graph[DPT_CONVG_N]; /* their timed medians (-1: not timed) */
+  size_t ws_graph;                  /* the largest workspace of g[] */
 };
 
 struct cu_backend;
@@ -146,7 +153,14 @@ struct cu_backend {
   struct dpt_engine_cache ecache;
   struct dpt_cudnn_errata errata;
   int ecache_open, errata_loaded;
-  char notes[4096];                 /* ops->notes */
+  /* the default path's convolutions through cuDNN graphs (dpt_cuda_convg.c) */
+  int convg;                        /* enum dpt_cuda_conv: the options', auto made legacy when untimed */
+  struct dpt_cg_ctx cgx;            /* their executions: the handle and the shared workspace */
+  struct dpt_cg_stats cg_stats;
+  int cg_failed[DPT_CONVG_N];       /* shapes whose graph did not build, per direction */
+  int cg_unaligned;                 /* shape-directions whose operands were not 16-byte aligned */
+  char cg_first_fail[720];
+  char notes[8192];                 /* ops->notes */
   /* CUDA-graph capture of announced steps (--cuda-graph) */
   struct dpt_cap_state cap;
   struct dpt_cuda_graphs graphs;
@@ -247,6 +261,19 @@ void dpt_cuda_layer_destroy(struct dpt_layer *l);
 cudnnMathType_t dpt_cuda_conv_search_math(const struct cu_backend *cb);
 int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err);
 int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err);
+
+/* dpt_cuda_convg.c: per shape and direction, cudnnFind's algorithm or a timed cuDNN graph engine */
+/* After cudnnFind chose for shape `shape` (conv rep's buffers): the graphs, timed against it in ws
+ * (limit bytes: the most a graph may use; NULL when 0).  Only CUDA failures are errors. */
+int dpt_cuda_convg_choose(struct cu_backend *cb, int shape, int rep, void *ws, size_t limit, struct dpt_err *err);
+void dpt_cuda_convg_note(struct cu_backend *cb, double seconds); /* the start line: what was chosen, its cost */
+/* Run direction dir of conv layer li through its shape's graph with operands p (DPT_CG_* slots):
+ * *ran 0 when there is none (or cuDNN refused it: then never again), the caller's legacy call. */
+int dpt_cuda_convg_exec(struct cu_backend *cb, int li, int dir, void *const *p, int *ran, struct dpt_err *err);
+void dpt_cuda_convg_destroy(struct cu_backend *cb);
+/* dpt_backend_cuda_create.c: the engine cache and the cuDNN errata, opened once (the fused step and
+ * the convolutions' graphs share them) */
+int dpt_cuda_engines_open(struct cu_backend *cb, struct dpt_err *err);
 
 /* dpt_backend_cuda.c: the backend's ops (the step); dpt_backend_cuda_create.c sets it up */
 extern const struct dpt_backend_ops dpt_cuda_ops;

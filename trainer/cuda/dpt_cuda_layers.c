@@ -12,9 +12,15 @@ static int conv_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
   const struct cu_algo *a = &cb->algo[cp->shape_id];
-  int rc = 0, li = L->idx;
+  int rc = 0, li = L->idx, ran = 0;
   const void *w = L->w16; /* KRSC copy in the compute type (written by the fused optimizer), or KCRS in the slab */
-  (void)cp;
+  (void)training;
+  if (a->g[DPT_CONVG_FWD]) { /* the shape's cuDNN graph, where it was the faster (dpt_cuda_convg.c) */
+    void *p[DPT_CG_NSLOTS] = {0};
+    p[DPT_CG_X] = cb->t[d->in[0]].buf, p[DPT_CG_W] = (void *)w, p[DPT_CG_Y] = cb->t[d->out].buf;
+    if ((rc = dpt_cuda_convg_exec(cb, li, DPT_CONVG_FWD, p, &ran, err))) goto fail;
+    if (ran) return layer_sync(cb, li, err);
+  }
   DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_fwd), li, "");
   DNN_CK(cudnnConvolutionForward, (cb->dnn, &one, cb->t[d->in[0]].desc, cb->t[d->in[0]].buf,
                                    L->fdesc, w, L->cdesc, (cudnnConvolutionFwdAlgo_t)a->fwd, cb->ws,
@@ -32,11 +38,18 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   const struct dpt_cuda_conv_plan *cp = &cb->plan.conv[L->conv];
   const struct cu_algo *a = &cb->algo[cp->shape_id];
   struct cu_tensor *in = &cb->t[d->in[0]], *out = &cb->t[d->out];
-  int rc = 0, li = L->idx;
-  DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_filter), li, "");
-  DNN_CK(cudnnConvolutionBackwardFilter, (cb->dnn, &one, in->desc, in->buf, out->desc, out->diff,
-                                          L->cdesc, (cudnnConvolutionBwdFilterAlgo_t)a->bwd_filter,
-                                          cb->ws, a->ws_filter, &zero, L->fdesc, L->dw16), li, "");
+  int rc = 0, li = L->idx, ran = 0;
+  void *p[DPT_CG_NSLOTS] = {0};
+  if (a->g[DPT_CONVG_WGRAD]) { /* the shape's cuDNN graph, where it was the faster (dpt_cuda_convg.c) */
+    p[DPT_CG_X] = in->buf, p[DPT_CG_DY] = out->diff, p[DPT_CG_DW] = L->dw16;
+    if ((rc = dpt_cuda_convg_exec(cb, li, DPT_CONVG_WGRAD, p, &ran, err))) goto fail;
+  }
+  if (!ran) {
+    DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_filter), li, "");
+    DNN_CK(cudnnConvolutionBackwardFilter, (cb->dnn, &one, in->desc, in->buf, out->desc, out->diff,
+                                            L->cdesc, (cudnnConvolutionBwdFilterAlgo_t)a->bwd_filter,
+                                            cb->ws, a->ws_filter, &zero, L->fdesc, L->dw16), li, "");
+  }
   /* gradient packing: KRSC -> fp32 KCRS slab (mixed: still loss-scaled; backward unscales
    * the slab by ranges, bucket by bucket); NCHW fp32 wrote the slab itself */
   if (!cb->plan.nchw)
@@ -45,6 +58,14 @@ static int conv_backward(struct dpt_layer *l, struct dpt_err *err)
   if (in->diff) {
     float beta;
     void *dx = diff_target(cb, d->in[0], &beta);
+    int dir = beta != 0.0f ? DPT_CONVG_DGRAD_ACC : DPT_CONVG_DGRAD;
+    ran = 0;
+    if (a->g[dir]) {
+      memset(p, 0, sizeof p);
+      p[DPT_CG_DY] = out->diff, p[DPT_CG_W] = L->w16, p[DPT_CG_DX] = dx;
+      if ((rc = dpt_cuda_convg_exec(cb, li, dir, p, &ran, err))) goto fail;
+      if (ran) return layer_sync(cb, li, err);
+    }
     DNN_CK(cudnnSetConvolutionMathType, (L->cdesc, (cudnnMathType_t)a->math_data), li, "");
     DNN_CK(cudnnConvolutionBackwardData, (cb->dnn, &one, L->fdesc, L->w16,
                                           out->desc, out->diff, L->cdesc,

@@ -14,7 +14,7 @@
 
 static const char *const pattern_names[DPT_CG_NPATTERNS] = {
     "conv_stats", "sbr_conv_stats", "bn_finalize", "sbr_apply", "sbar", "dsbar",
-    "dbn_weight", "dbn_apply", "dgrad_drelu_dbn", "dgrad", "wgrad", "sbr_wgrad"};
+    "dbn_weight", "dbn_apply", "dgrad_drelu_dbn", "dgrad", "wgrad", "sbr_wgrad", "fprop"};
 
 const char *dpt_cg_pattern_name(int p) { return p >= 0 && p < DPT_CG_NPATTERNS ? pattern_names[p] : "?"; }
 
@@ -34,20 +34,25 @@ static cudnnDataType_t data_type(int t)
 static int is_conv(int p)
 {
   return p == DPT_CG_CONV_STATS || p == DPT_CG_SBR_CONV_STATS || p == DPT_CG_DGRAD_DRELU_DBN || p == DPT_CG_DGRAD ||
-         p == DPT_CG_WGRAD || p == DPT_CG_SBR_WGRAD;
+         p == DPT_CG_WGRAD || p == DPT_CG_SBR_WGRAD || p == DPT_CG_FPROP;
 }
+
+/* The patterns that may be NCHW: a single convolution, nothing per channel. */
+static int may_be_nchw(int p) { return p == DPT_CG_FPROP || p == DPT_CG_DGRAD || p == DPT_CG_WGRAD; }
 
 static int out_hw(int in, int r, int stride, int pad) { return (in + 2 * pad - r) / stride + 1; }
 
 void dpt_cg_key(const struct dpt_cg_desc *d, char *out, size_t len)
 {
   if (is_conv(d->pattern))
-    snprintf(out, len, "%s n%d c%d h%d w%d k%d r%d u%d p%d io=%s sb=%s relu%d acc%d tf32=%d nhwc",
+    snprintf(out, len, "%s n%d c%d h%d w%d k%d r%d u%d p%d io=%s sb=%s relu%d acc%d tf32=%d %s%s",
              dpt_cg_pattern_name(d->pattern), d->n, d->c, d->h, d->w, d->k, d->r, d->stride, d->pad, type_name(d->io),
-             type_name(d->sb), !!d->relu, !!d->accumulate, !!d->tf32);
+             type_name(d->sb), !!d->relu, !!d->accumulate, !!d->tf32, d->nchw ? "nchw" : "nhwc",
+             d->deterministic ? " det" : "");
   else
-    snprintf(out, len, "%s n%d c%d h%d w%d io=%s sb=%s relu%d fork%d tf32=%d nhwc", dpt_cg_pattern_name(d->pattern),
-             d->n, d->c, d->h, d->w, type_name(d->io), type_name(d->sb), !!d->relu, !!d->fork, !!d->tf32);
+    snprintf(out, len, "%s n%d c%d h%d w%d io=%s sb=%s relu%d fork%d tf32=%d nhwc%s", dpt_cg_pattern_name(d->pattern),
+             d->n, d->c, d->h, d->w, type_name(d->io), type_name(d->sb), !!d->relu, !!d->fork, !!d->tf32,
+             d->deterministic ? " det" : "");
 }
 
 /* ---- the builder: first failure wins, later calls do nothing ------------------- */
@@ -65,7 +70,7 @@ struct gb {
 
 static void shape_str(const struct dpt_cg_desc *d, char *buf, size_t len)
 {
-  int o = snprintf(buf, len, "[%d,%d,%d,%d] %s NHWC", d->n, d->c, d->h, d->w, type_name(d->io));
+  int o = snprintf(buf, len, "[%d,%d,%d,%d] %s %s", d->n, d->c, d->h, d->w, type_name(d->io), d->nchw ? "NCHW" : "NHWC");
   if (is_conv(d->pattern) && o > 0 && (size_t)o < len)
     snprintf(buf + o, len - (size_t)o, ", %d filters %dx%d stride %d pad %d -> [%d,%d,%d,%d]", d->k, d->r, d->r,
              d->stride, d->pad, d->n, d->k, out_hw(d->h, d->r, d->stride, d->pad), out_hw(d->w, d->r, d->stride, d->pad));
@@ -133,13 +138,15 @@ static void finalize_(struct gb *g, cudnnBackendDescriptor_t d, const char *what
 }
 #define FINALIZE(g, d, kind) finalize_(g, d, "cudnnBackendFinalize(" kind ")")
 
-/* ---- tensors: dims [n, c, h, w] in NHWC memory order (filters [k, c, r, s] as KRSC) ------ */
+/* ---- tensors: dims [n, c, h, w] in NHWC memory order (filters [k, c, r, s] as KRSC), or NCHW
+ * (KCRS) when the description says nchw ------------------------------------------------------ */
 
 static cudnnBackendDescriptor_t tensor(struct gb *g, int slot, int64_t uid, int type, int64_t n, int64_t c, int64_t h,
                                        int64_t w, int is_virtual, int by_value)
 {
   cudnnBackendDescriptor_t t = create(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "cudnnBackendCreateDescriptor(tensor)");
   int64_t dims[4] = {n, c, h, w}, str[4] = {c * h * w, 1, w * c, c}, align = 16;
+  if (g->op->d.nchw) str[1] = h * w, str[2] = w, str[3] = 1;
   cudnnDataType_t dt = by_value == 2 ? CUDNN_DATA_INT64 : by_value ? CUDNN_DATA_DOUBLE : is_virtual ? CUDNN_DATA_FLOAT
                                                                                                      : data_type(type);
   bool v = is_virtual != 0, bv = by_value != 0;
@@ -483,6 +490,11 @@ static void build_ops(struct gb *g)
     tag = d->relu ? "ConvBwdData_Sub_Mul_Mul_Add_ReluBwd_DBnWeight" : "ConvBwdData_DBnWeight";
     break;
   }
+  case DPT_CG_FPROP:
+    conv_op(g, CONV_FWD, st(g, DPT_CG_X, io, n, c, h, w), st(g, DPT_CG_W, io, k, c, r, r), st(g, DPT_CG_Y, io, n, k, p, q),
+            0.0f);
+    tag = "ConvFwd";
+    break;
   case DPT_CG_DGRAD:
     conv_op(g, CONV_DGRAD, st(g, DPT_CG_DY, io, n, k, p, q), st(g, DPT_CG_W, io, k, c, r, r),
             st(g, DPT_CG_DX, io, n, c, h, w), d->accumulate ? 1.0f : 0.0f);
@@ -525,13 +537,14 @@ static void destroy(cudnnBackendDescriptor_t d)
 }
 
 /* Engine index, knobs and numerical notes of an engine config. */
-static cudnnStatus_t cfg_info(cudnnBackendDescriptor_t cfg, struct dpt_engine_choice *ch, int *tensor_core, int *reduced)
+static cudnnStatus_t cfg_info(cudnnBackendDescriptor_t cfg, struct dpt_engine_choice *ch, int *tensor_core, int *reduced,
+                             int *not_sum_of_products, int *runtime_compiled)
 {
   cudnnBackendDescriptor_t eng = NULL, knobs[CUDNN_KNOB_TYPE_COUNTS] = {0};
   cudnnStatus_t s;
   int64_t cnt = 0, idx = -1, nk = 0;
   memset(ch, 0, sizeof *ch);
-  *tensor_core = *reduced = 0;
+  *tensor_core = *reduced = *not_sum_of_products = *runtime_compiled = 0;
   if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng))) return s;
   if ((s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &eng)) ||
       (s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, &idx)))
@@ -543,7 +556,16 @@ static cudnnStatus_t cfg_info(cudnnBackendDescriptor_t cfg, struct dpt_engine_ch
     for (int64_t i = 0; i < cnt && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
       *tensor_core |= notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
       *reduced |= notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+      *not_sum_of_products |= notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC || notes[i] == CUDNN_NUMERICAL_NOTE_FFT ||
+                              notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD || notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4 ||
+                              notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6 ||
+                              notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13;
     }
+  cudnnBackendBehaviorNote_t beh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  if (!cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &cnt, beh))
+    for (int64_t i = 0; i < cnt && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+      *runtime_compiled |= beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
   for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
     if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[i]))) goto done;
   if ((s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
@@ -696,6 +718,7 @@ static int validate(const struct dpt_cg_desc *d, const struct dpt_cg_ctx *ctx, s
   else if (d->pattern == DPT_CG_BN_FINALIZE && (!(d->eps > 0) || !(d->momentum >= 0 && d->momentum <= 1)))
     why = "BN finalize needs eps > 0 and momentum in [0, 1]";
   else if (d->pattern == DPT_CG_DBN_WEIGHT && d->fork && !d->relu) why = "fork without ReLU (G would be DY)";
+  else if (d->nchw && !may_be_nchw(d->pattern)) why = "NCHW is for a single convolution (fprop, dgrad, wgrad) only";
   else if (!ctx->dnn) why = "no cuDNN handle";
   if (!why) return 0;
   return cg_fail(ctx, d, err, DPT_E_INPUT, "describing the graph", why);
@@ -794,15 +817,15 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
     for (int64_t i = n_cfg; i < avail; i++) destroy(cfgs[i]), cfgs[i] = NULL;
   }
   /* 3. filter and time */
-  int max = ctx->max_candidates > 0 ? ctx->max_candidates : 8, timed = 0, n_blocked = 0, n_ws = 0, n_notes = 0,
+  int max = ctx->max_candidates > 0 ? ctx->max_candidates : 8, timed = 0, n_blocked = 0, n_ws = 0, n_notes = 0, n_rtc = 0,
       n_build = 0, n_run = 0, tries = 0, max_tries = ctx->max_tries > 0 ? ctx->max_tries : 16;
   char blocked_ids[200] = "";
   float best_ms = 0;
   int64_t i;
   for (i = 0; i < n_cfg && timed < max && tries < max_tries; i++) {
     struct cand c = {cfgs[i], NULL, {0}, 0};
-    int tc = 0, reduced = 0;
-    cudnnStatus_t s = cfg_info(c.cfg, &c.ch, &tc, &reduced);
+    int tc = 0, reduced = 0, nsp = 0, rtc = 0;
+    cudnnStatus_t s = cfg_info(c.cfg, &c.ch, &tc, &reduced, &nsp, &rtc);
     if (s) {
       last = s;
       n_build++;
@@ -818,7 +841,12 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
       snprintf(blocked_ids + bl, sizeof blocked_ids - bl, "%s%s", bl ? ", " : "", rule->rule_id);
       continue;
     }
-    if (reduced || (d->io == DPT_CG_F32 && !d->tf32 && tc)) { /* fp32 accumulation; FMA-only oracle */
+    /* fp32 accumulation; FMA-only oracle; deterministic: sums of products */
+    if (ctx->no_runtime_compilation && rtc) { /* its plan would compile kernels (NVRTC): seconds each */
+      n_rtc++;
+      continue;
+    }
+    if (reduced || (d->io == DPT_CG_F32 && !d->tf32 && tc) || (d->deterministic && nsp)) {
       n_notes++;
       continue;
     }
@@ -858,19 +886,24 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
     } else {
       destroy(c.plan);
     }
+    if (d->deterministic) break; /* the heuristics' first that runs: the same choice every run */
   }
   if (ctx->stats && i < n_cfg && !best.plan) ctx->stats->capped++;
   if (!best.plan) {
     char why[700];
     snprintf(why, sizeof why,
-             "no engine runs this graph here: heuristics offered %lld configs; %d blocked by errata%s%s%s, %d with "
-             "tensor-core / reduced-precision notes refused, %d over the %zu-byte workspace limit, %d failed to build, "
-             "%d failed to run (last status: %s), %lld not tried (%d plans at most); run these layers on the legacy calls",
-             (long long)n_cfg, n_blocked, n_blocked ? " (" : "", blocked_ids, n_blocked ? ")" : "", n_notes, n_ws,
+             "no engine runs this graph here: heuristics offered %lld configs; %d blocked by errata%s%s%s, %d refused "
+             "by their numerical notes (tensor cores at fp32, reduced-precision reduction%s), %d compiled at run time "
+             "(not tried here), %d over the %zu-byte "
+             "workspace limit, %d failed to build, %d failed to run (last status: %s), %lld not tried (%d plans at "
+             "most); run these layers on the legacy calls",
+             (long long)n_cfg, n_blocked, n_blocked ? " (" : "", blocked_ids, n_blocked ? ")" : "", n_notes,
+             d->deterministic ? ", not a deterministic sum of products" : "", n_rtc, n_ws,
              ctx->workspace_limit, n_build, n_run, cudnnGetErrorString(last), (long long)(n_cfg - i), max_tries);
     if (ctx->stats) ctx->stats->no_engine++;
-    /* remembered for this key (and stored with the cache) unless more workspace could change the answer */
-    if (ctx->cache && !n_ws) (void)dpt_engine_cache_put_none(ctx->cache, op->key, why, NULL);
+    /* remembered for this key (and stored with the cache) unless more workspace, or a caller that lets
+     * kernels compile at run time, could change the answer */
+    if (ctx->cache && !n_ws && !n_rtc) (void)dpt_engine_cache_put_none(ctx->cache, op->key, why, NULL);
     rc = cg_fail(ctx, d, err, DPT_E_UNSUPPORTED, "choosing an engine", why);
     goto fail;
   }

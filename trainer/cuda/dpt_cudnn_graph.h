@@ -21,6 +21,13 @@
  *   DGRAD             DX = dgrad(DY, W) (+ DX when accumulate: beta 1)
  *   WGRAD             DW = wgrad(DY, X)
  *   SBR_WGRAD         DW = wgrad(DY, relu?(X*S + B))                     (ConvBNwgrad)
+ *   FPROP             Y = conv(X, W)                     (the default path's plain convolutions)
+ *
+ * FPROP, DGRAD and WGRAD may also be NCHW (nchw = 1: activations NCHW, filters KCRS), for the
+ * default path's fp32 layout (dpt_cuda_convg.c); the other patterns are NHWC only.  With
+ * deterministic = 1 a config whose notes say nondeterministic, FFT or Winograd is refused and
+ * the heuristics' first config that builds is taken, untimed (the oracle tests' rule: every
+ * output a sum of products, the same bits every run); the key says "det".
  *
  * dpt_cg_build: the graph, then its engine config: the engine cache's choice for its key when
  * there is one (rebuilt and checked: a stale entry is timed again), else the heuristics'
@@ -48,7 +55,7 @@
 enum dpt_cg_pattern {
   DPT_CG_CONV_STATS, DPT_CG_SBR_CONV_STATS, DPT_CG_BN_FINALIZE, DPT_CG_SBR_APPLY, DPT_CG_SBAR, DPT_CG_DSBAR,
   DPT_CG_DBN_WEIGHT, DPT_CG_DBN_APPLY, DPT_CG_DGRAD_DRELU_DBN, DPT_CG_DGRAD, DPT_CG_WGRAD, DPT_CG_SBR_WGRAD,
-  DPT_CG_NPATTERNS
+  DPT_CG_FPROP, DPT_CG_NPATTERNS
 };
 const char *dpt_cg_pattern_name(int pattern);
 
@@ -66,7 +73,7 @@ const char *dpt_cg_slot_name(int slot);
 
 struct dpt_cg_desc {
   int pattern;          /* enum dpt_cg_pattern */
-  int n, c, h, w;       /* X (conv input; the tensor of pointwise / BN patterns), NHWC in memory */
+  int n, c, h, w;       /* X (conv input; the tensor of pointwise / BN patterns), NHWC in memory (or nchw) */
   int k, r, stride, pad;/* convolution: K filters r x r (square), stride, symmetric padding */
   int io;               /* DPT_CG_*: activations, weights, gradients */
   int sb;               /* DPT_CG_*: S, B (and S2, B2), BN_FINALIZE's EQ_SCALE / EQ_BIAS; usually F32 */
@@ -75,6 +82,8 @@ struct dpt_cg_desc {
   int accumulate;       /* DGRAD: DX += (beta 1) */
   int tf32;             /* io F32: allow TF32 tensor cores (0: FMA engines only) */
   double eps, momentum; /* BN_FINALIZE (momentum as PyTorch's: running = (1 - m) running + m batch) */
+  int nchw;             /* FPROP / DGRAD / WGRAD: activations NCHW, filters KCRS (0: NHWC, KRSC) */
+  int deterministic;    /* sums of products only, same bits every run: the heuristics' first such config */
   const char *layer;    /* for messages */
 };
 
@@ -88,6 +97,8 @@ struct dpt_cg_ctx {
   size_t workspace_limit;       /* its bytes: configs needing more are skipped */
   int max_candidates;           /* configs timed per graph (0: 8) */
   int max_tries;                /* execution plans finalized per graph, timed or not (0: 16) */
+  int no_runtime_compilation;   /* 1: configs whose engine compiles its kernels at run time (NVRTC; seconds
+                                   per plan) are not tried: the default path's plain convolutions */
   struct dpt_cg_stats *stats;   /* NULL: not counted */
   int probe;                    /* dpt_cuda_fstep_build: ops whose key the cache knows to build are not
                                    built (the rounds after a denial search only unknown keys; then one

@@ -10,7 +10,7 @@
  *    cudaGetDeviceCount's answer, and says what to do (--backend cpu/auto);
  *  - "auto" falls back to the CPU backend, which then works (one forward);
  *  - the build advertises "cpu,cuda";
- *  - a bad DPT_CUDA_PRECISION or DPT_CUDA_WORKSPACE_MB is refused as bad input, and so is
+ *  - a bad DPT_CUDA_PRECISION, DPT_CUDA_WORKSPACE_MB or DPT_CUDA_CONV is refused as bad input, and so is
  *    --deterministic with the fused step on (by option or DPT_CUDA_FUSE). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +93,24 @@ int main(void)
           err.msg);
   }
   unsetenv("DPT_CUDA_WORKSPACE_MB");
+  const char *bad_conv[] = {"", "Graph", "cudnn", "legacy "};
+  for (size_t i = 0; i < sizeof bad_conv / sizeof *bad_conv; i++) {
+    char want[64];
+    setenv("DPT_CUDA_CONV", bad_conv[i], 1);
+    snprintf(want, sizeof want, "DPT_CUDA_CONV='%s'", bad_conv[i]);
+    be = (struct dpt_backend *)&m;
+    rc = dpt_backend_create("cuda", &m, &o, &be, &err);
+    int ok = *bad_conv[i] ? rc == DPT_E_INPUT && strstr(err.msg, want) && strstr(err.msg, "legacy or graph")
+                          : rc != DPT_E_INPUT; /* empty: unset, auto */
+    CHECK(ok && (rc != 0 || be), "DPT_CUDA_CONV '%s': %d %s", bad_conv[i], rc, err.msg);
+    if (rc == 0) dpt_backend_destroy(be);
+  }
+  for (const char *const *v = (const char *const[]){"auto", "legacy", "graph", NULL}; *v; v++)
+    CHECK(dpt_cuda_conv_parse(*v) >= 0, "DPT_CUDA_CONV='%s' refused", *v);
+  CHECK(dpt_cuda_conv_parse(NULL) == DPT_CUDA_CONV_AUTO && dpt_cuda_conv_parse("graph") == DPT_CUDA_CONV_GRAPH &&
+            dpt_cuda_conv_parse("legacy") == DPT_CUDA_CONV_LEGACY && dpt_cuda_conv_parse("x") < 0,
+        "dpt_cuda_conv_parse");
+  unsetenv("DPT_CUDA_CONV");
   /* --deterministic with the fused step asked for (option or variable): its engines are timed */
   o.deterministic = 1;
   o.fuse = "on";

@@ -11,6 +11,9 @@
  *     relative of the uncaptured run's: the replay runs the same kernels on the same data, so any
  *     gap is a missing or stale input), the same loss scale and skipped-step count at the end;
  *   mixed with the fused step (--fuse on) too, against the fused step uncaptured;
+ *   fp32 and mixed again with the convolutions on cuDNN graph engines (conv graph, as
+ *     DPT_CUDA_CONV=graph: dpt_cuda_convg.c, the heuristics' first deterministic config in both),
+ *     so cudnnBackendExecute is captured and replayed too;
  *   the counts: one graph per key captured (training, validation), every later step replayed
  *     (dpt_backend_cuda_fusion_info); no host wait in the captured steps (host_waits counts only
  *     the per-step loss read-back).
@@ -29,6 +32,7 @@ static struct dpt_model m;
 static float *xs;    /* [STEPS + VAL_BATCHES, N, 3, 32, 32] */
 static int *ys;      /* [STEPS + VAL_BATCHES, N] */
 static size_t nx;
+static int conv_graph; /* the convolutions' cuDNN graphs (dpt_cuda_convg.c) */
 
 struct run {
   double loss[STEPS], val_loss;
@@ -63,6 +67,7 @@ static void train(enum dpt_cuda_precision prec, int fuse, int graph, struct run 
   co.algo_search = 0;
   co.fuse = fuse ? DPT_CUDA_ON : DPT_CUDA_OFF;
   co.graph = graph ? DPT_CUDA_ON : DPT_CUDA_OFF;
+  co.conv = conv_graph ? DPT_CUDA_CONV_GRAPH : DPT_CUDA_CONV_AUTO;
   die_on(dpt_backend_cuda_create_ex(&m, &o, &co, &be, &err), &err, "cuda backend");
   CHECK(be->graph == graph, "graph mode %d (want %d)", be->graph, graph);
   die_on(be->ops->sgd_init(be, 0.9f, 1e-4f, 0, NULL, &err), &err, "sgd_init");
@@ -100,8 +105,8 @@ static void compare(enum dpt_cuda_precision prec, int fuse)
   size_t np = m.n_params, ns = m.n_state;
   struct run a, b;
   const char *pn = dpt_cuda_precision_name(prec);
-  char what[64];
-  snprintf(what, sizeof what, "%s%s", pn, fuse ? " fused" : "");
+  char what[96];
+  snprintf(what, sizeof what, "%s%s%s", pn, fuse ? " fused" : "", conv_graph ? " (convolutions on cuDNN graphs)" : "");
   a.params = malloc(np * 4), a.state = malloc(ns * 4), b.params = malloc(np * 4), b.state = malloc(ns * 4);
   train(prec, fuse, 0, &a);
   train(prec, fuse, 1, &b);
@@ -154,6 +159,9 @@ int main(void)
   compare(DPT_CUDA_FP32, 0);
   compare(DPT_CUDA_MIXED, 0);
   compare(DPT_CUDA_MIXED, 1);
+  conv_graph = 1;
+  compare(DPT_CUDA_FP32, 0);
+  compare(DPT_CUDA_MIXED, 0);
   free(xs), free(ys);
   dpt_model_free(&m);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);

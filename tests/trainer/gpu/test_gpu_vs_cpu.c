@@ -23,6 +23,11 @@
  * tight check the first fixture cannot give; tf32 / mixed / bf16 keep their measured
  * sensitivity bounds there (16-bit rounding flips masks on any ResNet: the output
  * says how many blocks are tight).
+ * Both fixtures run twice: with cudnnFind's (deterministic) algorithms, then with every
+ * convolution that can on a cuDNN graph engine (conv graph, as DPT_CUDA_CONV=graph: dpt_cuda_convg.c, the
+ * heuristics' first deterministic sum-of-products config), held to the same bounds; the
+ * graph pass must put at least one convolution direction of gpu_ref on a graph at each
+ * precision (an FPROP / DGRAD / WGRAD graph that builds nowhere is a bug, not a fallback).
  * Exit 77 (SKIPPED) without a GPU.  Argument: the ref directory. */
 #include <string.h>
 
@@ -34,6 +39,7 @@
 #define K 10
 
 static struct dpt_model m;
+static int graph_pass; /* DPT_CUDA_CONV=graph */
 static struct ref_f64 r;
 static const float *x;
 static const int *labels;
@@ -55,18 +61,30 @@ static int run(const char *fx, enum dpt_cuda_precision prec, enum ref_prec rp, f
   oracle_opts(&co);
   co.precision = prec;
   co.loss_scale = scale;
+  co.conv = graph_pass ? DPT_CUDA_CONV_GRAPH : DPT_CUDA_CONV_AUTO; /* auto: legacy when deterministic */
   die_on(dpt_backend_create("cpu", &m, &o, &cpu, &err), &err, "cpu backend");
   die_on(dpt_backend_cuda_create_ex(&m, &o, &co, &gpu, &err), &err, "cuda backend");
   { /* the algorithms chosen per convolution shape (forward / data / filter): a block over its bound
      * is traced to one */
     const struct dpt_cuda_plan *pl = dpt_backend_cuda_plan(gpu);
     printf("%s %s: algorithms per shape (fwd/data/filter):", fx, dpt_cuda_precision_name(prec));
+    int on_graphs = 0;
     for (int sh = 0; sh < pl->n_shapes; sh++) {
-      int al[3];
+      int al[3], on[4];
       size_t ws[3];
+      float tl4[4], tg4[4];
       if (dpt_backend_cuda_algos(gpu, sh, al, ws) == 0) printf(" %d/%d/%d", al[0], al[1], al[2]);
+      int n = dpt_backend_cuda_conv_graphs(gpu, sh, on, tl4, tg4);
+      if (n > 0) printf("[graph %s%s%s%s]", on[0] ? "f" : "", on[1] ? "d" : "", on[2] ? "D" : "", on[3] ? "w" : "");
+      on_graphs += n > 0 ? n : 0;
     }
-    printf("\n");
+    printf("\n%s %s: %d convolution shape-direction(s) on cuDNN graph engines (DPT_CUDA_CONV=%s)\n", fx,
+           dpt_cuda_precision_name(prec), on_graphs, graph_pass ? "graph" : "unset: deterministic, cudnnFind's");
+    if (!graph_pass) CHECK(on_graphs == 0, "%s: %d graph(s) in a deterministic run without DPT_CUDA_CONV", fx, on_graphs);
+    else if (!strcmp(fx, "gpu_ref"))
+      CHECK(on_graphs > 0, "%s %s: DPT_CUDA_CONV=graph put no convolution on a cuDNN graph (see the notes)", fx,
+            dpt_cuda_precision_name(prec));
+    if (graph_pass) printf("%s", gpu->ops->notes(gpu));
   }
   float lc[N * K], lg[N * K], dl[N * K];
   (void)tp;
@@ -186,6 +204,10 @@ int main(int argc, char **argv)
 {
   gpu_or_skip("test_gpu_vs_cpu");
   const char *dir = argc > 1 ? argv[1] : ".";
+  fixture(dir, "gpu_ref");
+  fixture(dir, "gpu_ref_tight");
+  printf("--- again, every convolution that can on a cuDNN graph engine (DPT_CUDA_CONV=graph)\n");
+  graph_pass = 1;
   fixture(dir, "gpu_ref");
   fixture(dir, "gpu_ref_tight");
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
