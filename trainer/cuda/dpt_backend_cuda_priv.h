@@ -254,7 +254,7 @@ static inline int tensor_dtype(const struct cu_backend *cb, int tid)
 }
 
 
-/* dpt_cuda_layers.c */
+/* dpt_cuda_layers.c (dpt_cuda_bn_ops: dpt_cuda_bn.c) */
 extern const struct dpt_layer_ops dpt_cuda_conv_ops, dpt_cuda_bn_ops, dpt_cuda_relu_ops, dpt_cuda_pool_ops,
     dpt_cuda_fc_ops, dpt_cuda_add_ops, dpt_cuda_fused_ops;
 void dpt_cuda_layer_destroy(struct dpt_layer *l);
