@@ -190,6 +190,7 @@ static int layer_create(struct cu_backend *cb, int li, struct dpt_err *err)
   if (cb->plan.discard_off[li] != (size_t)-1) L->discard = arena + cb->plan.discard_off[li];
   L->idx = li;
   L->conv = -1;
+  L->add_bn = -1;
   l->desc = d;
   l->impl = L;
   l->params = cb->pub.params + d->w_off;

@@ -77,6 +77,13 @@ struct cu_layer {
                                        kernels, ReLU inside when the layer has one); 0: the plain calls */
   void *bn_reserve;                 /* Ex: forward -> backward reserve space [bn_reserve_bytes] */
   size_t bn_reserve_bytes;
+  int bn_add;                       /* BN (Ex, fp16) right before the ADD+ReLU that alone reads its output:
+                                       the add and its ReLU inside the Ex calls (BN_ADD_ACTIVATION): the
+                                       forward writes the add's output from x and z, the backward reads it and
+                                       its gradient and writes x's and z's (dpt_cuda_bn.c) */
+  int add_layer, add_z;             /* bn_add: the add's layer index, its other input (z) */
+  int did_add;                      /* bn_add: this step's forward did the add (the add's calls do nothing) */
+  int add_bn;                       /* ADD: the BN layer that may do it (bn_add), -1 */
 };
 
 struct cu_backend {
@@ -261,6 +268,9 @@ void dpt_cuda_layer_destroy(struct dpt_layer *l);
 cudnnMathType_t dpt_cuda_conv_search_math(const struct cu_backend *cb);
 int dpt_cuda_choose_algos(struct cu_backend *cb, int shape, int rep, size_t limit, struct dpt_err *err);
 int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err);
+/* The residual add's own backward (its ReLU's mask, both inputs' gradients): dpt_cuda_layers.c's, for
+ * a BN that did the add in the forward but whose fused backward cuDNN refused (dpt_cuda_bn.c). */
+int dpt_cuda_add_backward_run(struct dpt_layer *l, struct dpt_err *err);
 
 /* dpt_cuda_convg.c: per shape and direction, cudnnFind's algorithm or a timed cuDNN graph engine */
 /* After cudnnFind chose for shape `shape` (conv rep's buffers): the graphs, timed against it in ws

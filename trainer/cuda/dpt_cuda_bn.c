@@ -43,6 +43,104 @@ static void bn_ex_refused(struct cu_backend *cb, struct cu_layer *L, const struc
                 cudnnGetErrorString(st));
 }
 
+/* ---- BN + residual add + ReLU (fp16, Ex): the add's work inside the BN's calls ----------------
+ *
+ * A bottleneck ends BN -> ADD(+ReLU) with the BN (bn3, or the shortcut's downsample.1) right
+ * before the add: the add's other input z is ready when the BN runs.  The forward writes the
+ * add's output y = ReLU(BN(x) + z) (the BN's own output is never written: only the add read it);
+ * the backward, right after the add's turn, reads y and dy and writes dx, dz, dgamma, dbeta.
+ * That saves the add kernel and its backward pass (7 tensor passes of the block's output size
+ * become 5 in the backward, 3 the forward's add).  cuDNN's dz has no beta: z's gradient must be
+ * written first, which holds when no layer after the add reads z (bn_add_target).  A refusal at
+ * run time puts the pair back on the BN's Ex call and the add's kernels for good (said once). */
+
+/* The ADD+ReLU layer right after BN layer li that alone reads li's output, or -1; *z its other input. */
+static int bn_add_target(const struct cu_backend *cb, int li, int *z)
+{
+  const struct dpt_model *m = cb->pub.model;
+  const struct dpt_layer_desc *d = &m->layers[li], *a = li + 1 < m->n_layers ? &m->layers[li + 1] : NULL;
+  if (d->relu || !a || a->type != DPT_LAYER_ADD || !a->relu || a->in[0] == a->in[1] ||
+      (a->in[0] != d->out && a->in[1] != d->out) || tensor_dtype(cb, a->out) != DPT_DT_F16)
+    return -1;
+  *z = a->in[0] == d->out ? a->in[1] : a->in[0];
+  if (!cb->t[*z].diff || !cb->t[d->in[0]].diff || !cb->t[a->out].diff) return -1;
+  for (int j = 0; j < m->n_layers; j++) {
+    const struct dpt_layer_desc *o = &m->layers[j];
+    if (j != li + 1 && (o->in[0] == d->out || o->in[1] == d->out)) return -1; /* the BN's output read elsewhere */
+    if (j > li + 1 && (o->in[0] == *z || o->in[1] == *z)) return -1;         /* z's gradient written before */
+  }
+  return li + 1;
+}
+
+static void bn_add_refused(struct cu_backend *cb, struct cu_layer *L, const struct dpt_layer_desc *d, const char *call,
+                           cudnnStatus_t st)
+{
+  L->bn_add = 0;
+  fprintf(stderr, "dpt: cuda backend: %s refused BN+add+ReLU at layer '%s' (%s): the BN and the add run apart from "
+          "now on\n", call, d->name, cudnnGetErrorString(st));
+  dpt_cuda_note(cb, "batch norm: %s refused BN+add+ReLU at '%s' at run time (%s): BN and add apart for it", call,
+                d->name, cudnnGetErrorString(st));
+}
+
+/* Training forward of a bn_add layer: *did 1 when the Ex call wrote the add's output. */
+static int bn_add_forward(struct cu_backend *cb, struct dpt_layer *l, double eps, int *did, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  const struct dpt_layer_desc *d = l->desc;
+  const struct cu_tensor *x = &cb->t[d->in[0]], *z = &cb->t[L->add_z];
+  struct cu_tensor *y = &cb->t[cb->pub.model->layers[L->add_layer].out];
+  int C = d->c_out;
+  *did = 0;
+  cudnnStatus_t st = cudnnBatchNormalizationForwardTrainingEx(
+      cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &one, &zero, x->desc, x->buf,
+      z->desc, z->buf, y->desc, y->buf, L->pdesc, l->params, l->params + C, (double)cb->pub.opts.bn_momentum, l->state,
+      l->state + C, eps, L->save_mean, L->save_istd, cb->relu, cb->ws, cb->bn_ws_bytes, L->bn_reserve,
+      L->bn_reserve_bytes);
+  if (st == CUDNN_STATUS_SUCCESS) {
+    *did = 1;
+    return 0;
+  }
+  if (!bn_ex_refusal(st))
+    return dpt_cuda_call_fail(cb, L->idx, "BN+add+ReLU", "cudnnBatchNormalizationForwardTrainingEx",
+                              cudnnGetErrorString(st), err);
+  bn_add_refused(cb, L, d, "cudnnBatchNormalizationForwardTrainingEx", st); /* nothing ran: the BN, then the add */
+  return 0;
+}
+
+/* Backward of a bn_add layer whose forward did the add: *done 1 when the Ex call wrote dx, dz and the
+ * parameters' gradients; else (a refusal) the add's own backward ran and the caller's BN backward follows. */
+static int bn_add_backward(struct cu_backend *cb, struct dpt_layer *l, double eps, int *done, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  const struct dpt_layer_desc *d = l->desc;
+  const struct cu_tensor *x = &cb->t[d->in[0]], *z = &cb->t[L->add_z];
+  const struct cu_tensor *y = &cb->t[cb->pub.model->layers[L->add_layer].out];
+  unsigned char wz = cb->pub.grad_written[L->add_z], wx = cb->pub.grad_written[d->in[0]];
+  int C = d->c_out;
+  float bz, bx;
+  void *dz = diff_target(cb, L->add_z, &bz), *dx = diff_target(cb, d->in[0], &bx);
+  *done = 0;
+  if (bz == 0.0f) { /* (bn_add_target made sure) */
+    cudnnStatus_t st = cudnnBatchNormalizationBackwardEx(
+        cb->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &one, &bx, &one, &zero,
+        x->desc, x->buf, y->desc, y->buf, y->desc, y->diff, z->desc, dz, x->desc, dx, L->pdesc, l->params,
+        l->params + C, l->grads, l->grads + C, eps, L->save_mean, L->save_istd, cb->relu, cb->ws, cb->bn_ws_bytes,
+        L->bn_reserve, L->bn_reserve_bytes);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      *done = 1;
+      return 0;
+    }
+    if (!bn_ex_refusal(st))
+      return dpt_cuda_call_fail(cb, L->idx, "BN+add+ReLU", "cudnnBatchNormalizationBackwardEx",
+                                cudnnGetErrorString(st), err);
+    bn_add_refused(cb, L, d, "cudnnBatchNormalizationBackwardEx", st);
+  }
+  /* nothing written: the marks undone, the add's backward (from y, dy: its mask, dz and the BN's dy) */
+  cb->pub.grad_written[L->add_z] = wz;
+  cb->pub.grad_written[d->in[0]] = wx;
+  return dpt_cuda_add_backward_run(&cb->pub.layers[L->add_layer], err);
+}
+
 static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
 {
   struct cu_layer *L = l->impl;
@@ -53,6 +151,11 @@ static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   double eps = cb->pub.opts.bn_eps;
   if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
   int relu_kernel = d->relu;
+  L->did_add = 0;
+  if (training && L->bn_ex && L->bn_add) { /* the residual add and its ReLU inside (fp16) */
+    if ((rc = bn_add_forward(cb, l, eps, &L->did_add, err))) goto fail;
+    if (L->did_add) return layer_sync(cb, li, err);
+  }
   if (training && L->bn_ex) { /* as PyTorch's channels_last path: NHWC persistent kernels (fp16: ReLU inside) */
     int fuse = bn_ex_fuses_relu(cb, d);
     cudnnStatus_t st = cudnnBatchNormalizationForwardTrainingEx(
@@ -110,6 +213,12 @@ static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
   double eps = cb->pub.opts.bn_eps;
   if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
   const void *dz = y->diff;
+  if (L->did_add) { /* the forward did the add: its backward too, or (refused) the add's own then ours */
+    int done = 0;
+    L->did_add = 0;
+    if ((rc = bn_add_backward(cb, l, eps, &done, err))) goto fail;
+    if (done) return layer_sync(cb, li, err);
+  }
   int fuse = L->bn_ex && bn_ex_fuses_relu(cb, d); /* fp16 Ex: ReLU's backward inside (from y) */
   if (d->relu && !fuse && (rc = bn_relu_backward(cb, L, d, &dz, err))) goto fail;
   if (L->bn_ex) { /* dgamma / dbeta as below */
@@ -153,21 +262,39 @@ fail:
  * Under --fuse only the layers the fused step leaves on the legacy calls use it.  The plain calls
  * ran cuDNN's generic 1C11 kernels on NHWC: 92% of a mixed-precision ResNet-50 step on an H200
  * (bench/results/gpu-check-h200.md).  A layer whose sizes cuDNN refuses
- * keeps the plain calls (said at start); DPT_CUDA_BN=legacy keeps them all. */
+ * keeps the plain calls (said at start); DPT_CUDA_BN=legacy keeps them all.  At fp16 a BN right
+ * before its block's ADD+ReLU does the add too (BN_ADD_ACTIVATION, above) where cuDNN sizes it
+ * (else the BN's own Ex op); DPT_CUDA_BN=ex-noadd keeps the adds apart. */
+
+/* The Ex calls' workspace (forward, backward) and reserve space for ops on these tensors. */
+static cudnnStatus_t bn_ex_sizes(const struct cu_backend *cb, cudnnBatchNormOps_t ops, cudnnActivationDescriptor_t act,
+                                 cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t z, cudnnTensorDescriptor_t y,
+                                 cudnnTensorDescriptor_t p, size_t *wf, size_t *wb, size_t *rs)
+{
+  const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+  int add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  cudnnStatus_t st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(cb->dnn, mode, ops, x, z, y, p, act, wf);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnGetBatchNormalizationBackwardExWorkspaceSize(cb->dnn, mode, ops, x, y, y, add ? z : NULL, x, p, act, wb);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cb->dnn, mode, ops, act, x, rs);
+  return st;
+}
+
 int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
 {
   const struct dpt_model *m = cb->pub.model;
   const char *env = getenv("DPT_CUDA_BN");
-  const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-  int rc = 0, n_bn = 0, n_ex = 0, n_no = 0, n_relu = 0, n_unal = 0;
+  int rc = 0, n_bn = 0, n_ex = 0, n_no = 0, n_relu = 0, n_unal = 0, n_add = 0, n_add_no = 0;
   size_t total = 0;
   char *base = NULL;
   cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
   const char *first_no = NULL;
-  if (env && *env && strcmp(env, "ex") && strcmp(env, "legacy"))
-    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: DPT_CUDA_BN='%s' is not ex or legacy: unset it (ex: "
-                       "cudnnBatchNormalization*Ex, the default) or set legacy (the plain calls)", env);
-  int want = !(env && !strcmp(env, "legacy"));
+  if (env && *env && strcmp(env, "ex") && strcmp(env, "ex-noadd") && strcmp(env, "legacy"))
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: DPT_CUDA_BN='%s' is not ex, ex-noadd or legacy: unset it (ex: "
+                       "cudnnBatchNormalization*Ex, at fp16 with the residual add inside, the default), or set "
+                       "ex-noadd (the adds apart) or legacy (the plain calls)", env);
+  int want = !(env && !strcmp(env, "legacy")), want_add = want && !(env && !strcmp(env, "ex-noadd")) && !cb->fused;
   if (want) {
     DNN_CK(cudnnCreateActivationDescriptor, (&cb->relu), -1, "BN+ReLU activation");
     /* NaN passes, as through dpt_cuda_relu: an overflowed step must reach the loss scaler */
@@ -187,15 +314,21 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
     }
     const struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
     cudnnActivationDescriptor_t act = bn_ex_fuses_relu(cb, d) ? cb->relu : NULL;
-    cudnnBatchNormOps_t ops = bn_ex_ops(cb, d);
     size_t wf = 0, wb = 0, rs = 0;
-    cudnnStatus_t st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(cb->dnn, mode, ops, x->desc, x->desc,
-                                                                                 y->desc, L->pdesc, act, &wf);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = cudnnGetBatchNormalizationBackwardExWorkspaceSize(cb->dnn, mode, ops, x->desc, y->desc, y->desc, NULL,
-                                                             x->desc, L->pdesc, act, &wb);
-    if (st == CUDNN_STATUS_SUCCESS)
-      st = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cb->dnn, mode, ops, act, x->desc, &rs);
+    int z = -1, al = want_add ? bn_add_target(cb, li, &z) : -1;
+    if (al >= 0) { /* the block's add and ReLU inside: y is the add's output, z its other input */
+      cudnnStatus_t sa = bn_ex_sizes(cb, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, cb->relu, x->desc, cb->t[z].desc,
+                                     cb->t[m->layers[al].out].desc, L->pdesc, &wf, &wb, &rs);
+      if (sa == CUDNN_STATUS_SUCCESS) {
+        L->bn_add = 1, L->add_layer = al, L->add_z = z;
+        cb->l[al].add_bn = li;
+        n_add++;
+      } else {
+        n_add_no++;
+      }
+    }
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    if (!L->bn_add) st = bn_ex_sizes(cb, bn_ex_ops(cb, d), act, x->desc, x->desc, y->desc, L->pdesc, &wf, &wb, &rs);
     if (st != CUDNN_STATUS_SUCCESS) {
       if (!first_no) first_no = d->name;
       last = st;
@@ -232,6 +365,9 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
   else if (n_bn)
     dpt_cuda_note(cb, "batch norm: %d layer(s) through cudnnBatchNormalization*Ex (NHWC persistent, BN+ReLU one op in "
          "%d), reserve %.1f MB, workspace %.1f MB", n_ex, n_relu, total / 1e6, cb->bn_ws_bytes / 1e6);
+  if (want && !cb->plan.nchw && (n_add || n_add_no))
+    dpt_cuda_note(cb, "batch norm: BN+add+ReLU one op (CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION) at %d residual add(s)%s",
+                  n_add, n_add_no ? "; cuDNN refused the sizes of the others (their BN's own Ex op, then the add)" : "");
   return 0;
 fail:
   return rc;

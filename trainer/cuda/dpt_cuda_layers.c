@@ -214,6 +214,8 @@ static int add_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *a = &cb->t[d->in[0]], *b = &cb->t[d->in[1]], *y = &cb->t[d->out];
   int rc = 0;
+  (void)training;
+  if (L->add_bn >= 0 && cb->l[L->add_bn].did_add) return 0; /* the BN before it wrote y (dpt_cuda_bn.c) */
   KERN_CK(dpt_cuda_add, (a->buf, b->buf, y->buf, tensor_dtype(cb, d->out), d->relu, t_elems(cb, d->out), cb->stream),
           L->idx, "");
   return layer_sync(cb, L->idx, err);
@@ -223,7 +225,7 @@ fail:
 
 /* One pass (dpt_cuda_add_bwd): the ReLU's mask applied to the output's gradient, written to (or added
  * to) both inputs' gradients.  An add of a tensor to itself (never in ResNet) keeps the two-pass way. */
-static int add_backward(struct dpt_layer *l, struct dpt_err *err)
+int dpt_cuda_add_backward_run(struct dpt_layer *l, struct dpt_err *err)
 {
   struct cu_layer *L = l->impl;
   struct cu_backend *cb = L->cb;
@@ -262,6 +264,19 @@ static int add_backward(struct dpt_layer *l, struct dpt_err *err)
   return layer_sync(cb, L->idx, err);
 fail:
   return rc;
+}
+
+/* After a BN that did the add (dpt_cuda_bn.c): its backward, next, does this one's too; the BN's
+ * output gradient counts as given (the walk asks for it), though the fused backward never reads it. */
+static int add_backward(struct dpt_layer *l, struct dpt_err *err)
+{
+  struct cu_layer *L = l->impl;
+  struct cu_backend *cb = L->cb;
+  if (L->add_bn >= 0 && cb->l[L->add_bn].did_add) {
+    cb->pub.grad_written[cb->pub.model->layers[L->add_bn].out] = 1;
+    return 0;
+  }
+  return dpt_cuda_add_backward_run(l, err);
 }
 
 void dpt_cuda_layer_destroy(struct dpt_layer *l)

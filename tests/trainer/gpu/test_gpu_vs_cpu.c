@@ -28,6 +28,8 @@
  * heuristics' first deterministic sum-of-products config), held to the same bounds; the
  * graph pass must put at least one convolution direction of gpu_ref on a graph at each
  * precision (an FPROP / DGRAD / WGRAD graph that builds nowhere is a bug, not a fallback).
+ * At mixed the BN right before each residual add does the add and its ReLU too (BN_ADD_ACTIVATION,
+ * dpt_cuda_bn.c) where cuDNN sizes it: the backend's notes are printed, and the same bounds hold.
  * Exit 77 (SKIPPED) without a GPU.  Argument: the ref directory. */
 #include <string.h>
 
@@ -84,7 +86,7 @@ static int run(const char *fx, enum dpt_cuda_precision prec, enum ref_prec rp, f
     else if (!strcmp(fx, "gpu_ref"))
       CHECK(on_graphs > 0, "%s %s: DPT_CUDA_CONV=graph put no convolution on a cuDNN graph (see the notes)", fx,
             dpt_cuda_precision_name(prec));
-    if (graph_pass) printf("%s", gpu->ops->notes(gpu));
+    if (graph_pass || prec == DPT_CUDA_MIXED) printf("%s", gpu->ops->notes(gpu)); /* mixed: BN+add+ReLU's line */
   }
   float lc[N * K], lg[N * K], dl[N * K];
   (void)tp;
