@@ -6,6 +6,13 @@
 
 /* ---- batch normalisation (+ ReLU) ------------------------------------------ */
 
+/* The options' epsilon, at least cuDNN's smallest. */
+static double bn_eps(const struct cu_backend *cb)
+{
+  double eps = cb->pub.opts.bn_eps;
+  return eps < CUDNN_BN_MIN_EPSILON ? CUDNN_BN_MIN_EPSILON : eps;
+}
+
 static cudnnBatchNormMode_t bn_train_mode(const struct cu_backend *cb)
 {
   return cb->plan.bn_persistent_train ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
@@ -148,8 +155,7 @@ static int bn_forward(struct dpt_layer *l, int training, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
   int rc = 0, li = L->idx, C = d->c_out;
-  double eps = cb->pub.opts.bn_eps;
-  if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
+  double eps = bn_eps(cb);
   int relu_kernel = d->relu;
   L->did_add = 0;
   if (training && L->bn_ex && L->bn_add) { /* the residual add and its ReLU inside (fp16) */
@@ -210,8 +216,7 @@ static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
   const struct dpt_layer_desc *d = l->desc;
   struct cu_tensor *x = &cb->t[d->in[0]], *y = &cb->t[d->out];
   int rc = 0, li = L->idx, C = d->c_out;
-  double eps = cb->pub.opts.bn_eps;
-  if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
+  double eps = bn_eps(cb);
   const void *dz = y->diff;
   if (L->did_add) { /* the forward did the add: its backward too, or (refused) the add's own then ours */
     int done = 0;
