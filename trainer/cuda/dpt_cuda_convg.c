@@ -213,7 +213,8 @@ fail:
 void dpt_cuda_convg_note(struct cu_backend *cb, double seconds)
 {
   if (cb->convg == DPT_CUDA_CONV_LEGACY) {
-    dpt_cuda_note(cb, "convolutions: cudnnFind's algorithms only (DPT_CUDA_CONV=legacy)");
+    dpt_cuda_note(cb, "convolutions: cuDNN's legacy algorithms only (%s)", cb->copts.conv == DPT_CUDA_CONV_LEGACY
+                  ? "DPT_CUDA_CONV=legacy" : "deterministic: nothing is timed; DPT_CUDA_CONV=graph for cuDNN graphs");
     return;
   }
   int on[DPT_CONVG_N] = {0}, all[DPT_CONVG_N] = {0};
