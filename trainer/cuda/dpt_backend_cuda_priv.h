@@ -84,6 +84,8 @@ struct cu_layer {
   int add_layer, add_z;             /* bn_add: the add's layer index, its other input (z) */
   int did_add;                      /* bn_add: this step's forward did the add (the add's calls do nothing) */
   int add_bn;                       /* ADD: the BN layer that may do it (bn_add), -1 */
+  struct dpt_cg_vp cg_vp[DPT_CONVG_N]; /* conv: the variant pack of each direction's graph for this layer's
+                                       operands (its shape's op is shared: no descriptor work per step) */
 };
 
 struct cu_backend {

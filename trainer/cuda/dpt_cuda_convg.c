@@ -267,7 +267,7 @@ int dpt_cuda_convg_exec(struct cu_backend *cb, int li, int dir, void *const *p, 
   int rc = 0;
   *ran = 0;
   if (!op || !aligned16(p)) return 0; /* this layer's operands: the legacy call */
-  if (!dpt_cg_execute(&cb->cgx, op, p, &e)) {
+  if (!dpt_cg_execute_vp(&cb->cgx, op, p, &L->cg_vp[dir], &e)) {
     *ran = 1;
     return 0;
   }
@@ -285,6 +285,9 @@ int dpt_cuda_convg_exec(struct cu_backend *cb, int li, int dir, void *const *p, 
 
 void dpt_cuda_convg_destroy(struct cu_backend *cb)
 {
+  if (cb->l)
+    for (int li = 0; li < cb->pub.model->n_layers; li++)
+      for (int dir = 0; dir < DPT_CONVG_N; dir++) dpt_cg_vp_free(&cb->l[li].cg_vp[dir]);
   if (!cb->algo) return;
   for (int s = 0; s < cb->plan.n_shapes; s++)
     for (int dir = 0; dir < DPT_CONVG_N; dir++)

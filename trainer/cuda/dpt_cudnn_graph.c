@@ -928,7 +928,19 @@ fail:
   return rc;
 }
 
+void dpt_cg_vp_free(struct dpt_cg_vp *v)
+{
+  destroy((cudnnBackendDescriptor_t)v->vp);
+  v->vp = NULL;
+}
+
 int dpt_cg_execute(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *const *ptrs, struct dpt_err *err)
+{
+  return dpt_cg_execute_vp(ctx, op, ptrs, &op->vp, err);
+}
+
+int dpt_cg_execute_vp(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *const *ptrs, struct dpt_cg_vp *vc,
+                      struct dpt_err *err)
 {
   cudnnBackendDescriptor_t vp = NULL;
   cudnnStatus_t s;
@@ -940,18 +952,17 @@ int dpt_cg_execute(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *con
   }
   if (op->workspace > ctx->workspace_limit || (op->workspace && !ctx->workspace))
     return cg_fail(ctx, &op->d, err, DPT_E_INPUT, "dpt_cg_execute", "the workspace is smaller than the plan needs");
-  int same = op->vp && op->vp_ws == ctx->workspace;
-  for (int i = 0; same && i < op->n_uids; i++) same = op->vp_ptr[op->slot[i]] == ptrs[op->slot[i]];
+  int same = vc->vp && vc->ws == ctx->workspace;
+  for (int i = 0; same && i < op->n_uids; i++) same = vc->ptr[op->slot[i]] == ptrs[op->slot[i]];
   if (!same) { /* a new variant pack, kept for the next execution with the same pointers */
-    destroy((cudnnBackendDescriptor_t)op->vp);
-    op->vp = NULL;
+    dpt_cg_vp_free(vc);
     if ((s = variant_pack(op, ptrs, ctx->workspace, &vp)))
       return cg_fail(ctx, &op->d, err, status_code(s), "building the variant pack", cudnnGetErrorString(s));
-    op->vp = vp;
-    op->vp_ws = ctx->workspace;
-    for (int i = 0; i < op->n_uids; i++) op->vp_ptr[op->slot[i]] = ptrs[op->slot[i]];
+    vc->vp = vp;
+    vc->ws = ctx->workspace;
+    for (int i = 0; i < op->n_uids; i++) vc->ptr[op->slot[i]] = ptrs[op->slot[i]];
   }
-  s = cudnnBackendExecute(ctx->dnn, (cudnnBackendDescriptor_t)op->plan, (cudnnBackendDescriptor_t)op->vp);
+  s = cudnnBackendExecute(ctx->dnn, (cudnnBackendDescriptor_t)op->plan, (cudnnBackendDescriptor_t)vc->vp);
   if (s) return cg_fail(ctx, &op->d, err, DPT_E_RUNTIME, "cudnnBackendExecute", cudnnGetErrorString(s));
   return 0;
 }
@@ -959,8 +970,7 @@ int dpt_cg_execute(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *con
 void dpt_cg_destroy(struct dpt_cg_op *op)
 {
   if (!op) return;
-  destroy((cudnnBackendDescriptor_t)op->vp);
-  op->vp = NULL;
+  dpt_cg_vp_free(&op->vp);
   destroy((cudnnBackendDescriptor_t)op->plan);
   op->plan = NULL;
   /* the graph and what it refers to: in reverse order of creation */

@@ -113,6 +113,15 @@ struct dpt_cg_stats {
 
 #define DPT_CG_MAX_DESC 96
 
+/* A variant pack kept for the next execution with the same pointers and workspace (no descriptor
+ * work per step).  An op has one; a caller running one op on several operand sets (the default
+ * path's convolutions: one op per shape, many layers) keeps one per set. */
+struct dpt_cg_vp {
+  void *vp;                      /* cudnnBackendDescriptor_t, NULL */
+  void *ptr[DPT_CG_NSLOTS], *ws;
+};
+void dpt_cg_vp_free(struct dpt_cg_vp *v);
+
 struct dpt_cg_op {
   struct dpt_cg_desc d;
   char key[DPT_ENGINE_KEY_MAX];  /* engine-cache key: pattern, shapes, types, layout */
@@ -131,9 +140,7 @@ struct dpt_cg_op {
   struct dpt_engine_choice choice;
   int from_cache;                /* 1: the engine came from the cache */
   int n_timed;                   /* candidates timed (0 from the cache) */
-  void *vp;                      /* the last execution's variant pack, reused while the pointers and the
-                                    workspace stay the same (no descriptor work per step) */
-  void *vp_ptr[DPT_CG_NSLOTS], *vp_ws;
+  struct dpt_cg_vp vp;           /* the last execution's variant pack (dpt_cg_execute) */
 };
 
 /* The engine-cache key of a description (no device needed). */
@@ -147,6 +154,10 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
                  struct dpt_err *err);
 /* Run on the handle's stream with ptrs (as for build) and ctx->workspace. */
 int dpt_cg_execute(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *const *ptrs, struct dpt_err *err);
+/* The same with the caller's variant-pack cache vc (its uids are the pattern's: any op of that
+ * pattern and description may use it). */
+int dpt_cg_execute_vp(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *const *ptrs, struct dpt_cg_vp *vc,
+                      struct dpt_err *err);
 void dpt_cg_destroy(struct dpt_cg_op *op);
 
 #endif /* DPT_CUDNN_GRAPH_H */
