@@ -14,7 +14,9 @@
  *    file, and at the end every writer's every entry is there (lock + merge + rename);
  *  - permissions: a directory that cannot be made (a path through a regular file, /proc)
  *    fails the store with the path and what to do, the entries stay in memory; a read-only
- *    directory and an unreadable file (as root: in a child that became nobody). */
+ *    directory and an unreadable file (as root: in a child that became nobody);
+ *  - the same config: engine and knob settings compared as a set (any order), a knob's value,
+ *    type or count differing makes another config, times and workspace ignored. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -486,6 +488,31 @@ static void permissions(void)
   if (forked) _exit(failures != 0);
 }
 
+static void same_config(void)
+{
+  struct dpt_engine_choice a = {.engine = 7, .n_knobs = 3, .knob_type = {1, 3, 6}, .knob_value = {2, 0, 8},
+                                .time_ms = 1.5, .workspace = 4096};
+  struct dpt_engine_choice b = a;
+  CHECK(dpt_engine_choice_same(&a, &b), "a config is the same as itself");
+  b.time_ms = 9, b.workspace = 0;
+  CHECK(dpt_engine_choice_same(&a, &b), "time and workspace are not the config");
+  struct dpt_engine_choice r = {.engine = 7, .n_knobs = 3, .knob_type = {6, 1, 3}, .knob_value = {8, 2, 0}};
+  CHECK(dpt_engine_choice_same(&a, &r) && dpt_engine_choice_same(&r, &a), "knobs in another order: the same config");
+  b = a, b.engine = 8;
+  CHECK(!dpt_engine_choice_same(&a, &b), "another engine");
+  b = a, b.knob_value[1] = 1;
+  CHECK(!dpt_engine_choice_same(&a, &b) && !dpt_engine_choice_same(&b, &a), "another knob value");
+  b = a, b.knob_type[2] = 5;
+  CHECK(!dpt_engine_choice_same(&a, &b) && !dpt_engine_choice_same(&b, &a), "another knob type");
+  b = a, b.n_knobs = 2;
+  CHECK(!dpt_engine_choice_same(&a, &b) && !dpt_engine_choice_same(&b, &a), "a knob fewer");
+  /* a repeated knob type is not a set: {1:2, 1:2, 3:0} vs {1:2, 3:0, 6:8} differ both ways */
+  b = a, b.knob_type[2] = 1, b.knob_value[2] = 2;
+  CHECK(!dpt_engine_choice_same(&a, &b) && !dpt_engine_choice_same(&b, &a), "a repeated knob instead of another");
+  struct dpt_engine_choice z = {.engine = 0}, z2 = {.engine = 0};
+  CHECK(dpt_engine_choice_same(&z, &z2), "two knob-less configs of engine 0");
+}
+
 int main(void)
 {
   snprintf(root, sizeof root, "/tmp/dpt-engine-cache-XXXXXX");
@@ -495,6 +522,7 @@ int main(void)
   }
   setenv("HOME", root, 1);
   unsetenv("DPT_ENGINE_CACHE");
+  same_config();
   round_trip();
   no_engine();
   location();

@@ -242,11 +242,11 @@ void dpt_cuda_convg_note(struct cu_backend *cb, double seconds)
   const struct dpt_cg_stats *st = &cb->cg_stats;
   dpt_cuda_note(cb, "convolutions: cuDNN graph engines (%s) for %d of %d forward, %d of %d data-gradient "
                 "(%d of %d accumulating), %d of %d weight-gradient shapes%s; search %.1f s: %d graphs, %d engines "
-                "timed, %d from the cache %s, %ld plans finalized", cb->convg == DPT_CUDA_CONV_GRAPH
+                "timed (%d from cuDNN's fallback list), %d from the cache %s, %ld plans finalized", cb->convg == DPT_CUDA_CONV_GRAPH
                 ? "DPT_CUDA_CONV=graph: wherever one builds" : "where timed faster than cudnnFind's algorithm",
                 on[DPT_CONVG_FWD], all[DPT_CONVG_FWD], on[DPT_CONVG_DGRAD], all[DPT_CONVG_DGRAD],
                 on[DPT_CONVG_DGRAD_ACC], all[DPT_CONVG_DGRAD_ACC], on[DPT_CONVG_WGRAD], all[DPT_CONVG_WGRAD], pred,
-                seconds, st->builds, st->timed, st->from_cache, cb->ecache.path[0] ? cb->ecache.path : "(off)",
+                seconds, st->builds, st->timed, st->fallback, st->from_cache, cb->ecache.path[0] ? cb->ecache.path : "(off)",
                 st->plans);
   int nf = 0;
   for (int dir = 0; dir < DPT_CONVG_N; dir++) nf += cb->cg_failed[dir];

@@ -5,7 +5,7 @@
  * BN-finalize / BN-backward-weights operations, the operation graph, heuristics, engine
  * configs with their knobs, execution plans, variant packs.  The descriptors a graph refers
  * to are kept until dpt_cg_destroy (cudnn-frontend keeps them alive the same way). */
-#include "dpt_cudnn_graph.h"
+#include "dpt_cudnn_engine.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,7 +31,7 @@ static cudnnDataType_t data_type(int t)
   return t == DPT_CG_F16 ? CUDNN_DATA_HALF : t == DPT_CG_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
-static int is_conv(int p)
+int dpt_cg_is_conv(int p)
 {
   return p == DPT_CG_CONV_STATS || p == DPT_CG_SBR_CONV_STATS || p == DPT_CG_DGRAD_DRELU_DBN || p == DPT_CG_DGRAD ||
          p == DPT_CG_WGRAD || p == DPT_CG_SBR_WGRAD || p == DPT_CG_FPROP;
@@ -44,7 +44,7 @@ static int out_hw(int in, int r, int stride, int pad) { return (in + 2 * pad - r
 
 void dpt_cg_key(const struct dpt_cg_desc *d, char *out, size_t len)
 {
-  if (is_conv(d->pattern))
+  if (dpt_cg_is_conv(d->pattern))
     snprintf(out, len, "%s n%d c%d h%d w%d k%d r%d u%d p%d io=%s sb=%s relu%d acc%d tf32=%d %s%s",
              dpt_cg_pattern_name(d->pattern), d->n, d->c, d->h, d->w, d->k, d->r, d->stride, d->pad, type_name(d->io),
              type_name(d->sb), !!d->relu, !!d->accumulate, !!d->tf32, d->nchw ? "nchw" : "nhwc",
@@ -71,18 +71,18 @@ struct gb {
 static void shape_str(const struct dpt_cg_desc *d, char *buf, size_t len)
 {
   int o = snprintf(buf, len, "[%d,%d,%d,%d] %s %s", d->n, d->c, d->h, d->w, type_name(d->io), d->nchw ? "NCHW" : "NHWC");
-  if (is_conv(d->pattern) && o > 0 && (size_t)o < len)
+  if (dpt_cg_is_conv(d->pattern) && o > 0 && (size_t)o < len)
     snprintf(buf + o, len - (size_t)o, ", %d filters %dx%d stride %d pad %d -> [%d,%d,%d,%d]", d->k, d->r, d->r,
              d->stride, d->pad, d->n, d->k, out_hw(d->h, d->r, d->stride, d->pad), out_hw(d->w, d->r, d->stride, d->pad));
 }
 
-static int status_code(cudnnStatus_t s)
+int dpt_cg_status_code(cudnnStatus_t s)
 {
   return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED ? DPT_E_UNSUPPORTED : DPT_E_RUNTIME;
 }
 
-static int cg_fail(const struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, struct dpt_err *err, int code,
-                   const char *call, const char *why)
+int dpt_cg_fail(const struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, struct dpt_err *err, int code,
+                const char *call, const char *why)
 {
   char shape[192], last[256] = "";
   shape_str(d, shape, sizeof shape);
@@ -94,7 +94,7 @@ static int cg_fail(const struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, st
 
 static int gfail(struct gb *g, const char *call, cudnnStatus_t s)
 {
-  if (!g->rc) g->rc = cg_fail(g->ctx, &g->op->d, g->err, status_code(s), call, cudnnGetErrorString(s));
+  if (!g->rc) g->rc = dpt_cg_fail(g->ctx, &g->op->d, g->err, dpt_cg_status_code(s), call, cudnnGetErrorString(s));
   return g->rc;
 }
 
@@ -105,7 +105,7 @@ static void keep(struct gb *g, cudnnBackendDescriptor_t d)
     return;
   }
   cudnnBackendDestroyDescriptor(d);
-  if (!g->rc) g->rc = cg_fail(g->ctx, &g->op->d, g->err, DPT_E_RUNTIME, "keeping descriptors", "more than DPT_CG_MAX_DESC");
+  if (!g->rc) g->rc = dpt_cg_fail(g->ctx, &g->op->d, g->err, DPT_E_RUNTIME, "keeping descriptors", "more than DPT_CG_MAX_DESC");
 }
 
 static cudnnBackendDescriptor_t create(struct gb *g, cudnnBackendDescriptorType_t t, const char *what)
@@ -185,7 +185,7 @@ static void add_op(struct gb *g, cudnnBackendDescriptor_t op)
 {
   if (g->rc || !op) return;
   if (g->n_ops == (int)(sizeof g->ops / sizeof *g->ops)) {
-    g->rc = cg_fail(g->ctx, &g->op->d, g->err, DPT_E_RUNTIME, "building the graph", "more than 16 operations");
+    g->rc = dpt_cg_fail(g->ctx, &g->op->d, g->err, DPT_E_RUNTIME, "building the graph", "more than 16 operations");
     return;
   }
   g->ops[g->n_ops++] = op;
@@ -359,8 +359,8 @@ static void build_ops(struct gb *g)
   int64_t n = d->n, c = d->c, h = d->h, w = d->w, k = d->k, r = d->r;
   /* the output side of a convolution; the other patterns keep the input's (their stride is 0: dividing
    * by it was the SIGFPE that ended every fused run on the first GPU visit) */
-  int64_t p = is_conv(d->pattern) ? out_hw(d->h, d->r, d->stride, d->pad) : d->h;
-  int64_t q = is_conv(d->pattern) ? out_hw(d->w, d->r, d->stride, d->pad) : d->w;
+  int64_t p = dpt_cg_is_conv(d->pattern) ? out_hw(d->h, d->r, d->stride, d->pad) : d->h;
+  int64_t q = dpt_cg_is_conv(d->pattern) ? out_hw(d->w, d->r, d->stride, d->pad) : d->w;
   const char *tag = "";
   switch (d->pattern) {
   case DPT_CG_CONV_STATS:
@@ -523,196 +523,13 @@ static void build_ops(struct gb *g)
   o->graph = graph;
 }
 
-/* ---- engine configs ------------------------------------------------------------------------ */
-
-struct cand {
-  cudnnBackendDescriptor_t cfg, plan;
-  struct dpt_engine_choice ch;
-  size_t ws;
-};
-
-static void destroy(cudnnBackendDescriptor_t d)
-{
-  if (d) cudnnBackendDestroyDescriptor(d);
-}
-
-/* Engine index, knobs and numerical notes of an engine config. */
-static cudnnStatus_t cfg_info(cudnnBackendDescriptor_t cfg, struct dpt_engine_choice *ch, int *tensor_core, int *reduced,
-                             int *not_sum_of_products, int *runtime_compiled)
-{
-  cudnnBackendDescriptor_t eng = NULL, knobs[CUDNN_KNOB_TYPE_COUNTS] = {0};
-  cudnnStatus_t s;
-  int64_t cnt = 0, idx = -1, nk = 0;
-  memset(ch, 0, sizeof *ch);
-  *tensor_core = *reduced = *not_sum_of_products = *runtime_compiled = 0;
-  if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng))) return s;
-  if ((s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &eng)) ||
-      (s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, &idx)))
-    goto done;
-  ch->engine = idx;
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  if (!cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &cnt, notes))
-    for (int64_t i = 0; i < cnt && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
-      *tensor_core |= notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
-      *reduced |= notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
-      *not_sum_of_products |= notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC || notes[i] == CUDNN_NUMERICAL_NOTE_FFT ||
-                              notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD || notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4 ||
-                              notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6 ||
-                              notes[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13;
-    }
-  cudnnBackendBehaviorNote_t beh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-  if (!cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &cnt, beh))
-    for (int64_t i = 0; i < cnt && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
-      *runtime_compiled |= beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++)
-    if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[i]))) goto done;
-  if ((s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                    CUDNN_KNOB_TYPE_COUNTS, &nk, knobs)))
-    goto done;
-  for (int64_t i = 0; i < nk && i < CUDNN_KNOB_TYPE_COUNTS && ch->n_knobs < DPT_ENGINE_MAX_KNOBS; i++) {
-    cudnnBackendKnobType_t type;
-    int64_t value = 0;
-    if ((s = cudnnBackendGetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &cnt, &type)) ||
-        (s = cudnnBackendGetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &cnt, &value)))
-      goto done;
-    ch->knob_type[ch->n_knobs] = type;
-    ch->knob_value[ch->n_knobs++] = value;
-  }
-done:
-  destroy(eng);
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; i++) destroy(knobs[i]);
-  return s;
-}
-
-/* An engine config rebuilt from a cached choice; its descriptors go to keep[] (*n_keep). */
-static cudnnStatus_t cfg_from_choice(cudnnBackendDescriptor_t graph, const struct dpt_engine_choice *ch,
-                                     cudnnBackendDescriptor_t *keepv, int *n_keep, int cap, cudnnBackendDescriptor_t *cfg)
-{
-  cudnnStatus_t s;
-  cudnnBackendDescriptor_t eng = NULL, knobs[DPT_ENGINE_MAX_KNOBS] = {0}, c = NULL;
-  int64_t idx = ch->engine;
-  *cfg = NULL;
-  if (*n_keep + ch->n_knobs + 2 > cap) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-  if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng))) return s;
-  keepv[(*n_keep)++] = eng;
-  if ((s = cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph)) ||
-      (s = cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &idx)) ||
-      (s = cudnnBackendFinalize(eng)))
-    return s;
-  for (int i = 0; i < ch->n_knobs; i++) {
-    cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)ch->knob_type[i];
-    int64_t value = ch->knob_value[i];
-    if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[i]))) return s;
-    keepv[(*n_keep)++] = knobs[i];
-    if ((s = cudnnBackendSetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type)) ||
-        (s = cudnnBackendSetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &value)) ||
-        (s = cudnnBackendFinalize(knobs[i])))
-      return s;
-  }
-  if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &c))) return s;
-  keepv[(*n_keep)++] = c;
-  if ((s = cudnnBackendSetAttribute(c, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng)) ||
-      (ch->n_knobs &&
-       (s = cudnnBackendSetAttribute(c, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, ch->n_knobs,
-                                     knobs))) ||
-      (s = cudnnBackendFinalize(c)))
-    return s;
-  *cfg = c;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-static cudnnStatus_t make_plan(cudnnHandle_t dnn, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan, size_t *ws)
-{
-  cudnnBackendDescriptor_t p = NULL;
-  cudnnStatus_t s;
-  int64_t bytes = 0, cnt = 0;
-  *plan = NULL;
-  if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p))) return s;
-  if ((s = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &dnn)) ||
-      (s = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg)) ||
-      (s = cudnnBackendFinalize(p)) ||
-      (s = cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt, &bytes))) {
-    destroy(p);
-    return s;
-  }
-  *plan = p;
-  *ws = bytes > 0 ? (size_t)bytes : 0;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-static cudnnStatus_t variant_pack(const struct dpt_cg_op *op, void *const *ptrs, void *ws, cudnnBackendDescriptor_t *vp)
-{
-  int64_t ids[DPT_CG_NSLOTS + 3];
-  void *data[DPT_CG_NSLOTS + 3];
-  int n = 0;
-  cudnnStatus_t s;
-  for (int i = 0; i < op->n_uids; i++) ids[n] = op->uid[i], data[n++] = ptrs[op->slot[i]];
-  void *const byval[3] = {(void *)&op->eps, (void *)&op->momentum, (void *)&op->count};
-  for (int i = 0; i < op->n_byvalue; i++) ids[n] = op->byvalue_uid[i], data[n++] = byval[i];
-  if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, vp))) return s;
-  if ((s = cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, ids)) ||
-      (s = cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, data)) ||
-      (s = cudnnBackendSetAttribute(*vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws)) ||
-      (s = cudnnBackendFinalize(*vp))) {
-    destroy(*vp);
-    *vp = NULL;
-  }
-  return s;
-}
-
-static int missing_ptr(const struct dpt_cg_op *op, void *const *ptrs)
-{
-  for (int i = 0; i < op->n_uids; i++)
-    if (!ptrs[op->slot[i]]) return op->slot[i];
-  return -1;
-}
-
-/* A warm-up run, then the median of 3 timed runs (ms); a cuDNN status (the candidate is
- * skipped) or a CUDA error (*cuda_err, which ends the tuning). */
-static cudnnStatus_t time_plan(const struct dpt_cg_ctx *ctx, const struct dpt_cg_op *op, cudnnBackendDescriptor_t plan,
-                               void *const *ptrs, float *ms, cudaError_t *cuda_err)
-{
-  cudnnBackendDescriptor_t vp = NULL;
-  cudaStream_t stream = NULL;
-  cudaEvent_t ev[2] = {NULL, NULL};
-  float t[3] = {0, 0, 0};
-  cudnnStatus_t s;
-  *cuda_err = cudaSuccess;
-  if ((s = variant_pack(op, ptrs, ctx->workspace, &vp))) return s;
-  if ((s = cudnnGetStream(ctx->dnn, &stream))) goto done;
-  if ((*cuda_err = cudaEventCreate(&ev[0])) || (*cuda_err = cudaEventCreate(&ev[1]))) goto done;
-  if ((s = cudnnBackendExecute(ctx->dnn, plan, vp))) goto done;
-  for (int i = 0; i < 3; i++) {
-    if ((*cuda_err = cudaEventRecord(ev[0], stream))) goto done;
-    if ((s = cudnnBackendExecute(ctx->dnn, plan, vp))) goto done;
-    if ((*cuda_err = cudaEventRecord(ev[1], stream)) || (*cuda_err = cudaEventSynchronize(ev[1])) ||
-        (*cuda_err = cudaEventElapsedTime(&t[i], ev[0], ev[1])))
-      goto done;
-  }
-  for (int a = 0; a < 3; a++)
-    for (int b = a + 1; b < 3; b++)
-      if (t[b] < t[a]) {
-        float x = t[a];
-        t[a] = t[b];
-        t[b] = x;
-      }
-  *ms = t[1];
-done:
-  if (ev[0]) cudaEventDestroy(ev[0]);
-  if (ev[1]) cudaEventDestroy(ev[1]);
-  destroy(vp);
-  return s;
-}
-
 static int validate(const struct dpt_cg_desc *d, const struct dpt_cg_ctx *ctx, struct dpt_err *err)
 {
   const char *why = NULL;
   if (d->pattern < 0 || d->pattern >= DPT_CG_NPATTERNS) why = "unknown pattern";
   else if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1) why = "an empty tensor";
   else if (d->io < DPT_CG_F32 || d->io > DPT_CG_BF16 || d->sb < DPT_CG_F32 || d->sb > DPT_CG_BF16) why = "unknown data type";
-  else if (is_conv(d->pattern) && (d->k < 1 || d->r < 1 || d->stride < 1 || d->pad < 0 ||
+  else if (dpt_cg_is_conv(d->pattern) && (d->k < 1 || d->r < 1 || d->stride < 1 || d->pad < 0 ||
                                    out_hw(d->h, d->r, d->stride, d->pad) < 1 || out_hw(d->w, d->r, d->stride, d->pad) < 1))
     why = "a convolution without output";
   else if (d->pattern == DPT_CG_BN_FINALIZE && (!(d->eps > 0) || !(d->momentum >= 0 && d->momentum <= 1)))
@@ -721,19 +538,15 @@ static int validate(const struct dpt_cg_desc *d, const struct dpt_cg_ctx *ctx, s
   else if (d->nchw && !may_be_nchw(d->pattern)) why = "NCHW is for a single convolution (fprop, dgrad, wgrad) only";
   else if (!ctx->dnn) why = "no cuDNN handle";
   if (!why) return 0;
-  return cg_fail(ctx, d, err, DPT_E_INPUT, "describing the graph", why);
+  return dpt_cg_fail(ctx, d, err, DPT_E_INPUT, "describing the graph", why);
 }
 
 int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *const *ptrs, struct dpt_cg_op *op,
                  struct dpt_err *err)
 {
   struct gb g;
-  struct cand best = {0};
-  cudnnBackendDescriptor_t heur = NULL, cfgs[64];
-  int64_t n_cfg = 0;
   int rc;
   memset(op, 0, sizeof *op);
-  memset(cfgs, 0, sizeof cfgs);
   op->d = *d;
   if ((rc = validate(d, ctx, err))) return rc;
   dpt_cg_key(d, op->key, sizeof op->key);
@@ -741,7 +554,7 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
   const char *known = ctx->cache ? dpt_engine_cache_none(ctx->cache, op->key) : NULL;
   if (known) { /* this key found no engine before (this process, or the cache file): not searched again */
     if (ctx->stats) ctx->stats->no_engine_known++;
-    return cg_fail(ctx, d, err, DPT_E_UNSUPPORTED, "choosing an engine", known);
+    return dpt_cg_fail(ctx, d, err, DPT_E_UNSUPPORTED, "choosing an engine", known);
   }
   memset(&g, 0, sizeof g);
   g.ctx = ctx;
@@ -749,232 +562,29 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
   g.err = err;
   g.next_virtual = 1000;
   build_ops(&g);
-  if (g.rc) {
-    rc = g.rc;
-    goto fail;
-  }
-  int ms_slot = missing_ptr(op, ptrs);
+  if ((rc = g.rc)) goto fail;
+  int ms_slot = dpt_cg_missing_ptr(op, ptrs);
   if (ms_slot >= 0) {
     char why[96];
     snprintf(why, sizeof why, "no buffer for %s to time the engines on", dpt_cg_slot_name(ms_slot));
-    rc = cg_fail(ctx, d, err, DPT_E_INPUT, "dpt_cg_build", why);
+    rc = dpt_cg_fail(ctx, d, err, DPT_E_INPUT, "dpt_cg_build", why);
     goto fail;
   }
-  long long xs[4] = {d->n, d->c, d->h, d->w}, ws4[4] = {d->k, d->c, d->r, d->r};
-  int conv = is_conv(d->pattern);
-  char ptag[256];
-  /* 1. the cache's choice for this key, when it still builds */
-  const struct dpt_engine_choice *cached = ctx->cache ? dpt_engine_cache_get(ctx->cache, op->key) : NULL;
-  if (cached) {
-    cudnnBackendDescriptor_t cfg = NULL, plan = NULL;
-    size_t ws = 0;
-    dpt_cudnn_errata_tag(ptag, sizeof ptag, op->tag, cached->engine, cached->knob_type, cached->knob_value,
-                         cached->n_knobs);
-    int blocked = ctx->errata && dpt_cudnn_errata_blocked(ctx->errata, ptag, ctx->cudnn_version, conv ? xs : NULL,
-                                                          conv ? ws4 : NULL);
-    if (!blocked && !cfg_from_choice((cudnnBackendDescriptor_t)op->graph, cached, op->keep, &op->n_keep,
-                                     DPT_CG_MAX_DESC, &cfg) &&
-        !make_plan(ctx->dnn, cfg, &plan, &ws) && ws <= ctx->workspace_limit) {
-      if (ctx->stats) ctx->stats->plans++, ctx->stats->from_cache++;
-      op->plan = plan;
-      op->workspace = ws;
-      op->choice = *cached;
-      op->from_cache = 1;
-      return 0;
-    }
-    destroy(plan); /* stale (another cuDNN build behind the same version, a new erratum): time again */
-  }
-  /* 2. heuristics A, then fallback */
-  static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-  cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
-  for (int m = 0; m < 2 && !n_cfg; m++) {
-    cudnnStatus_t s;
-    int64_t avail = 0;
-    cudnnBackendDescriptor_t graph = (cudnnBackendDescriptor_t)op->graph;
-    destroy(heur);
-    heur = NULL;
-    if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur)) ||
-        (s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                      &graph)) ||
-        (s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m])) ||
-        (s = cudnnBackendFinalize(heur)) ||
-        (s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &avail,
-                                      NULL))) {
-      last = s;
-      continue;
-    }
-    if (avail > 64) avail = 64;
-    for (int64_t i = 0; i < avail; i++)
-      if ((s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]))) {
-        rc = cg_fail(ctx, d, err, DPT_E_RUNTIME, "cudnnBackendCreateDescriptor(engine config)", cudnnGetErrorString(s));
-        goto fail;
-      }
-    if (avail && (s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, avail,
-                                               &n_cfg, cfgs))) {
-      last = s;
-      n_cfg = 0;
-    }
-    for (int64_t i = n_cfg; i < avail; i++) destroy(cfgs[i]), cfgs[i] = NULL;
-  }
-  /* 3. filter and time */
-  int max = ctx->max_candidates > 0 ? ctx->max_candidates : 8, timed = 0, n_blocked = 0, n_ws = 0, n_notes = 0, n_rtc = 0,
-      n_build = 0, n_run = 0, tries = 0, max_tries = ctx->max_tries > 0 ? ctx->max_tries : 16;
-  char blocked_ids[200] = "";
-  float best_ms = 0;
-  int64_t i;
-  for (i = 0; i < n_cfg && timed < max && tries < max_tries; i++) {
-    struct cand c = {cfgs[i], NULL, {0}, 0};
-    int tc = 0, reduced = 0, nsp = 0, rtc = 0;
-    cudnnStatus_t s = cfg_info(c.cfg, &c.ch, &tc, &reduced, &nsp, &rtc);
-    if (s) {
-      last = s;
-      n_build++;
-      continue;
-    }
-    dpt_cudnn_errata_tag(ptag, sizeof ptag, op->tag, c.ch.engine, c.ch.knob_type, c.ch.knob_value, c.ch.n_knobs);
-    const struct dpt_errata_rule *rule =
-        ctx->errata ? dpt_cudnn_errata_blocked(ctx->errata, ptag, ctx->cudnn_version, conv ? xs : NULL, conv ? ws4 : NULL)
-                    : NULL;
-    if (rule) {
-      n_blocked++;
-      size_t bl = strlen(blocked_ids);
-      snprintf(blocked_ids + bl, sizeof blocked_ids - bl, "%s%s", bl ? ", " : "", rule->rule_id);
-      continue;
-    }
-    /* fp32 accumulation; FMA-only oracle; deterministic: sums of products */
-    if (ctx->no_runtime_compilation && rtc) { /* its plan would compile kernels (NVRTC): seconds each */
-      n_rtc++;
-      continue;
-    }
-    if (reduced || (d->io == DPT_CG_F32 && !d->tf32 && tc) || (d->deterministic && nsp)) {
-      n_notes++;
-      continue;
-    }
-    tries++;
-    if (ctx->stats) ctx->stats->plans++;
-    if ((s = make_plan(ctx->dnn, c.cfg, &c.plan, &c.ws))) {
-      last = s;
-      n_build++;
-      continue;
-    }
-    if (c.ws > ctx->workspace_limit) {
-      n_ws++;
-      destroy(c.plan);
-      continue;
-    }
-    float ms = 0;
-    cudaError_t ce;
-    s = time_plan(ctx, op, c.plan, ptrs, &ms, &ce);
-    if (ce != cudaSuccess) {
-      destroy(c.plan);
-      rc = cg_fail(ctx, d, err, DPT_E_RUNTIME, "timing an engine config (CUDA)", cudaGetErrorString(ce));
-      goto fail;
-    }
-    if (s) {
-      last = s;
-      n_run++;
-      destroy(c.plan);
-      continue;
-    }
-    timed++;
-    c.ch.time_ms = ms;
-    c.ch.workspace = c.ws;
-    if (!best.plan || ms < best_ms) {
-      destroy(best.plan);
-      best = c;
-      best_ms = ms;
-    } else {
-      destroy(c.plan);
-    }
-    if (d->deterministic) break; /* the heuristics' first that runs: the same choice every run */
-  }
-  if (ctx->stats && i < n_cfg && !best.plan) ctx->stats->capped++;
-  if (!best.plan) {
-    char why[700];
-    snprintf(why, sizeof why,
-             "no engine runs this graph here: heuristics offered %lld configs; %d blocked by errata%s%s%s, %d refused "
-             "by their numerical notes (tensor cores at fp32, reduced-precision reduction%s), %d compiled at run time "
-             "(not tried here), %d over the %zu-byte "
-             "workspace limit, %d failed to build, %d failed to run (last status: %s), %lld not tried (%d plans at "
-             "most); run these layers on the legacy calls",
-             (long long)n_cfg, n_blocked, n_blocked ? " (" : "", blocked_ids, n_blocked ? ")" : "", n_notes,
-             d->deterministic ? ", not a deterministic sum of products" : "", n_rtc, n_ws,
-             ctx->workspace_limit, n_build, n_run, cudnnGetErrorString(last), (long long)(n_cfg - i), max_tries);
-    if (ctx->stats) ctx->stats->no_engine++;
-    /* remembered for this key (and stored with the cache) unless more workspace, or a caller that lets
-     * kernels compile at run time, could change the answer */
-    if (ctx->cache && !n_ws && !n_rtc) (void)dpt_engine_cache_put_none(ctx->cache, op->key, why, NULL);
-    rc = cg_fail(ctx, d, err, DPT_E_UNSUPPORTED, "choosing an engine", why);
-    goto fail;
-  }
-  /* the chosen config: kept (its plan refers to it), the others dropped */
-  for (int64_t i = 0; i < n_cfg; i++)
-    if (cfgs[i] != best.cfg) destroy(cfgs[i]);
-  if (op->n_keep < DPT_CG_MAX_DESC) op->keep[op->n_keep++] = best.cfg;
-  else destroy(best.cfg); /* (cannot happen: build_ops leaves room) */
-  destroy(heur);
-  op->plan = best.plan;
-  op->workspace = best.ws;
-  op->choice = best.ch;
-  op->n_timed = timed;
-  if (ctx->stats) ctx->stats->timed++;
-  if (ctx->cache) (void)dpt_engine_cache_put(ctx->cache, op->key, &op->choice, NULL); /* stored by the caller */
+  if ((rc = dpt_cg_engine_choose(ctx, op, ptrs, err))) goto fail;
   return 0;
 fail:
-  destroy(best.plan);
-  for (int64_t i = 0; i < 64; i++) destroy(cfgs[i]);
-  destroy(heur);
   dpt_cg_destroy(op);
   return rc;
-}
-
-void dpt_cg_vp_free(struct dpt_cg_vp *v)
-{
-  destroy((cudnnBackendDescriptor_t)v->vp);
-  v->vp = NULL;
-}
-
-int dpt_cg_execute(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *const *ptrs, struct dpt_err *err)
-{
-  return dpt_cg_execute_vp(ctx, op, ptrs, &op->vp, err);
-}
-
-int dpt_cg_execute_vp(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *const *ptrs, struct dpt_cg_vp *vc,
-                      struct dpt_err *err)
-{
-  cudnnBackendDescriptor_t vp = NULL;
-  cudnnStatus_t s;
-  int miss = missing_ptr(op, ptrs);
-  if (miss >= 0) {
-    char why[64];
-    snprintf(why, sizeof why, "no pointer for %s", dpt_cg_slot_name(miss));
-    return cg_fail(ctx, &op->d, err, DPT_E_INPUT, "dpt_cg_execute", why);
-  }
-  if (op->workspace > ctx->workspace_limit || (op->workspace && !ctx->workspace))
-    return cg_fail(ctx, &op->d, err, DPT_E_INPUT, "dpt_cg_execute", "the workspace is smaller than the plan needs");
-  int same = vc->vp && vc->ws == ctx->workspace;
-  for (int i = 0; same && i < op->n_uids; i++) same = vc->ptr[op->slot[i]] == ptrs[op->slot[i]];
-  if (!same) { /* a new variant pack, kept for the next execution with the same pointers */
-    dpt_cg_vp_free(vc);
-    if ((s = variant_pack(op, ptrs, ctx->workspace, &vp)))
-      return cg_fail(ctx, &op->d, err, status_code(s), "building the variant pack", cudnnGetErrorString(s));
-    vc->vp = vp;
-    vc->ws = ctx->workspace;
-    for (int i = 0; i < op->n_uids; i++) vc->ptr[op->slot[i]] = ptrs[op->slot[i]];
-  }
-  s = cudnnBackendExecute(ctx->dnn, (cudnnBackendDescriptor_t)op->plan, (cudnnBackendDescriptor_t)vc->vp);
-  if (s) return cg_fail(ctx, &op->d, err, DPT_E_RUNTIME, "cudnnBackendExecute", cudnnGetErrorString(s));
-  return 0;
 }
 
 void dpt_cg_destroy(struct dpt_cg_op *op)
 {
   if (!op) return;
   dpt_cg_vp_free(&op->vp);
-  destroy((cudnnBackendDescriptor_t)op->plan);
+  dpt_cg_release((cudnnBackendDescriptor_t)op->plan);
   op->plan = NULL;
   /* the graph and what it refers to: in reverse order of creation */
-  for (int i = op->n_keep - 1; i >= 0; i--) destroy((cudnnBackendDescriptor_t)op->keep[i]);
+  for (int i = op->n_keep - 1; i >= 0; i--) dpt_cg_release((cudnnBackendDescriptor_t)op->keep[i]);
   op->n_keep = 0;
   op->graph = NULL;
 }

@@ -31,7 +31,9 @@
  *
  * dpt_cg_build: the graph, then its engine config: the engine cache's choice for its key when
  * there is one (rebuilt and checked: a stale entry is timed again), else the heuristics'
- * candidates (CUDNN_HEUR_MODE_A, then FALLBACK), minus the errata's blocked ones, minus
+ * candidates (CUDNN_HEUR_MODE_A's list followed by FALLBACK's, merged as cudnn-frontend's
+ * create_execution_plans({A, FALLBACK}) does, a config both offer tried once; engine choice
+ * in dpt_cudnn_engine.c), minus the errata's blocked ones, minus
  * those above the workspace limit (and, for the fp32 oracle, those with tensor-core or
  * down-converting numerical notes), the first max_candidates of them timed on the caller's
  * buffers (a warm-up run, then the median of 3 runs with CUDA events), the fastest kept and
@@ -108,6 +110,7 @@ struct dpt_cg_ctx {
 /* What the engine search cost (summed over dpt_cg_build calls). */
 struct dpt_cg_stats {
   int builds, from_cache, timed, no_engine, no_engine_known, capped;
+  int fallback;                 /* of the timed choices, those from FALLBACK's list (A did not offer them) */
   long plans;                   /* execution plans finalized (cudnnBackendFinalize: the costly call) */
 };
 

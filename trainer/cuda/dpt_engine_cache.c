@@ -72,6 +72,22 @@ static int find(const struct dpt_engine_cache *c, const char *key, int *at)
   return 0;
 }
 
+/* a's knob i set to the same value in b */
+static int knob_in(const struct dpt_engine_choice *a, int i, const struct dpt_engine_choice *b)
+{
+  for (int j = 0; j < b->n_knobs; j++)
+    if (b->knob_type[j] == a->knob_type[i]) return b->knob_value[j] == a->knob_value[i];
+  return 0;
+}
+
+int dpt_engine_choice_same(const struct dpt_engine_choice *a, const struct dpt_engine_choice *b)
+{
+  if (a->engine != b->engine || a->n_knobs != b->n_knobs) return 0;
+  for (int i = 0; i < a->n_knobs; i++)
+    if (!knob_in(a, i, b) || !knob_in(b, i, a)) return 0;
+  return 1;
+}
+
 static int check_choice(const char *key, const struct dpt_engine_choice *ch, struct dpt_err *err)
 {
   size_t kl = key ? strlen(key) : 0;

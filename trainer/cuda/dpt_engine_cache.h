@@ -49,6 +49,11 @@ struct dpt_engine_choice {
   size_t workspace;                              /* bytes */
 };
 
+/* 1 when a and b name the same engine config: the same engine and the same knob settings, in
+ * any order (the heuristics' modes A and FALLBACK may offer one config twice); times and
+ * workspace are not compared. */
+int dpt_engine_choice_same(const struct dpt_engine_choice *a, const struct dpt_engine_choice *b);
+
 struct dpt_engine_entry {
   char *key;
   struct dpt_engine_choice c;
