@@ -449,12 +449,13 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
        c->legacy_fwd > 3 ? ", convolutions whose channels are not a multiple of the tensor-core one" : "");
   clock_gettime(CLOCK_MONOTONIC, &t1);
   dpt_cuda_note(cb, "fused step: engine search %.1f s: %d round(s), %d graph builds (%d timed, %d from the cache, %d "
-                "without an engine, %d of them known from before), %ld execution plans finalized, %d searches capped; %d "
-                "timed choice(s) from cuDNN's fallback list", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
-                rounds, st.builds, st.timed, st.from_cache, st.no_engine + st.no_engine_known, st.no_engine_known,
+                "without an engine, %d of them known from before, %d refused: an operand not %d-byte aligned), %ld execution "
+                "plans finalized, %d searches capped; %d timed choice(s) from cuDNN's fallback list",
+                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), rounds, st.builds, st.timed,
+                st.from_cache, st.no_engine + st.no_engine_known, st.no_engine_known, st.unaligned, DPT_CG_ALIGN,
                 st.plans, st.capped, st.fallback);
   if (nfell)
-    dpt_cuda_note(cb, "fused step: %d layer(s) back on the legacy calls, no cuDNN engine for their pattern here: %s%s", nfell,
+    dpt_cuda_note(cb, "fused step: %d layer(s) back on the legacy calls, no cuDNN graph for their pattern here: %s%s", nfell,
          fell, nfell > 4 ? "; ..." : "");
   return 0;
 fail:

@@ -3,6 +3,7 @@
  * timed; its execution plan; variant packs and execution. */
 #include "dpt_cudnn_engine.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,13 @@ int dpt_cg_missing_ptr(const struct dpt_cg_op *op, void *const *ptrs)
 {
   for (int i = 0; i < op->n_uids; i++)
     if (!ptrs[op->slot[i]]) return op->slot[i];
+  return -1;
+}
+
+int dpt_cg_misaligned(const struct dpt_cg_op *op, void *const *ptrs)
+{
+  for (int i = 0; i < op->n_uids; i++)
+    if ((uintptr_t)ptrs[op->slot[i]] % DPT_CG_ALIGN) return op->slot[i];
   return -1;
 }
 
@@ -444,6 +452,13 @@ int dpt_cg_execute_vp(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *
   int same = vc->vp && vc->ws == ctx->workspace;
   for (int i = 0; same && i < op->n_uids; i++) same = vc->ptr[op->slot[i]] == ptrs[op->slot[i]];
   if (!same) { /* a new variant pack, kept for the next execution with the same pointers */
+    int bad = dpt_cg_misaligned(op, ptrs);
+    if (bad >= 0) {
+      char why[160];
+      snprintf(why, sizeof why, "operand %s at %p is not %d-byte aligned, as the graph's tensors promise",
+               dpt_cg_slot_name(bad), ptrs[bad], DPT_CG_ALIGN);
+      return dpt_cg_fail(ctx, &op->d, err, DPT_E_INPUT, "dpt_cg_execute", why);
+    }
     dpt_cg_vp_free(vc);
     if ((s = variant_pack(op, ptrs, ctx->workspace, &vp)))
       return dpt_cg_fail(ctx, &op->d, err, dpt_cg_status_code(s), "building the variant pack", cudnnGetErrorString(s));

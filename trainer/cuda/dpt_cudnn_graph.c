@@ -145,7 +145,7 @@ static cudnnBackendDescriptor_t tensor(struct gb *g, int slot, int64_t uid, int 
                                        int64_t w, int is_virtual, int by_value)
 {
   cudnnBackendDescriptor_t t = create(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "cudnnBackendCreateDescriptor(tensor)");
-  int64_t dims[4] = {n, c, h, w}, str[4] = {c * h * w, 1, w * c, c}, align = 16;
+  int64_t dims[4] = {n, c, h, w}, str[4] = {c * h * w, 1, w * c, c}, align = DPT_CG_ALIGN;
   if (g->op->d.nchw) str[1] = h * w, str[2] = w, str[3] = 1;
   cudnnDataType_t dt = by_value == 2 ? CUDNN_DATA_INT64 : by_value ? CUDNN_DATA_DOUBLE : is_virtual ? CUDNN_DATA_FLOAT
                                                                                                      : data_type(type);
@@ -568,6 +568,15 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
     char why[96];
     snprintf(why, sizeof why, "no buffer for %s to time the engines on", dpt_cg_slot_name(ms_slot));
     rc = dpt_cg_fail(ctx, d, err, DPT_E_INPUT, "dpt_cg_build", why);
+    goto fail;
+  }
+  if ((ms_slot = dpt_cg_misaligned(op, ptrs)) >= 0) { /* a layer's offsets, not the key's: nothing cached */
+    char why[300];
+    snprintf(why, sizeof why, "operand %s at %p is not %d-byte aligned, as the graph's tensors promise (a parameter or "
+             "statistic after a channel count that is not a multiple of 4); run this layer on the legacy calls",
+             dpt_cg_slot_name(ms_slot), ptrs[ms_slot], DPT_CG_ALIGN);
+    if (ctx->stats) ctx->stats->unaligned++;
+    rc = dpt_cg_fail(ctx, d, err, DPT_E_UNSUPPORTED, "dpt_cg_build", why);
     goto fail;
   }
   if ((rc = dpt_cg_engine_choose(ctx, op, ptrs, err))) goto fail;

@@ -111,10 +111,17 @@ struct dpt_cg_ctx {
 struct dpt_cg_stats {
   int builds, from_cache, timed, no_engine, no_engine_known, capped;
   int fallback;                 /* of the timed choices, those from FALLBACK's list (A did not offer them) */
+  int unaligned;                /* builds refused: an operand not DPT_CG_ALIGN-aligned */
   long plans;                   /* execution plans finalized (cudnnBackendFinalize: the costly call) */
 };
 
 #define DPT_CG_MAX_DESC 96
+/* Bytes: every tensor of a graph promises it (CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT), so engines may
+ * use 16-byte vector loads; an operand that breaks it would fault (a sticky "misaligned
+ * address") instead of failing.  The arena and the 16-bit weight copies are 256-aligned; a
+ * parameter, gradient or running statistic in the fp32 slabs sits at the model's offset, a
+ * multiple of 16 bytes only while the channel counts before it are multiples of 4. */
+#define DPT_CG_ALIGN 16
 
 /* A variant pack kept for the next execution with the same pointers and workspace (no descriptor
  * work per step).  An op has one; a caller running one op on several operand sets (the default
@@ -148,6 +155,11 @@ struct dpt_cg_op {
 
 /* The engine-cache key of a description (no device needed). */
 void dpt_cg_key(const struct dpt_cg_desc *d, char *out, size_t len);
+/* The first slot op's graph uses whose pointer in ptrs is not DPT_CG_ALIGN-aligned, -1 when
+ * none (no device needed).  dpt_cg_build refuses such operands (DPT_E_UNSUPPORTED: the caller
+ * runs the layer on the legacy calls; nothing stored in the cache, another layer of the key
+ * may be aligned), dpt_cg_execute too (DPT_E_INPUT), before cuDNN sees them. */
+int dpt_cg_misaligned(const struct dpt_cg_op *op, void *const *ptrs);
 
 /* Build, choose the engine (timing on ptrs[DPT_CG_NSLOTS], device buffers of every slot the
  * pattern uses, contents arbitrary but finite) and plan.  DPT_E_UNSUPPORTED: no engine
