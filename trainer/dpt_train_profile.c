@@ -86,9 +86,9 @@ int dpt_train_profile_end(struct run *r, struct dpt_err *err)
     const struct dpt_kstep *md = &b.median;
     if (!rc)
       printf("dpt-train: kernel breakdown of %d step(s) (median): %.0f kernels per step, %.2f ms on the GPU of which "
-             "%.1f%% idle between kernels%s; %s and %s\n", b.n_steps, md->kernels, md->span_ns / 1e6,
-             md->span_ns > 0 ? 100.0 * md->idle_ns / md->span_ns : 0.0,
-             dropped ? " (CUPTI dropped records: undercounted)" : "", r->prof_path, tsv);
+             "%.1f%% idle between kernels (%.1f%% between steps)%s; %s and %s\n", b.n_steps, md->kernels,
+             md->span_ns / 1e6, md->span_ns > 0 ? 100.0 * md->idle_ns / md->span_ns : 0.0,
+             md->span_ns > 0 ? 100.0 * md->gap_ns / md->span_ns : 0.0, dropped ? " (CUPTI dropped records: undercounted)" : "", r->prof_path, tsv);
     dpt_kprof_free(&b);
   }
   if (have_kc) dpt_kclasses_free(&kc);

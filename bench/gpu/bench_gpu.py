@@ -310,8 +310,8 @@ def measure(key, fw, label, extra, bs, a, work, tag, timeout):
             rec["breakdown_error"] = f"no profile written ({src})"
     print(f"bench: {tag}: {rec['images_per_s']:.0f} img/s ({med * 1e3:.1f} ms/step), "
           f"peak {rec.get('peak_bytes', 0) / 2**30:.2f} GiB"
-          + (f", {rec['breakdown']['kernels']:.0f} kernels/step, idle {rec['breakdown']['idle_pct']:.1f}%"
-             if "breakdown" in rec else ""), file=sys.stderr, flush=True)
+          + (f", {rec['breakdown']['kernels']:.0f} kernels/step, idle {rec['breakdown']['idle_pct']:.1f}% "
+             f"({rec['breakdown'].get('gap_pct', 0.0):.1f}% between steps)" if "breakdown" in rec else ""), file=sys.stderr, flush=True)
     return rec
 
 
@@ -448,18 +448,19 @@ def write_md(doc, path):
               f"The {doc.get('profile_steps', '?')} steps after the timed ones of these launches, recorded by dpt-train "
               "--profile-steps (CUPTI) and by torch.profiler (Kineto trace), summarised by bench/gpu/breakdown.py with "
               "bench/gpu/kernel-classes.tsv: the median step; its span on the GPU timeline (first activity to the "
-              "next step's first), busy time (the union of kernel intervals), idle between kernels = span - busy; "
-              "ms per class are sums of kernel durations.\n",
-              "| batch | configuration | kernels/step | span ms | busy ms | idle % | "
+              "next step's first), busy time (the union of kernel intervals), idle between kernels = span - busy, "
+              "of which 'between steps' after the step's last activity and before the next step's first (the host "
+              "between steps); ms per class are sums of kernel durations.\n",
+              "| batch | configuration | kernels/step | span ms | busy ms | idle % | between steps % | "
               + " | ".join(f"{c} ms" for c in names) + " |",
-              "|---:|---|---:|---:|---:|---:|" + "---:|" * len(names)]
+              "|---:|---|---:|---:|---:|---:|---:|" + "---:|" * len(names)]
         for r in prof:
             b = r.get("breakdown")
             if not b:
                 L.append(f"| {r['batch']} | {r['config']} | failed: {r['breakdown_error'][:200]} |")
                 continue
             L.append(f"| {r['batch']} | {r['config']} | {b['kernels']:.0f} | {b['span_ms']:.2f} | {b['busy_ms']:.2f} | "
-                     f"{b['idle_pct']:.1f} | " + " | ".join(f"{b['class_ms'].get(c, 0):.2f}" for c in names) + " |")
+                     f"{b['idle_pct']:.1f} | {b.get('gap_pct', 0.0):.1f} | " + " | ".join(f"{b['class_ms'].get(c, 0):.2f}" for c in names) + " |")
     L += ["", "## Goals (issues 14 and 15)\n", "| goal | target | measured | met |", "|---|---|---|---|"]
     for x in doc["goals"]:
         L.append(f"| {x['goal']} | {x['target']} | {x['measured']} | {'**met**' if x['met'] else '**not met**'} |")

@@ -14,6 +14,8 @@ trainer/cuda/dpt_kprof.c (tests/trainer/test_breakdown.py runs both on the same 
   * a step spans from its first activity to the next step's first activity (the last step:
     to its own last end; never before its own last end);
   * busy = union of its kernels' intervals clipped to the span; idle = span - busy;
+  * gap = the part of idle after the step's last activity and before the next step's first
+    (the host between steps); idle - gap is the idle inside the step;
   * class times are sums of kernel durations (concurrent kernels can add up to > busy);
   * the median of every field over the steps (statistics.median).
 
@@ -121,9 +123,10 @@ def breakdown(records, rules, names):
         if cur:
             busy += cur[1] - cur[0]
         out.append({"step": s, "kernels": st["kernels"], "copies": st["copies"], "span_ns": hi - lo,
-                    "busy_ns": busy, "idle_ns": (hi - lo) - busy, "copy_ns": st["copy_ns"],
+                    "busy_ns": busy, "idle_ns": (hi - lo) - busy, "gap_ns": hi - st["last"], "copy_ns": st["copy_ns"],
                     "class_ns": st["class_ns"], "class_n": st["class_n"]})
-    med = {f: _median([s[f] for s in out]) for f in ("kernels", "copies", "span_ns", "busy_ns", "idle_ns", "copy_ns")}
+    med = {f: _median([s[f] for s in out])
+           for f in ("kernels", "copies", "span_ns", "busy_ns", "idle_ns", "gap_ns", "copy_ns")}
     med["class_ns"] = {c: _median([s["class_ns"][c] for s in out]) for c in names}
     med["class_n"] = {c: _median([s["class_n"][c] for s in out]) for c in names}
     return out, med
@@ -136,6 +139,8 @@ def to_json(label, names, steps, med):
         o.update({"kernels": float(s["kernels"]), "copies": float(s["copies"]), "span_ms": s["span_ns"] / 1e6,
                   "busy_ms": s["busy_ns"] / 1e6, "idle_ms": s["idle_ns"] / 1e6,
                   "idle_pct": 100.0 * s["idle_ns"] / s["span_ns"] if s["span_ns"] > 0 else 0.0,
+                  "gap_ms": s["gap_ns"] / 1e6,
+                  "gap_pct": 100.0 * s["gap_ns"] / s["span_ns"] if s["span_ns"] > 0 else 0.0,
                   "copy_ms": s["copy_ns"] / 1e6,
                   "class_ms": {c: s["class_ns"][c] / 1e6 for c in names},
                   "class_kernels": {c: float(s["class_n"][c]) for c in names}})
@@ -149,7 +154,8 @@ def to_markdown(doc):
     total = sum(m["class_ms"].values()) or 1.0
     lines = [f"Kernel breakdown, {doc['label'] or 'run'}: median of {len(doc['steps'])} steps: "
              f"{m['kernels']:.0f} kernels per step, span {m['span_ms']:.2f} ms, busy {m['busy_ms']:.2f} ms, "
-             f"idle between kernels {m['idle_ms']:.2f} ms ({m['idle_pct']:.1f}%), "
+             f"idle between kernels {m['idle_ms']:.2f} ms ({m['idle_pct']:.1f}%; between steps "
+             f"{m.get('gap_ms', 0.0):.2f} ms), "
              f"{m['copies']:.0f} copies {m['copy_ms']:.2f} ms", "",
              "| class | kernels/step | ms/step | share of kernel time |", "|---|---|---|---|"]
     for c in doc["classes"]:

@@ -104,14 +104,16 @@ def kineto(script, tmp):
     s5, s6 = d["steps"]
     check(d["format"] == "dpt.kernel-breakdown/1" and d["label"] == "hand-made", "format / label")
     check([s5["step"], s6["step"]] == [5, 6], f"steps {[s['step'] for s in d['steps']]}")
-    # step 5: span 100..1100 = 1 ms, busy [100,600]+[700,800] = 0.6, idle 0.4, 3 kernels, 1 copy 0.1 ms
+    # step 5: span 100..1100 = 1 ms, busy [100,600]+[700,800] = 0.6, idle 0.4 (0.2 of it between
+    # steps: the memcpy ends at 900, step 6 starts at 1100), 3 kernels, 1 copy 0.1 ms
     check((s5["kernels"], s5["copies"]) == (3, 1), f"step 5 counts {s5['kernels']} {s5['copies']}")
-    for k, v in (("span_ms", 1.0), ("busy_ms", 0.6), ("idle_ms", 0.4), ("idle_pct", 40.0), ("copy_ms", 0.1)):
+    for k, v in (("span_ms", 1.0), ("busy_ms", 0.6), ("idle_ms", 0.4), ("idle_pct", 40.0), ("gap_ms", 0.2),
+                 ("gap_pct", 20.0), ("copy_ms", 0.1)):
         check(abs(s5[k] - v) < 1e-9, f"step 5 {k} {s5[k]}, expected {v}")
     check(abs(s5["class_ms"]["conv"] - 0.4) < 1e-9 and abs(s5["class_ms"]["norm"] - 0.2) < 1e-9 and
           abs(s5["class_ms"]["gemm"] - 0.1) < 1e-9, f"step 5 classes {s5['class_ms']}")
-    # step 6 (last): span 1100..1600 = 0.5, busy [1100,1300] + [1500,1600] = 0.3, idle 0.2
-    for k, v in (("span_ms", 0.5), ("busy_ms", 0.3), ("idle_ms", 0.2)):
+    # step 6 (last): span 1100..1600 = 0.5, busy [1100,1300] + [1500,1600] = 0.3, idle 0.2, all inside
+    for k, v in (("span_ms", 0.5), ("busy_ms", 0.3), ("idle_ms", 0.2), ("gap_ms", 0.0)):
         check(abs(s6[k] - v) < 1e-9, f"step 6 {k} {s6[k]}, expected {v}")
     check(s6["class_kernels"]["elementwise"] == 2 and abs(s6["class_ms"]["optimizer"] - 0.1) < 1e-9,
           f"step 6 classes {s6['class_kernels']} {s6['class_ms']}")
@@ -119,7 +121,8 @@ def kineto(script, tmp):
     check(abs(m["kernels"] - 3.0) < 1e-9 and abs(m["idle_ms"] - 0.3) < 1e-9, f"median {m['kernels']} {m['idle_ms']}")
     with open(md) as f:
         text = f.read()
-    check("3 kernels per step" in text and "| conv |" in text and "idle between kernels 0.30 ms" in text,
+    check("3 kernels per step" in text and "| conv |" in text and "idle between kernels 0.30 ms" in text and
+          "between steps 0.10 ms" in text,
           f"markdown: {text}")
     rc, out, err = run([sys.executable, script, "--trace", path, "--skip-steps", "1", "--json", "-"])
     check(rc == 0 and [s["step"] for s in json.loads(out)["steps"]] == [6], f"--skip-steps 1: {rc} {err}")
@@ -169,7 +172,7 @@ def cross_check(script, ctool, names_tsv, tmp):
     check(len(c["steps"]) == len(p["steps"]) == 12, f"steps {len(c['steps'])} vs {len(p['steps'])}")
     bad = 0
     for cs, ps in list(zip(c["steps"], p["steps"])) + [(c["median"], p["median"])]:
-        for k in ("kernels", "copies", "span_ms", "busy_ms", "idle_ms", "idle_pct", "copy_ms"):
+        for k in ("kernels", "copies", "span_ms", "busy_ms", "idle_ms", "idle_pct", "gap_ms", "gap_pct", "copy_ms"):
             bad += not close(cs[k], ps[k])
         for cl in c["classes"]:
             bad += not close(cs["class_ms"][cl], ps["class_ms"][cl]) or not close(cs["class_kernels"][cl],

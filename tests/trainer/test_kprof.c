@@ -92,22 +92,24 @@ static void synthetic(const struct dpt_kclasses *k)
         "classes missing");
   const struct dpt_kstep *s7 = &b.step[0], *s8 = &b.step[1], *s9 = &b.step[2];
 #define EQ(a, b) (fabs((double)(a) - (double)(b)) < 1e-3)
-  /* step 7: span 0..10, busy [0,5] + [6,7] = 6, idle 4, 3 kernels, copy 1 ms */
+  /* step 7: span 0..10, busy [0,5] + [6,7] = 6, idle 4 (of which 2 between steps: the memcpy
+   * ends at 8, step 8 starts at 10), 3 kernels, copy 1 ms */
   CHECK(s7->kernels == 3 && s7->copies == 1 && EQ(s7->span_ns, NS(10)) && EQ(s7->busy_ns, NS(6)) &&
-            EQ(s7->idle_ns, NS(4)) && EQ(s7->copy_ns, NS(1)),
+            EQ(s7->idle_ns, NS(4)) && EQ(s7->gap_ns, NS(2)) && EQ(s7->copy_ns, NS(1)),
         "step 7: %g kernels %g copies span %g busy %g idle %g copy %g", s7->kernels, s7->copies, s7->span_ns,
         s7->busy_ns, s7->idle_ns, s7->copy_ns);
   CHECK(EQ(s7->class_ns[conv], NS(4)) && EQ(s7->class_ns[norm], NS(2)) && EQ(s7->class_ns[gemm], NS(1)) &&
             s7->class_n[conv] == 1 && s7->class_n[norm] == 1, "step 7 classes");
   /* step 8: span 10..14.5 (next step starts at 14.2, before 14.5), busy [10,14.5] = 4.5, idle 0 */
-  CHECK(s8->kernels == 4 && EQ(s8->span_ns, NS(4.5)) && EQ(s8->busy_ns, NS(4.5)) && EQ(s8->idle_ns, 0),
+  CHECK(s8->kernels == 4 && EQ(s8->span_ns, NS(4.5)) && EQ(s8->busy_ns, NS(4.5)) && EQ(s8->idle_ns, 0) &&
+            EQ(s8->gap_ns, 0),
         "step 8: %g kernels span %g busy %g idle %g", s8->kernels, s8->span_ns, s8->busy_ns, s8->idle_ns);
   CHECK(EQ(s8->class_ns[ew], NS(2.5)) && s8->class_n[ew] == 2 && EQ(s8->class_ns[comm], NS(2.5)) &&
             EQ(s8->class_ns[opt], NS(0.5)), "step 8 classes: ew %g comm %g opt %g", s8->class_ns[ew],
         s8->class_ns[comm], s8->class_ns[opt]);
-  /* step 9 (last): span 14.2..16, busy 0.8 + 0.5, idle 0.5, one memset */
+  /* step 9 (last): span 14.2..16, busy 0.8 + 0.5, idle 0.5 (all inside the step: no gap), one memset */
   CHECK(s9->kernels == 2 && s9->copies == 1 && EQ(s9->span_ns, NS(1.8)) && EQ(s9->busy_ns, NS(1.3)) &&
-            EQ(s9->idle_ns, NS(0.5)) && EQ(s9->class_ns[other], NS(0.5)) && EQ(s9->class_ns[loss], NS(0.8)),
+            EQ(s9->idle_ns, NS(0.5)) && EQ(s9->gap_ns, 0) && EQ(s9->class_ns[other], NS(0.5)) && EQ(s9->class_ns[loss], NS(0.8)),
         "step 9: span %g busy %g idle %g", s9->span_ns, s9->busy_ns, s9->idle_ns);
   /* medians over 3 steps */
   CHECK(b.median.kernels == 3 && EQ(b.median.span_ns, NS(4.5)) && EQ(b.median.idle_ns, NS(0.5)) &&
@@ -124,6 +126,9 @@ static void synthetic(const struct dpt_kclasses *k)
   json_t *steps = json_object_get(root, "steps"), *med = json_object_get(root, "median");
   CHECK(root && json_array_size(steps) == 3 && EQ(json_real_value(json_object_get(med, "idle_ms")), 0.5) &&
             EQ(json_real_value(json_object_get(json_array_get(steps, 0), "idle_pct")), 40.0) &&
+            EQ(json_real_value(json_object_get(json_array_get(steps, 0), "gap_ms")), 2.0) &&
+            EQ(json_real_value(json_object_get(json_array_get(steps, 0), "gap_pct")), 20.0) &&
+            EQ(json_real_value(json_object_get(med, "gap_ms")), 0.0) &&
             EQ(json_real_value(json_object_get(json_object_get(json_array_get(steps, 1), "class_ms"), "comm")), 2.5),
         "JSON read back: %s", txt ? txt : "(none)");
   json_decref(root);

@@ -230,6 +230,7 @@ int dpt_kprof_breakdown(const struct dpt_kclasses *k, const struct dpt_krec *r, 
     st->span_ns = (double)(hi - lo);
     st->busy_ns = union_len(iv, m, lo, hi);
     st->idle_ns = st->span_ns - st->busy_ns;
+    st->gap_ns = (double)(hi - last[s]); /* hi >= last[s]: 0 unless the next step starts later */
   }
   free(first);
   free(last);
@@ -244,6 +245,7 @@ int dpt_kprof_breakdown(const struct dpt_kclasses *k, const struct dpt_krec *r, 
   MED(span_ns);
   MED(busy_ns);
   MED(idle_ns);
+  MED(gap_ns);
   MED(copy_ns);
   for (int c = 0; c < k->n_classes; c++) {
     MED(class_ns[c]);
@@ -274,6 +276,8 @@ static json_t *step_json(const struct dpt_kbreakdown *b, const struct dpt_kstep 
   json_object_set_new(o, "busy_ms", json_real(s->busy_ns / 1e6));
   json_object_set_new(o, "idle_ms", json_real(s->idle_ns / 1e6));
   json_object_set_new(o, "idle_pct", json_real(s->span_ns > 0 ? 100.0 * s->idle_ns / s->span_ns : 0.0));
+  json_object_set_new(o, "gap_ms", json_real(s->gap_ns / 1e6));
+  json_object_set_new(o, "gap_pct", json_real(s->span_ns > 0 ? 100.0 * s->gap_ns / s->span_ns : 0.0));
   json_object_set_new(o, "copy_ms", json_real(s->copy_ns / 1e6));
   for (int c = 0; c < b->n_classes; c++) {
     json_object_set_new(ms, b->name[c], json_real(s->class_ns[c] / 1e6));

@@ -10,7 +10,10 @@
  *     activity (the last step: to its own last end; never before its own last end), so
  *     the gaps between steps count;
  *   - busy = the union of the kernel intervals over all streams (overlaps counted once),
- *     idle = span - busy (the idle time between kernels);
+ *     idle = span - busy (the idle time between kernels); gap = the part of idle after the
+ *     step's last activity ends and before the next step's first starts (the host between
+ *     steps: waiting for the loss, the next batch, a launch), so idle - gap is the idle
+ *     inside the step (launch gaps between its kernels);
  *   - memcpy / memset records: their count and time, not kernels, not busy.
  * Class times are sums of kernel durations: with kernels running concurrently they add up
  * to more than busy.  The median over steps of every field is reported beside the steps.
@@ -64,6 +67,7 @@ struct dpt_kstep {
   int step;
   double kernels, copies;         /* counts (doubles: the median of an even number of steps may be .5) */
   double span_ns, busy_ns, idle_ns, copy_ns;
+  double gap_ns;                   /* of idle_ns: between this step's last activity and the next step's first */
   double class_ns[DPT_KCLASS_MAX];
   double class_n[DPT_KCLASS_MAX];  /* kernels per class */
 };
