@@ -218,15 +218,17 @@ static int bn_backward(struct dpt_layer *l, struct dpt_err *err)
   int rc = 0, li = L->idx, C = d->c_out;
   double eps = bn_eps(cb);
   const void *dz = y->diff;
+  int ex = L->bn_ex;
   if (L->did_add) { /* the forward did the add: its backward too, or (refused) the add's own then ours */
     int done = 0;
     L->did_add = 0;
     if ((rc = bn_add_backward(cb, l, eps, &done, err))) goto fail;
     if (done) return layer_sync(cb, li, err);
+    ex = 0; /* the reserve space is the BN+add forward's, not the BN's own Ex op's: this step the plain call */
   }
-  int fuse = L->bn_ex && bn_ex_fuses_relu(cb, d); /* fp16 Ex: ReLU's backward inside (from y) */
+  int fuse = ex && bn_ex_fuses_relu(cb, d); /* fp16 Ex: ReLU's backward inside (from y) */
   if (d->relu && !fuse && (rc = bn_relu_backward(cb, L, d, &dz, err))) goto fail;
-  if (L->bn_ex) { /* dgamma / dbeta as below */
+  if (ex) { /* dgamma / dbeta as below */
     int written = cb->pub.grad_written[d->in[0]];
     float b = 0.0f;
     void *dxe = x->diff ? diff_target(cb, d->in[0], &b) : L->discard;
@@ -332,8 +334,14 @@ int dpt_cuda_bn_ex_prepare(struct cu_backend *cb, struct dpt_err *err)
         n_add_no++;
       }
     }
-    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-    if (!L->bn_add) st = bn_ex_sizes(cb, bn_ex_ops(cb, d), act, x->desc, x->desc, y->desc, L->pdesc, &wf, &wb, &rs);
+    /* the BN's own Ex op too: the BN+add op's run-time refusal falls back on it, in the same buffers */
+    size_t wf1 = 0, wb1 = 0, rs1 = 0;
+    cudnnStatus_t st = bn_ex_sizes(cb, bn_ex_ops(cb, d), act, x->desc, x->desc, y->desc, L->pdesc, &wf1, &wb1, &rs1);
+    if (st != CUDNN_STATUS_SUCCESS && L->bn_add) { /* (not seen: then the plain calls are its fallback) */
+      L->bn_add = 0, cb->l[al].add_bn = -1;
+      n_add--, n_add_no++;
+    }
+    wf = wf > wf1 ? wf : wf1, wb = wb > wb1 ? wb : wb1, rs = rs > rs1 ? rs : rs1;
     if (st != CUDNN_STATUS_SUCCESS) {
       if (!first_no) first_no = d->name;
       last = st;
