@@ -1,10 +1,11 @@
 /* dpt_cudnn_graph.c — the fused step's cuDNN operation graphs (see dpt_cudnn_graph.h).
  *
  * Built on the backend descriptor API only (cudnnBackendCreateDescriptor / SetAttribute /
- * Finalize / GetAttribute / Execute): tensors, pointwise / convolution / genstats /
- * BN-finalize / BN-backward-weights operations, the operation graph, heuristics, engine
- * configs with their knobs, execution plans, variant packs.  The descriptors a graph refers
- * to are kept until dpt_cg_destroy (cudnn-frontend keeps them alive the same way). */
+ * Finalize / GetAttribute): tensors, pointwise / convolution / genstats / BN-finalize /
+ * BN-backward-weights operations, the operation graph; dpt_cg_build checks the description and
+ * the operands, then dpt_cudnn_engine.c chooses the engine config, plans and executes.  The
+ * descriptors a graph refers to are kept until dpt_cg_destroy (cudnn-frontend keeps them alive
+ * the same way). */
 #include "dpt_cudnn_engine.h"
 
 #include <stdbool.h>
