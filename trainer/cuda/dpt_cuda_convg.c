@@ -140,16 +140,6 @@ fail:
   return rc;
 }
 
-/* The graphs' tensors say 16-byte alignment (dpt_cudnn_graph.c): the arena's and the weight
- * copies' are 256, but an NCHW fp32 filter is the parameter slab's own, at the offset the
- * model gives it (a multiple of 4 bytes only when a channel count is not of 4). */
-static int aligned16(void *const *p)
-{
-  for (int i = 0; i < DPT_CG_NSLOTS; i++)
-    if (p[i] && ((uintptr_t)p[i] & 15)) return 0;
-  return 1;
-}
-
 int dpt_cuda_convg_choose(struct cu_backend *cb, int shape, int rep, void *ws, size_t limit, struct dpt_err *err)
 {
   struct cu_algo *a = &cb->algo[shape];
@@ -169,19 +159,20 @@ int dpt_cuda_convg_choose(struct cu_backend *cb, int shape, int rep, void *ws, s
     void *p[DPT_CG_NSLOTS];
     describe(cb, rep, dir, &g, p);
     if (dir != DPT_CONVG_FWD && dir != DPT_CONVG_WGRAD && !p[DPT_CG_DX]) continue; /* (layers_of said so) */
-    if (!aligned16(p)) {
-      cb->cg_unaligned++;
-      continue;
-    }
     struct dpt_cg_op *op = calloc(1, sizeof *op);
     if (!op) {
       rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory for a convolution's cuDNN graph");
       goto fail;
     }
     struct dpt_err e = {0};
-    if (dpt_cg_build(&ctx, &g, p, op, &e)) { /* no engine, or cuDNN refused a step of the build */
+    int unaligned = cb->cg_stats.unaligned;
+    if (dpt_cg_build(&ctx, &g, p, op, &e)) { /* no engine, cuDNN refused a step, or an operand not aligned */
       free(op);
       if ((rc = context_ok(cb, li, 1, err))) goto fail;
+      if (cb->cg_stats.unaligned > unaligned) { /* (dpt_cg_build's DPT_CG_ALIGN guard: an NCHW filter in the slab) */
+        cb->cg_unaligned++;
+        continue;
+      }
       cb->cg_failed[dir]++;
       if (!cb->cg_first_fail[0]) snprintf(cb->cg_first_fail, sizeof cb->cg_first_fail, "%.700s", e.msg);
       continue;
@@ -266,7 +257,9 @@ int dpt_cuda_convg_exec(struct cu_backend *cb, int li, int dir, void *const *p, 
   struct dpt_err e = {0};
   int rc = 0;
   *ran = 0;
-  if (!op || !aligned16(p)) return 0; /* this layer's operands: the legacy call */
+  /* an NCHW fp32 filter is the parameter slab's own, at the model's offset: a layer whose operand
+   * breaks the graph's DPT_CG_ALIGN promise takes the legacy call (the others of its shape keep the graph) */
+  if (!op || dpt_cg_misaligned(op, p) >= 0) return 0;
   if (!dpt_cg_execute_vp(&cb->cgx, op, p, &L->cg_vp[dir], &e)) {
     *ran = 1;
     return 0;
