@@ -484,7 +484,9 @@ int dpt_report_path(const struct dpt_report *r, const char *explicit_path, char 
 
 /* ---- atomic write ----------------------------------------------------------- */
 
-int dpt_report_write_atomic(const char *path, const char *text, size_t len, struct dpt_err *err)
+/* text to path through path.tmp.<pid> and rename; durable: fsync of the file
+ * before the rename and of the directory after it. */
+static int write_renamed(const char *path, const char *text, size_t len, int durable, struct dpt_err *err)
 {
   char tmp[PATH_MAX + 32], dir[PATH_MAX];
   int fd = -1, rc = 0;
@@ -507,7 +509,7 @@ int dpt_report_write_atomic(const char *path, const char *text, size_t len, stru
     }
     done += (size_t)w;
   }
-  if (fsync(fd)) {
+  if (durable && fsync(fd)) {
     rc = dpt_err_set(err, DPT_E_RUNTIME, "fsync of %s failed: %s", tmp, strerror(errno));
     goto fail;
   }
@@ -521,6 +523,8 @@ int dpt_report_write_atomic(const char *path, const char *text, size_t len, stru
     rc = dpt_err_set(err, DPT_E_RUNTIME, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     goto fail;
   }
+  if (!durable)
+    return 0;
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (slash == dir)
@@ -540,6 +544,16 @@ fail:
     close(fd);
   unlink(tmp);
   return rc;
+}
+
+int dpt_report_write_atomic(const char *path, const char *text, size_t len, struct dpt_err *err)
+{
+  return write_renamed(path, text, len, 1, err);
+}
+
+int dpt_report_write_handoff(const char *path, const char *text, size_t len, struct dpt_err *err)
+{
+  return write_renamed(path, text, len, 0, err);
 }
 
 /* ---- this rank's part ----------------------------------------------------------- */

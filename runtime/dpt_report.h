@@ -237,6 +237,13 @@ int dpt_report_load(const char *path, json_t **out, struct dpt_err *err);
  * rename, fsync of the directory.  Messages name the file, not an option:
  * callers say which of their options gave the path. */
 int dpt_report_write_atomic(const char *path, const char *text, size_t len, struct dpt_err *err);
+/* The same without either fsync: still all or nothing for a reader, but not
+ * kept through a crash of the machine.  For hand-off files another process reads
+ * moments later (the rank supervisors' parts): a supervisor must record its
+ * rank's end within the second mpirun gives it between the SIGTERM and the
+ * SIGKILL of a failed job's teardown, and an fsync on a busy or network file
+ * system can take longer than that. */
+int dpt_report_write_handoff(const char *path, const char *text, size_t len, struct dpt_err *err);
 
 /* ---- MPI (defined in dpt_report_mpi.c, part of dpt_runtime) ------------------ */
 /* A gather hook over an MPI communicator (pass a pointer to an MPI_Comm as arg;

@@ -100,7 +100,8 @@ fail:
   return rc;
 }
 
-/* The part with end e (an error when the program did not end well) to path, atomically. */
+/* The part with end e (an error when the program did not end well) to path: atomically, not
+ * synced (dpt_report_write_handoff: the launcher reads it once the job is over). */
 static int part_put(struct dpt_report_end_part *p, const char *path, const struct dpt_report_end *e,
                     struct dpt_err *err)
 {
@@ -126,7 +127,7 @@ static int part_put(struct dpt_report_end_part *p, const char *path, const struc
   }
   if (!(text = dpt_report_part(p->rep)))
     return dpt_err_set(err, DPT_E_NOMEM, "rank supervisor: out of memory");
-  rc = dpt_report_write_atomic(path, text, strlen(text), err);
+  rc = dpt_report_write_handoff(path, text, strlen(text), err);
   free(text);
   return rc < 0 ? rc : 0;
 }

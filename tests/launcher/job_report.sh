@@ -4,9 +4,9 @@
 # was handed; a failing rank in errors[]; dpt-report shows it; --report PATH and --no-report.
 # The program here is Python (Debian's python3) and sh: nothing of dpt inside the ranks.
 # The reports are kept in OUT_DIR for report.schema (JSON Schema and the C validator).
-# usage: job_report.sh DPT_LAUNCH DPT_REPORT OUT_DIR
+# usage: job_report.sh DPT_LAUNCH DPT_REPORT OUT_DIR SLOW_FSYNC_SO
 set -u
-launch=$1 report=$2 out=$3
+launch=$1 report=$2 out=$3 slow_fsync=$4
 tmp=$(mktemp -d /tmp/dpt-job-report.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -142,6 +142,29 @@ assert e["how"].startswith("no end recorded: its supervisor was killed before th
 assert r1["pid"] > 0 and r1["env"]["RANK"] == "1", r1
 assert any(x["message"].startswith("rank 1 on ") and "no end recorded" in x["message"] for x in doc["errors"]), \
     doc["errors"]
+EOF
+
+# a file system whose fsync takes longer than mpirun's teardown grace (a busy disk, NFS): rank 0's
+# supervisor still records its end. Rank 0 exits 3 at once; its supervisor is the slow one
+# (slow_fsync.c: 1.5 s per fsync, only there), so rank 1's supervisor may end first and mpirun's
+# teardown (SIGTERM, SIGKILL a second later) meets it while it writes. Rank 1 exits 2 after 0.5 s,
+# or ends on the SIGTERM forwarded by that teardown: either way recorded, never "no end recorded".
+mkdir "$tmp/f"
+(cd "$tmp/f" && LD_PRELOAD="$slow_fsync" DPT_TEST_SLOW_FSYNC_RANK=0 DPT_TEST_SLOW_FSYNC_MS=1500 \
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+  "$launch" -n 2 --oversubscribe --report "$tmp/f/r.json" -- sh -c \
+  'if [ "$RANK" = 0 ]; then exit 3; fi; sleep 0.5; exit 2') >"$tmp/log" 2>&1
+rc=$?
+echo "slow fsync in rank 0's supervisor: dpt-launch exit $rc"
+[ $rc = 3 ] || fail "slow fsync: dpt-launch exit $rc, not rank 0's 3: $(cat "$tmp/log")"
+"$report" --check "$tmp/f/r.json" >/dev/null || fail "slow fsync: the report does not validate"
+"$py" - "$tmp/f/r.json" <<'EOF' || fail "slow fsync: a rank's end was lost: $(head -c 3000 "$tmp/f/r.json")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert not doc["job"]["partial"] and doc["job"]["ranks_reporting"] == 2, doc["job"]
+e0, e1 = (r["end"] for r in sorted(doc["ranks"], key=lambda r: r["rank"]))
+assert (e0["status"], e0["signal"], e0["forwarded"], e0["how"]) == (3, None, False, "exited with status 3"), e0
+assert (e1["status"], e1["signal"]) in ((2, None), (None, 15)), e1
 EOF
 
 # --hostfile without node topology (--gpus-per-node 4 on this 2-core machine: the plan has no

@@ -1,8 +1,8 @@
 /* test_report — runtime/dpt_report without MPI: nearest-rank percentiles, the
  * gather through a hook (3 ranks in one process), throughput and scaling
  * efficiency, errors per rank, a failed gather (partial report + per-rank
- * file), path naming (Slurm, DPT_REPORT patterns), atomic write, validation
- * messages naming the field.   usage: test_report OUTDIR */
+ * file), path naming (Slurm, DPT_REPORT patterns), the atomic writes (synced
+ * and hand-off), validation messages naming the field.   usage: test_report OUTDIR */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -226,6 +226,26 @@ int main(int argc, char **argv)
         "%s", err.msg);
   json_decref(bad);
   CHECK(dpt_report_create(&r[0], "t", 0, NULL, 3, 2, &err) == DPT_E_INPUT, "rank >= size refused");
+
+  /* both writes, synced (reports) and not (the supervisors' hand-off parts): the file is replaced
+   * whole, no temporary file is left, a missing directory is named */
+  int (*writes[2])(const char *, const char *, size_t, struct dpt_err *) = {dpt_report_write_atomic,
+                                                                           dpt_report_write_handoff};
+  for (int w = 0; w < 2; w++) {
+    char buf[64] = "", tmp[4200];
+    FILE *f;
+    snprintf(got, sizeof got, "%s/write%d.json", dir, w);
+    CHECK(!writes[w](got, "{\"a\": 1, \"long\": true}\n", 24, &err), "write %d: %s", w, err.msg);
+    CHECK(!writes[w](got, "{\"b\": 2}\n", 9, &err), "rewrite %d: %s", w, err.msg);
+    f = fopen(got, "r");
+    CHECK(f && fread(buf, 1, sizeof buf - 1, f) == 9 && !strcmp(buf, "{\"b\": 2}\n"), "write %d left '%s'", w, buf);
+    if (f)
+      fclose(f);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", got, (long)getpid());
+    CHECK(access(tmp, F_OK) != 0, "write %d left %s", w, tmp);
+    CHECK(writes[w]("/nonexistent-dir/h.json", "x", 1, &err) == DPT_E_INPUT &&
+              strstr(err.msg, "/nonexistent-dir/h.json"), "write %d: %s", w, err.msg);
+  }
 
   if (failures)
     fprintf(stderr, "test_report: %d failure(s)\n", failures);
