@@ -99,6 +99,8 @@ struct dpt_fref {
   int kind; /* enum dpt_fref_kind */
   int id;   /* tensor or layer index */
 };
+/* "act", "diff", "w", ... ("?" out of range). */
+const char *dpt_fref_name(int kind);
 
 #define DPT_FOP_MAX_IN 8
 #define DPT_FOP_MAX_OUT 5
