@@ -20,7 +20,11 @@
  *    list (an op without a cuDNN engine -> its layer on legacy calls) gives plans that replay,
  *    for every kind of fused op, for random layer subsets, and repeated until nothing fuses;
  *    the fused arena (dpt_cuda_plan_build_ex) at batch 256 no larger than the unfused one at
- *    every precision, every written tensor placed, no two live buffers overlapping. */
+ *    every precision, every written tensor placed, no two live buffers overlapping.
+ *  - the running statistics (not in place, issue 22): the state ranges the fused BN finalize ops
+ *    update (dpt_cuda_fuse_running_ranges) hold every fused BN and no legacy one, merged (one
+ *    range for ResNet-50 at every precision), for the deny list's random plans too; the mirror
+ *    they are written to is 256-aligned inside the BN region. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +111,44 @@ static void properties(const struct dpt_model *m, const struct dpt_fuse_plan *p,
               p->ops[i].in[k].id);
 }
 
+/* dpt_cuda_fuse_running_ranges, judged from the op list: each BN finalized in a graph op has its
+ * running statistics [2][C] inside one range, a BN on the legacy calls none of its statistics in
+ * any (the copy back from the mirror would overwrite the update its legacy call made), the
+ * ranges ascending, disjoint and not adjacent (merged), covering exactly the fused BNs' floats,
+ * and *last is the last BN finalize.  Returns the number of ranges. */
+static int running_ranges(const struct dpt_model *m, const struct dpt_fuse_plan *p, const char *what)
+{
+  struct dpt_fuse_range *r = malloc((size_t)m->n_layers * sizeof *r);
+  if (!r) exit(1);
+  int last = -2, n = dpt_cuda_fuse_running_ranges(m, p, r, &last), want_last = -1;
+  size_t covered = 0, want = 0;
+  for (int k = 0; k < n; k++) {
+    covered += r[k].n;
+    CHECK(r[k].n > 0 && r[k].off + r[k].n <= m->n_state, "%s: range %d [%zu, +%zu) of %zu", what, k, r[k].off, r[k].n,
+          m->n_state);
+    if (k) CHECK(r[k - 1].off + r[k - 1].n < r[k].off, "%s: ranges %d and %d not ascending and apart", what, k - 1, k);
+  }
+  for (int l = 0; l < m->n_layers; l++) {
+    if (m->layers[l].type != DPT_LAYER_BN) continue;
+    int fused = 0;
+    for (int i = 0; i < p->n_fwd; i++)
+      if (p->ops[i].kind == DPT_FOP_BN_FINALIZE && p->ops[i].bn[0] == l) fused = 1, want_last = i > want_last ? i : want_last;
+    size_t lo = m->layers[l].s_off, hi = lo + 2 * (size_t)m->layers[l].c_out;
+    int inside = 0, touched = 0;
+    for (int k = 0; k < n; k++) {
+      inside += r[k].off <= lo && hi <= r[k].off + r[k].n;
+      touched += lo < r[k].off + r[k].n && r[k].off < hi;
+    }
+    if (fused) want += hi - lo;
+    CHECK(fused ? inside == 1 : touched == 0, "%s: %s (%s) statistics [%zu, %zu) in %d range(s), touching %d", what,
+          m->layers[l].name, fused ? "finalized in a graph" : "legacy", lo, hi, inside, touched);
+  }
+  CHECK(covered == want, "%s: ranges cover %zu floats, the fused BNs have %zu", what, covered, want);
+  CHECK(last == want_last, "%s: last finalize %d, want %d", what, last, want_last);
+  free(r);
+  return n;
+}
+
 static void resnet50_half(void)
 {
   struct dpt_model m;
@@ -132,6 +174,9 @@ static void resnet50_half(void)
         n_kind(&p, DPT_FOP_SBAR, 0), n_kind(&p, DPT_FOP_DSBAR, 0));
   CHECK(n_kind(&p, DPT_FOP_LEGACY_FWD, 0) == 3, "legacy forward %d", n_kind(&p, DPT_FOP_LEGACY_FWD, 0));
   CHECK(p.n_fwd == 126, "forward ops %d (21 + 32 + 53 + 1 + 12 + 4 + 3)", p.n_fwd);
+  /* every BN fused, the state slab all BN statistics: one copy of the whole slab per forward */
+  CHECK(running_ranges(&m, &p, "resnet50 fp16") == 1, "running statistics: %d ranges, want 1",
+        running_ranges(&m, &p, "resnet50 fp16"));
   /* Backward.  Identity block: dBN weight of bn3 with the add's ReLU backward, forking g into
    * the block input's gradient; bn3 apply; conv3 and conv2: sbr_wgrad + dgrad_drelu_dbn (bn2,
    * bn1) + dBN apply; conv1: wgrad + dgrad accumulating onto g = 10.  Projection block: 2 dBN
@@ -226,6 +271,8 @@ static void resnet50_fp32(void)
   CHECK(n_kind(&p, DPT_FOP_LEGACY_FWD, 0) == 5 && n_kind(&p, DPT_FOP_SBR_APPLY, 0) == 0,
         "legacy forward %d (stem conv, stem BN, max pool, average pool, FC), apply %d",
         n_kind(&p, DPT_FOP_LEGACY_FWD, 0), n_kind(&p, DPT_FOP_SBR_APPLY, 0));
+  /* the stem BN (legacy, first in the slab) updates its own statistics: one range after it */
+  CHECK(running_ranges(&m, &p, "resnet50 tf32") == 1, "running statistics: not one range after the stem BN");
   dpt_cuda_fuse_free(&p);
 out:
   dpt_model_free(&m);
@@ -279,6 +326,7 @@ static void narrow(void)
       legacy += !p.conv_fused[l];
     }
   CHECK(legacy > 0, "no 4-channel convolution in the width-1/16 network?");
+  printf("width 1/16: the running statistics of its fused BNs in %d range(s)\n", running_ranges(&m, &p, "width 1/16"));
   for (int l = 0; l < m.n_layers; l++)
     if (m.layers[l].type == DPT_LAYER_BN) {
       int pc = m.tensors[m.layers[l].in[0]].producer;
@@ -586,6 +634,7 @@ static void deny_list(void)
         "a legacy op was denied");
   /* random subsets of layers kept legacy: every plan replays */
   unsigned seed = 7;
+  int most_ranges = 0;
   for (int r = 0; r < 40; r++) {
     for (int l = 0; l < m.n_layers; l++) {
       seed = seed * 1103515245u + 12345u;
@@ -596,9 +645,12 @@ static void deny_list(void)
     snprintf(what, sizeof what, "deny: random subset %d", r);
     if (build_ok(&m, &cfg, &q, what)) {
       layer_order(&m, &q, what);
+      int nr = running_ranges(&m, &q, what);
+      most_ranges = nr > most_ranges ? nr : most_ranges;
       dpt_cuda_fuse_free(&q);
     }
   }
+  CHECK(most_ranges > 1, "no random plan split the running statistics (most %d range)", most_ranges);
   /* what the backend does when no engine takes anything: deny the first fused op again and
    * again; it ends with no fused op left, in at most one round per layer */
   memset(legacy, 0, (size_t)m.n_layers);
@@ -635,8 +687,9 @@ static void deny_list(void)
     dpt_cuda_fuse_free(&q);
   }
   CHECK(!left && batch_rounds <= 4, "deny all at once: %d rounds (want <= 4), fusing %d", batch_rounds, left);
-  printf("deny list: every fused op kind deniable, 40 random subsets replay, all fusions gone after %d rounds one at a "
-         "time or %d rounds all at once (%d layers)\n", rounds, batch_rounds, denied_total);
+  printf("deny list: every fused op kind deniable, 40 random subsets replay (their running statistics in up to %d "
+         "ranges), all fusions gone after %d rounds one at a "
+         "time or %d rounds all at once (%d layers)\n", most_ranges, rounds, batch_rounds, denied_total);
   dpt_cuda_fuse_free(&p);
   free(legacy);
   dpt_model_free(&m);
@@ -695,6 +748,14 @@ static void fused_arena(void)
     CHECK(f.arena_bytes <= u.arena_bytes, "%s: fused arena %zu > unfused %zu", pn, f.arena_bytes, u.arena_bytes);
     CHECK(f.total_bytes <= u.total_bytes, "%s: fused plan %zu > unfused %zu", pn, f.total_bytes, u.total_bytes);
     CHECK(f.fuse && !u.fuse && f.bn_fused_bytes > 0 && !u.bn_fused_bytes, "%s: fusion plan / BN vectors", pn);
+    /* the running statistics' mirror: 256-aligned (as the state slab: the same offsets keep the
+     * graphs' 16-byte promise) after the [7][C] vectors, [n_state] inside the BN region */
+    size_t vec = 0;
+    for (int l = 0; l < m.n_layers; l++) vec += m.layers[l].type == DPT_LAYER_BN ? 7 * (size_t)m.layers[l].c_out * 4 : 0;
+    CHECK(f.bn_next_off % 256 == 0 && f.bn_next_off >= f.bn_saved_bytes + vec &&
+              f.bn_next_off + m.n_state * 4 <= f.region[DPT_CUDA_R_BN] && !u.bn_next_off,
+          "%s: mirror at %zu (saved %zu + vectors %zu), %zu floats, BN region %zu", pn, f.bn_next_off, f.bn_saved_bytes,
+          vec, m.n_state, f.region[DPT_CUDA_R_BN]);
     printf("resnet50 %s, batch 256: liveness arena fused %.2f GiB vs unfused %.2f GiB; whole plan %.2f vs %.2f GiB\n",
            pn, f.arena_bytes / 1073741824.0, u.arena_bytes / 1073741824.0, f.total_bytes / 1073741824.0,
            u.total_bytes / 1073741824.0);

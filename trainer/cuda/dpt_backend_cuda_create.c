@@ -293,6 +293,8 @@ static void *fx_resolve(void *ctx, const struct dpt_fx_ref *r)
   case DPT_FXR_PARAM: return cb->pub.params + r->off;
   case DPT_FXR_GRAD: return cb->pub.grads + r->off;
   case DPT_FXR_STATE: return cb->pub.state + r->off;
+  case DPT_FXR_STATE_NEXT:
+    return cb->plan.bn_next_off ? (float *)((char *)cb->region[DPT_CUDA_R_BN] + cb->plan.bn_next_off) + r->off : NULL;
   case DPT_FXR_BNVEC: {
     const struct cu_layer *L = &cb->l[r->id];
     size_t c = (size_t)cb->pub.model->layers[r->id].c_out;

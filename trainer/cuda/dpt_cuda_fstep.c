@@ -40,7 +40,8 @@ static struct dpt_fx_ref bnv(int bn, int v) { return ref_of(DPT_FXR_BNVEC, bn, (
 static struct dpt_fx_ref bnp(const struct dpt_model *m, int kind, int bn, int which)
 {
   const struct dpt_layer_desc *l = &m->layers[bn];
-  size_t off = (kind == DPT_FXR_STATE ? l->s_off : l->w_off) + (size_t)which * (size_t)l->c_out;
+  int st = kind == DPT_FXR_STATE || kind == DPT_FXR_STATE_NEXT;
+  size_t off = (st ? l->s_off : l->w_off) + (size_t)which * (size_t)l->c_out;
   return ref_of(kind, bn, off);
 }
 
@@ -62,6 +63,8 @@ static struct dpt_fx_ref bn_slot(const struct dpt_model *m, int bn, int s)
   case DPT_CG_BETA: return bnp(m, DPT_FXR_PARAM, bn, 1);
   case DPT_CG_RMEAN: return bnp(m, DPT_FXR_STATE, bn, 0);
   case DPT_CG_RVAR: return bnp(m, DPT_FXR_STATE, bn, 1);
+  case DPT_CG_RMEAN_NEXT: return bnp(m, DPT_FXR_STATE_NEXT, bn, 0);
+  case DPT_CG_RVAR_NEXT: return bnp(m, DPT_FXR_STATE_NEXT, bn, 1);
   case DPT_CG_DGAMMA: return bnp(m, DPT_FXR_GRAD, bn, 0);
   case DPT_CG_DBETA: return bnp(m, DPT_FXR_GRAD, bn, 1);
   default: return ref_of(DPT_FXR_NONE, -1, 0);
@@ -134,6 +137,7 @@ static int describe(struct dpt_cuda_fstep *fx, int i, struct dpt_cg_desc *d, str
     d->eps = fx->eps;
     d->momentum = fx->momentum;
     static const int fin[] = {DPT_CG_SUM, DPT_CG_SQSUM, DPT_CG_GAMMA, DPT_CG_BETA, DPT_CG_RMEAN, DPT_CG_RVAR,
+                              DPT_CG_RMEAN_NEXT, DPT_CG_RVAR_NEXT, /* the update: the slab's mirror */
                               DPT_CG_EQ_SCALE, DPT_CG_EQ_BIAS, DPT_CG_MEAN, DPT_CG_ISTD};
     bn_slots(ref, m, bn, fin, (int)(sizeof fin / sizeof *fin));
     return 0;
@@ -236,6 +240,7 @@ void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx)
     if (fx->op[k].graph) dpt_cg_destroy(&fx->op[k].cg);
   free(fx->op);
   free(fx->index);
+  free(fx->run);
   memset(fx, 0, sizeof *fx);
 }
 
@@ -247,6 +252,7 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
   int rc = 0;
   memset(fx, 0, sizeof *fx);
   *n_failed = 0;
+  fx->run_last = -1;
   if (!fp) return dpt_err_set(err, DPT_E_INPUT, "fused step: the plan has no fusion plan");
   fx->m = m;
   fx->plan = plan;
@@ -314,8 +320,16 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
     if (o->cg.from_cache) fx->from_cache++;
     else fx->timed++;
   }
-  if (!*n_failed) return 0;
-  rc = DPT_E_UNSUPPORTED;
+  if (*n_failed) {
+    rc = DPT_E_UNSUPPORTED;
+    goto fail;
+  }
+  if (!(fx->run = malloc((size_t)(m->n_layers ? m->n_layers : 1) * sizeof *fx->run))) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "fused step: out of memory for the running statistics' ranges");
+    goto fail;
+  }
+  fx->n_run = dpt_cuda_fuse_running_ranges(m, fp, fx->run, &fx->run_last);
+  return 0;
 fail:
   dpt_cuda_fstep_destroy(fx);
   return rc;
@@ -349,6 +363,15 @@ int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dp
     int rc;
     resolve_all(fx, o->ref, ptrs);
     if ((rc = dpt_cg_execute(&fx->ctx, &o->cg, ptrs, err))) return rc;
+    if (training && i == fx->run_last) { /* every finalize ran: their updates to the running statistics */
+      for (int r = 0; r < fx->n_run && ce == cudaSuccess; r++) {
+        struct dpt_fx_ref to = ref_of(DPT_FXR_STATE, -1, fx->run[r].off);
+        struct dpt_fx_ref from = ref_of(DPT_FXR_STATE_NEXT, -1, fx->run[r].off);
+        ce = cudaMemcpyAsync(fx->io.resolve(fx->io.ctx, &to), fx->io.resolve(fx->io.ctx, &from),
+                             fx->run[r].n * sizeof(float), cudaMemcpyDeviceToDevice, fx->stream);
+      }
+      what = "running statistics' copy";
+    }
     if (o->pack) { /* KRSC weight gradient -> the fp32 KCRS gradient slab (loss-scaled in mixed precision) */
       const struct dpt_layer_desc *l = &m->layers[op->conv];
       const struct dpt_cuda_tensor_plan *x = &fx->plan->t[l->in[0]];

@@ -41,6 +41,7 @@ enum dpt_fx_ref_kind {
   DPT_FXR_PARAM,  /* parameter slab + off */
   DPT_FXR_GRAD,   /* gradient slab + off */
   DPT_FXR_STATE,  /* state slab + off */
+  DPT_FXR_STATE_NEXT, /* the state slab's mirror + off (BN finalize's updated running statistics) */
   DPT_FXR_BNVEC,  /* BN layer id's vector off (DPT_FX_*) */
 };
 struct dpt_fx_ref {
@@ -77,6 +78,10 @@ struct dpt_cuda_fstep {
   size_t workspace;                    /* the largest workspace an op's plan needs */
   int from_cache, timed;               /* engines taken from the cache / chosen by timing */
   int probed;                          /* ops not built under ctx.probe: their key known to build */
+  int run_last;                        /* plan index of the last BN finalize, -1: none */
+  int n_run;
+  struct dpt_fuse_range *run;          /* [n_run] the state ranges it updates: copied from the mirror
+                                          to the slab after op run_last of a training forward */
 };
 
 /* Build every non-legacy op of plan->fuse (ctx: handle, device, cuDNN version, cache, errata,
@@ -90,7 +95,9 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
                          const struct dpt_cg_ctx *ctx, cudaStream_t stream, const struct dpt_cuda_fstep_io *io,
                          double bn_eps, double bn_momentum, int *failed, int *n_failed, struct dpt_err *err);
 /* Run plan op i (not a legacy op) on the stream.  training = 0 (validation): BN finalize is the
- * eval-mode scale/bias from the running statistics instead. */
+ * eval-mode scale/bias from the running statistics instead.  Training, after the last BN
+ * finalize: the running statistics' update, written to the mirror (DPT_FXR_STATE_NEXT), copied
+ * to the state slab (fx->run: one copy per range, usually one). */
 int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dpt_err *err);
 void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx);
 

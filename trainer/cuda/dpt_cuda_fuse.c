@@ -721,6 +721,37 @@ int dpt_cuda_fuse_layer_denied(const struct dpt_model *m, const struct dpt_fuse_
   return l >= 0 && l < m->n_layers ? l : -1;
 }
 
+static int by_off(const void *a, const void *b)
+{
+  size_t x = ((const struct dpt_fuse_range *)a)->off, y = ((const struct dpt_fuse_range *)b)->off;
+  return x < y ? -1 : x > y;
+}
+
+int dpt_cuda_fuse_running_ranges(const struct dpt_model *m, const struct dpt_fuse_plan *p, struct dpt_fuse_range *out,
+                                 int *last)
+{
+  int n = 0;
+  *last = -1;
+  for (int i = 0; i < p->n_fwd; i++) {
+    const struct dpt_fop *op = &p->ops[i];
+    if (op->kind != DPT_FOP_BN_FINALIZE || op->bn[0] < 0 || op->bn[0] >= m->n_layers || n >= m->n_layers) continue;
+    const struct dpt_layer_desc *l = &m->layers[op->bn[0]];
+    out[n++] = (struct dpt_fuse_range){l->s_off, 2 * (size_t)l->c_out};
+    *last = i;
+  }
+  qsort(out, (size_t)n, sizeof *out, by_off);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (k && out[k - 1].off + out[k - 1].n >= out[i].off) { /* adjacent (or overlapping): one copy */
+      size_t end = out[i].off + out[i].n;
+      if (end > out[k - 1].off + out[k - 1].n) out[k - 1].n = end - out[k - 1].off;
+    } else {
+      out[k++] = out[i];
+    }
+  }
+  return k;
+}
+
 int dpt_cuda_fuse_build(const struct dpt_model *m, const struct dpt_fuse_cfg *cfg, struct dpt_fuse_plan *plan,
                         struct dpt_err *err)
 {

@@ -207,6 +207,20 @@ int dpt_cuda_fuse_layer_denied(const struct dpt_model *m, const struct dpt_fuse_
 int dpt_cuda_fuse_check_buckets(const struct dpt_model *m, const struct dpt_fuse_plan *p, const struct dpt_bucket *b,
                                 int n, struct dpt_err *err);
 
+/* A range of the state slab, in floats. */
+struct dpt_fuse_range {
+  size_t off, n;
+};
+
+/* The running statistics the plan's BN finalize ops update: the state-slab ranges of their BNs
+ * (running mean and variance, [2][C] at the layer's s_off), ascending, adjacent ones merged,
+ * in out[0, return) (room for one per layer); *last is the plan index of the last BN finalize
+ * (-1 and 0 ranges when there is none).  The fused step has BN finalize write the update to a
+ * mirror of the slab (dpt_cg_aliased: not in place) and copies these ranges back after op
+ * *last; a BN on the legacy calls updates its statistics itself, so no range holds one. */
+int dpt_cuda_fuse_running_ranges(const struct dpt_model *m, const struct dpt_fuse_plan *p, struct dpt_fuse_range *out,
+                                 int *last);
+
 /* One line per op, "fwd  12 sbr_conv_stats layer1.0.conv2 [bn layer1.0.bn1 relu] ...", for logs. */
 void dpt_cuda_fuse_print(const struct dpt_model *m, const struct dpt_fuse_plan *plan, void *file /* FILE * */);
 

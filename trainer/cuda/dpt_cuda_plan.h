@@ -138,7 +138,11 @@ struct dpt_cuda_plan {
   size_t bn_saved_bytes;   /* saved mean / inverse std of every BN */
   size_t bn_fused_bytes;   /* fused step: per BN its sum / sum of squares, equivalent scale / bias and
                               backward coefficients cy, cx, cb, fp32 [7][C] (BN region, after the saved
-                              statistics: [bn_saved_bytes + the BNs' [7][C] in layer order]), else 0 */
+                              statistics: [bn_saved_bytes + the BNs' [7][C] in layer order]), then the
+                              running-statistics mirror at bn_next_off; else 0 */
+  size_t bn_next_off;      /* fused step: BN region offset (256-aligned) of a mirror of the state slab,
+                              fp32 [n_state]: BN finalize's updated running statistics, copied to the
+                              slab after the forward pass (dpt_cuda_fuse_running_ranges); else 0 */
   struct dpt_fuse_plan *fuse; /* the fused step's op plan (dpt_cuda_fuse.h) that the liveness above
                               follows (dpt_cuda_plan_build_ex, opts fuse), else NULL; owned */
   size_t io_bytes;         /* fp32 staging for input, output, output gradient, input gradient */

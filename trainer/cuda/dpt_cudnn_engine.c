@@ -452,7 +452,14 @@ int dpt_cg_execute_vp(const struct dpt_cg_ctx *ctx, struct dpt_cg_op *op, void *
   int same = vc->vp && vc->ws == ctx->workspace;
   for (int i = 0; same && i < op->n_uids; i++) same = vc->ptr[op->slot[i]] == ptrs[op->slot[i]];
   if (!same) { /* a new variant pack, kept for the next execution with the same pointers */
-    int bad = dpt_cg_misaligned(op, ptrs);
+    int bad = dpt_cg_aliased(&op->d, ptrs);
+    if (bad >= 0) {
+      char why[160];
+      snprintf(why, sizeof why, "%s at %p shares memory with the running statistics BN finalize reads",
+               dpt_cg_slot_name(bad), ptrs[bad]);
+      return dpt_cg_fail(ctx, &op->d, err, DPT_E_INPUT, "dpt_cg_execute", why);
+    }
+    bad = dpt_cg_misaligned(op, ptrs);
     if (bad >= 0) {
       char why[160];
       snprintf(why, sizeof why, "operand %s at %p is not %d-byte aligned, as the graph's tensors promise",

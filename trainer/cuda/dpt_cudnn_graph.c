@@ -9,6 +9,7 @@
 #include "dpt_cudnn_engine.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,8 @@ const char *dpt_cg_pattern_name(int p) { return p >= 0 && p < DPT_CG_NPATTERNS ?
 
 static const char *const slot_names[DPT_CG_NSLOTS] = {
     "X", "W", "Y", "S", "B", "R", "X2", "S2", "B2", "SUM", "SQSUM", "GAMMA", "BETA", "RMEAN", "RVAR",
-    "EQ_SCALE", "EQ_BIAS", "MEAN", "ISTD", "DY", "G", "DX", "DW", "DGAMMA", "DBETA", "C_DY", "C_X", "C_B"};
+    "RMEAN_NEXT", "RVAR_NEXT", "EQ_SCALE", "EQ_BIAS", "MEAN", "ISTD", "DY", "G", "DX", "DW", "DGAMMA", "DBETA",
+    "C_DY", "C_X", "C_B"};
 
 const char *dpt_cg_slot_name(int s) { return s >= 0 && s < DPT_CG_NSLOTS ? slot_names[s] : "?"; }
 
@@ -388,9 +390,9 @@ static void build_ops(struct gb *g)
     t[3] = st(g, DPT_CG_BETA, DPT_CG_F32, 1, c, 1, 1);
     t[4] = st(g, DPT_CG_RMEAN, DPT_CG_F32, 1, c, 1, 1);
     t[5] = st(g, DPT_CG_RVAR, DPT_CG_F32, 1, c, 1, 1);
-    /* the updated running statistics: their own uids, the same memory (in place, per channel) */
-    t[6] = tensor(g, DPT_CG_RMEAN, 200 + DPT_CG_RMEAN, DPT_CG_F32, 1, c, 1, 1, 0, 0);
-    t[7] = tensor(g, DPT_CG_RVAR, 200 + DPT_CG_RVAR, DPT_CG_F32, 1, c, 1, 1, 0, 0);
+    /* the updated running statistics: tensors and memory of their own (dpt_cg_aliased) */
+    t[6] = st(g, DPT_CG_RMEAN_NEXT, DPT_CG_F32, 1, c, 1, 1);
+    t[7] = st(g, DPT_CG_RVAR_NEXT, DPT_CG_F32, 1, c, 1, 1);
     t[8] = st(g, DPT_CG_MEAN, DPT_CG_F32, 1, c, 1, 1);
     t[9] = st(g, DPT_CG_ISTD, DPT_CG_F32, 1, c, 1, 1);
     t[10] = st(g, DPT_CG_EQ_SCALE, sb, 1, c, 1, 1);
@@ -524,7 +526,25 @@ static void build_ops(struct gb *g)
   o->graph = graph;
 }
 
-static int validate(const struct dpt_cg_desc *d, const struct dpt_cg_ctx *ctx, struct dpt_err *err)
+static int overlap(const void *a, const void *b, size_t bytes)
+{
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return a && b && x < y + bytes && y < x + bytes;
+}
+
+int dpt_cg_aliased(const struct dpt_cg_desc *d, void *const *ptrs)
+{
+  if (d->pattern != DPT_CG_BN_FINALIZE || !ptrs || d->c < 1) return -1;
+  size_t bytes = (size_t)d->c * sizeof(float);
+  static const int next[] = {DPT_CG_RMEAN_NEXT, DPT_CG_RVAR_NEXT};
+  for (int k = 0; k < 2; k++)
+    if (overlap(ptrs[next[k]], ptrs[DPT_CG_RMEAN], bytes) || overlap(ptrs[next[k]], ptrs[DPT_CG_RVAR], bytes))
+      return next[k];
+  return -1;
+}
+
+static int validate(const struct dpt_cg_desc *d, const struct dpt_cg_ctx *ctx, void *const *ptrs,
+                    struct dpt_err *err)
 {
   const char *why = NULL;
   if (d->pattern < 0 || d->pattern >= DPT_CG_NPATTERNS) why = "unknown pattern";
@@ -537,6 +557,9 @@ static int validate(const struct dpt_cg_desc *d, const struct dpt_cg_ctx *ctx, s
     why = "BN finalize needs eps > 0 and momentum in [0, 1]";
   else if (d->pattern == DPT_CG_DBN_WEIGHT && d->fork && !d->relu) why = "fork without ReLU (G would be DY)";
   else if (d->nchw && !may_be_nchw(d->pattern)) why = "NCHW is for a single convolution (fprop, dgrad, wgrad) only";
+  else if (dpt_cg_aliased(d, ptrs) >= 0)
+    why = "BN finalize's updated running statistics share memory with the running statistics it reads: give "
+          "RMEAN_NEXT / RVAR_NEXT buffers of their own and copy them back after it ran";
   else if (!ctx->dnn) why = "no cuDNN handle";
   if (!why) return 0;
   return dpt_cg_fail(ctx, d, err, DPT_E_INPUT, "describing the graph", why);
@@ -549,7 +572,7 @@ int dpt_cg_build(struct dpt_cg_ctx *ctx, const struct dpt_cg_desc *d, void *cons
   int rc;
   memset(op, 0, sizeof *op);
   op->d = *d;
-  if ((rc = validate(d, ctx, err))) return rc;
+  if ((rc = validate(d, ctx, ptrs, err))) return rc;
   dpt_cg_key(d, op->key, sizeof op->key);
   if (ctx->stats) ctx->stats->builds++;
   const char *known = ctx->cache ? dpt_engine_cache_none(ctx->cache, op->key) : NULL;

@@ -67,6 +67,7 @@ enum { DPT_CG_F32 = 0, DPT_CG_F16 = 1, DPT_CG_BF16 = 2 }; /* = DPT_DT_* / DPT_OP
 enum dpt_cg_slot {
   DPT_CG_X, DPT_CG_W, DPT_CG_Y, DPT_CG_S, DPT_CG_B, DPT_CG_R, DPT_CG_X2, DPT_CG_S2, DPT_CG_B2,
   DPT_CG_SUM, DPT_CG_SQSUM, DPT_CG_GAMMA, DPT_CG_BETA, DPT_CG_RMEAN, DPT_CG_RVAR,
+  DPT_CG_RMEAN_NEXT, DPT_CG_RVAR_NEXT, /* BN finalize's updated running statistics: not RMEAN / RVAR's memory */
   DPT_CG_EQ_SCALE, DPT_CG_EQ_BIAS, DPT_CG_MEAN, DPT_CG_ISTD,
   DPT_CG_DY, DPT_CG_G, DPT_CG_DX, DPT_CG_DW, DPT_CG_DGAMMA, DPT_CG_DBETA, DPT_CG_C_DY, DPT_CG_C_X, DPT_CG_C_B,
   DPT_CG_NSLOTS
@@ -155,6 +156,13 @@ struct dpt_cg_op {
 
 /* The engine-cache key of a description (no device needed). */
 void dpt_cg_key(const struct dpt_cg_desc *d, char *out, size_t len);
+/* BN finalize reads the running statistics (RMEAN, RVAR: [C] fp32 each) and writes their update
+ * to RMEAN_NEXT, RVAR_NEXT: cuDNN's graph API gives them two tensors and documents nothing of
+ * one memory being both (issue 22: not in place unless shown allowed), so the caller keeps two
+ * and copies the update back.  The first NEXT slot whose [C] overlaps RMEAN's or RVAR's, -1 when none or
+ * not BN finalize (no device needed); dpt_cg_build and dpt_cg_execute refuse such operands
+ * (DPT_E_INPUT). */
+int dpt_cg_aliased(const struct dpt_cg_desc *d, void *const *ptrs);
 /* The first slot op's graph uses whose pointer in ptrs is not DPT_CG_ALIGN-aligned, -1 when
  * none (no device needed).  dpt_cg_build refuses such operands (DPT_E_UNSUPPORTED: the caller
  * runs the layer on the legacy calls; nothing stored in the cache, another layer of the key

@@ -11,7 +11,10 @@
  *  - dpt_cg_key: the layout (nchw), determinism, accumulation and TF32 make distinct keys;
  *  - dpt_cg_build on bad input, before any cuDNN call: an empty tensor, a convolution without
  *    output, BN finalize's eps and momentum, an NCHW description of a fused pattern, no handle:
- *    DPT_E_INPUT naming the layer and the reason.
+ *    DPT_E_INPUT naming the layer and the reason;
+ *  - dpt_cg_aliased: BN finalize's updated running statistics (RMEAN_NEXT, RVAR_NEXT) sharing
+ *    any of the [C] floats it reads (RMEAN, RVAR) are named (in place, partial overlaps, at the
+ *    description's channel count), own or adjacent buffers pass; dpt_cg_build refuses them.
  * Device part (fp16 scale-bias-ReLU, [2, 8, 4, 4] NHWC):
  *  - a build whose scale vector sits 4 bytes past a 16-byte boundary (a BN's beta after a
  *    channel count that is not a multiple of 4) is refused with DPT_E_UNSUPPORTED naming S,
@@ -85,6 +88,50 @@ static void host_keys(void)
   CHECK(strstr(k[0], "nhwc") && strstr(k[1], "nchw") && !strstr(k[1], "det") && strstr(k[2], " det"),
         "layout and determinism in the key: '%s' / '%s' / '%s'", k[0], k[1], k[2]);
   printf("keys: %s | %s\n", k[0], k[2]);
+}
+
+/* BN finalize's update goes to memory of its own: dpt_cg_aliased names a NEXT slot whose [C]
+ * floats overlap RMEAN's or RVAR's (the same pointer, or a partial overlap), nothing otherwise
+ * (adjacent buffers, other patterns, unused slots). */
+static void host_aliased(void)
+{
+  static _Alignas(16) float buf[1024];
+  struct dpt_cg_desc d = {.pattern = DPT_CG_BN_FINALIZE, .n = 1, .c = 64, .h = 1, .w = 16, .eps = 1e-5, .momentum = 0.1};
+  void *ptrs[DPT_CG_NSLOTS] = {0};
+  ptrs[DPT_CG_RMEAN] = buf, ptrs[DPT_CG_RVAR] = buf + 64;
+  CHECK(dpt_cg_aliased(&d, ptrs) == -1, "no NEXT pointers: %d", dpt_cg_aliased(&d, ptrs));
+  ptrs[DPT_CG_RMEAN_NEXT] = buf + 512, ptrs[DPT_CG_RVAR_NEXT] = buf + 576;
+  CHECK(dpt_cg_aliased(&d, ptrs) == -1, "own buffers: %d", dpt_cg_aliased(&d, ptrs));
+  ptrs[DPT_CG_RMEAN_NEXT] = buf + 128; /* right after RVAR: touching, not sharing */
+  CHECK(dpt_cg_aliased(&d, ptrs) == -1, "adjacent buffers: %d", dpt_cg_aliased(&d, ptrs));
+  ptrs[DPT_CG_RMEAN_NEXT] = buf; /* in place, the way the fused step ran before issue 22 */
+  CHECK(dpt_cg_aliased(&d, ptrs) == DPT_CG_RMEAN_NEXT, "in place: %d", dpt_cg_aliased(&d, ptrs));
+  ptrs[DPT_CG_RMEAN_NEXT] = buf + 512, ptrs[DPT_CG_RVAR_NEXT] = buf + 100; /* a partial overlap of RVAR */
+  CHECK(dpt_cg_aliased(&d, ptrs) == DPT_CG_RVAR_NEXT, "partial overlap: %d", dpt_cg_aliased(&d, ptrs));
+  ptrs[DPT_CG_RVAR_NEXT] = buf + 1; /* ... and of both */
+  CHECK(dpt_cg_aliased(&d, ptrs) == DPT_CG_RVAR_NEXT, "overlaps both: %d", dpt_cg_aliased(&d, ptrs));
+  d.c = 16; /* the same pointers at 16 channels: RVAR_NEXT = RMEAN + 1 still overlaps */
+  CHECK(dpt_cg_aliased(&d, ptrs) == DPT_CG_RVAR_NEXT, "16 channels: %d", dpt_cg_aliased(&d, ptrs));
+  ptrs[DPT_CG_RVAR_NEXT] = buf + 80; /* 64 channels would reach RVAR's [64, 128); 16 end at 80 */
+  CHECK(dpt_cg_aliased(&d, ptrs) == -1, "16 channels, after RVAR's 16: %d", dpt_cg_aliased(&d, ptrs));
+  d.c = 64;
+  CHECK(dpt_cg_aliased(&d, ptrs) == DPT_CG_RVAR_NEXT, "64 channels, inside RVAR: %d", dpt_cg_aliased(&d, ptrs));
+  d.pattern = DPT_CG_SBR_APPLY; /* not BN finalize: the slots are not its */
+  CHECK(dpt_cg_aliased(&d, ptrs) == -1, "another pattern: %d", dpt_cg_aliased(&d, ptrs));
+  CHECK(dpt_cg_aliased(&d, NULL) == -1, "no pointers");
+  /* dpt_cg_build refuses it before cuDNN sees it (DPT_E_INPUT naming the layer and what to do) */
+  struct dpt_cg_ctx ctx;
+  struct dpt_cg_op op;
+  struct dpt_err err = {0};
+  memset(&ctx, 0, sizeof ctx);
+  ctx.dnn = (cudnnHandle_t)(uintptr_t)1; /* never used */
+  d.pattern = DPT_CG_BN_FINALIZE, d.layer = "layer1.0.bn1";
+  ptrs[DPT_CG_RVAR_NEXT] = buf + 64;
+  int rc = dpt_cg_build(&ctx, &d, ptrs, &op, &err);
+  CHECK(rc == DPT_E_INPUT && strstr(err.msg, "share memory") && strstr(err.msg, "layer1.0.bn1") &&
+            strstr(err.msg, "buffers of their own"),
+        "build with RVAR_NEXT = RVAR: rc %d: %s", rc, err.msg);
+  printf("aliasing: %s\n", err.msg);
 }
 
 static void refused(struct dpt_cg_desc d, const char *why)
@@ -225,6 +272,7 @@ int main(int argc, char **argv)
     host_misaligned();
     host_keys();
     host_bad_input();
+    host_aliased();
   }
   if (!failures) printf("test_cudnn_graph_align%s: all checks passed\n", argc > 1 ? " --device" : "");
   return failures != 0;

@@ -11,7 +11,9 @@
  *    format (u = 2^-11 fp16 / TF32, 2^-8 bf16), fp32 accumulation over K terms (K 2^-24) and
  *    the rounding of the stored output (u): |err| <= (3u + K 2^-24) sum|a b| + u |y| per
  *    convolution output, the sum of those bounds (+ M 2^-24 sum|y|) for the statistics,
- *    8 fp32 roundings (+ the rsqrt) for BN finalize, and the dBN coefficients checked against
+ *    8 fp32 roundings (+ the rsqrt) for BN finalize (its running-statistics update read from
+ *    RMEAN_NEXT / RVAR_NEXT, and the RMEAN / RVAR it read unchanged bit for bit after the
+ *    timing runs and two executions: not in place), and the dBN coefficients checked against
  *    the GPU's own dgamma / dbeta.  ReLU-backward masks are not compared where the recomputed
  *    BN output is within its bound of zero (its sign is not defined by the arithmetic).
  *    Required engines: convolution + statistics, BN finalize, dgrad, wgrad at every type,
@@ -378,8 +380,8 @@ static void t_finalize(struct env *e, int io, int C, int M)
     gamma[c] = 1 + 0.3f * frand(), beta[c] = 0.2f * frand(), rm[c] = 0.1f * frand(), rv[c] = 1 + 0.1f * frand();
   }
   void *ptrs[DPT_CG_NSLOTS] = {0};
-  int slots[] = {DPT_CG_SUM, DPT_CG_SQSUM, DPT_CG_GAMMA, DPT_CG_BETA, DPT_CG_RMEAN, DPT_CG_RVAR, DPT_CG_EQ_SCALE,
-                 DPT_CG_EQ_BIAS, DPT_CG_MEAN, DPT_CG_ISTD};
+  int slots[] = {DPT_CG_SUM,       DPT_CG_SQSUM,     DPT_CG_GAMMA,    DPT_CG_BETA,    DPT_CG_RMEAN, DPT_CG_RVAR,
+                 DPT_CG_RMEAN_NEXT, DPT_CG_RVAR_NEXT, DPT_CG_EQ_SCALE, DPT_CG_EQ_BIAS, DPT_CG_MEAN,  DPT_CG_ISTD};
   for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) ptrs[slots[i]] = dev(C, DPT_CG_F32);
   put(ptrs[DPT_CG_SUM], sum, C, DPT_CG_F32), put(ptrs[DPT_CG_SQSUM], sq, C, DPT_CG_F32);
   put(ptrs[DPT_CG_GAMMA], gamma, C, DPT_CG_F32), put(ptrs[DPT_CG_BETA], beta, C, DPT_CG_F32);
@@ -387,15 +389,19 @@ static void t_finalize(struct env *e, int io, int C, int M)
   struct geo g = geo_of(1, C, 1, M, 1, 1, 1, 0); /* count = n h w = M */
   struct dpt_cg_desc d = desc(DPT_CG_BN_FINALIZE, io, &g, 0, "test.bn");
   struct dpt_cg_op op;
-  /* the build times the op: the running statistics are updated then too; reset before the run */
+  /* the build times the op (several runs) and run_op runs it once more: the running statistics
+   * it reads stay as they were, bit for bit (the update goes to RMEAN_NEXT / RVAR_NEXT) */
   if (run_op(e, &d, ptrs, &op) == 0) {
-    put(ptrs[DPT_CG_RMEAN], rm, C, DPT_CG_F32), put(ptrs[DPT_CG_RVAR], rv, C, DPT_CG_F32);
     struct dpt_err err;
     CHECK(!dpt_cg_execute(&e->ctx, &op, ptrs, &err), "finalize execute: %s", err.msg);
+    float *m0 = get(ptrs[DPT_CG_RMEAN], C, DPT_CG_F32), *v0 = get(ptrs[DPT_CG_RVAR], C, DPT_CG_F32);
+    CHECK(!memcmp(m0, rm, (size_t)C * 4) && !memcmp(v0, rv, (size_t)C * 4),
+          "bn_finalize %s: the running statistics it reads changed (the update must go to the NEXT buffers)", tname(io));
+    free(m0), free(v0);
     struct bnref r;
     finalize_ref(C, (size_t)M, ds, dq, gamma, beta, rm, rv, d.eps, d.momentum, &r);
     const double *want[] = {r.eqs, r.eqb, r.mean, r.istd, r.rm, r.rv};
-    int out[] = {DPT_CG_EQ_SCALE, DPT_CG_EQ_BIAS, DPT_CG_MEAN, DPT_CG_ISTD, DPT_CG_RMEAN, DPT_CG_RVAR};
+    int out[] = {DPT_CG_EQ_SCALE, DPT_CG_EQ_BIAS, DPT_CG_MEAN, DPT_CG_ISTD, DPT_CG_RMEAN_NEXT, DPT_CG_RVAR_NEXT};
     /* error propagation through fp32 (u = 2^-24 per rounding): mean = sum/M; var = sq/M - mean^2
      * cancels (4u of sq/M + mean^2); istd = rsqrt(var + eps) (half the relative error of var,
      * + 4u for the rsqrt); eq_scale = gamma istd; eq_bias = beta - mean eq_scale; the running
@@ -741,7 +747,7 @@ struct step {
   void *x, *w, *y, *r, *dy, *gg, *dx, *dw;
   const char *layer;
 };
-enum { SUM, SQ, GAM, BET, RM, RV, EQS, EQB, MEAN, ISTD, DG, DB, CDY, CX, CB, NVEC }; /* per-BN vectors */
+enum { SUM, SQ, GAM, BET, RM, RV, RMN, RVN, EQS, EQB, MEAN, ISTD, DG, DB, CDY, CX, CB, NVEC }; /* per-BN vectors */
 
 /* The slots of a chain op: its tensors, and its BN's vectors (a convolution's statistics go to
  * the BN after it, its prologue is the BN before it). */
@@ -758,6 +764,7 @@ static void step_ptrs(const struct step *s, void *vec[][NVEC], void **p)
   } else {
     p[DPT_CG_SUM] = v[SUM], p[DPT_CG_SQSUM] = v[SQ], p[DPT_CG_GAMMA] = v[GAM], p[DPT_CG_BETA] = v[BET];
     p[DPT_CG_RMEAN] = v[RM], p[DPT_CG_RVAR] = v[RV], p[DPT_CG_EQ_SCALE] = v[EQS], p[DPT_CG_EQ_BIAS] = v[EQB];
+    p[DPT_CG_RMEAN_NEXT] = v[RMN], p[DPT_CG_RVAR_NEXT] = v[RVN];
     p[DPT_CG_MEAN] = v[MEAN], p[DPT_CG_ISTD] = v[ISTD], p[DPT_CG_DGAMMA] = v[DG], p[DPT_CG_DBETA] = v[DB];
     p[DPT_CG_C_DY] = v[CDY], p[DPT_CG_C_X] = v[CX], p[DPT_CG_C_B] = v[CB];
     if (s->pattern == DPT_CG_SBAR) p[DPT_CG_S] = v[EQS], p[DPT_CG_B] = v[EQB];
