@@ -273,7 +273,9 @@ PY
   if "$py" -c 'import mpi4py' 2>/dev/null; then
     srun --dpt=topology="$xml" --mpi=pmix "${common[@]}" "$py" "$here/mpi_check.py" "$dir/mpi-plain.json" \
       >"$dir/mpi-plain.log" 2>&1
-    check "srun --dpt --mpi=pmix: the mpi4py program succeeds" [ $? -eq 0 ]
+    rc=$?
+    check "srun --dpt --mpi=pmix: the mpi4py program succeeds" [ $rc -eq 0 ]
+    ((rc == 0)) || tail -20 "$dir/mpi-plain.log"
     check "... and without the plan's layout its MPI ranks are Slurm's, not the plan's" \
       mpi_verify "$dir/mpi-plain.json" 8 "$dir/plan.json" --expect-differ
     "$topo" plan --topology-conf "$dir/topology.conf" --nodes 'n[1-4]' --node-xml "$xml" \
