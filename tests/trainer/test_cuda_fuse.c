@@ -175,8 +175,8 @@ static void resnet50_half(void)
   CHECK(n_kind(&p, DPT_FOP_LEGACY_FWD, 0) == 3, "legacy forward %d", n_kind(&p, DPT_FOP_LEGACY_FWD, 0));
   CHECK(p.n_fwd == 126, "forward ops %d (21 + 32 + 53 + 1 + 12 + 4 + 3)", p.n_fwd);
   /* every BN fused, the state slab all BN statistics: one copy of the whole slab per forward */
-  CHECK(running_ranges(&m, &p, "resnet50 fp16") == 1, "running statistics: %d ranges, want 1",
-        running_ranges(&m, &p, "resnet50 fp16"));
+  int nr = running_ranges(&m, &p, "resnet50 fp16");
+  CHECK(nr == 1, "running statistics: %d ranges, want 1", nr);
   /* Backward.  Identity block: dBN weight of bn3 with the add's ReLU backward, forking g into
    * the block input's gradient; bn3 apply; conv3 and conv2: sbr_wgrad + dgrad_drelu_dbn (bn2,
    * bn1) + dBN apply; conv1: wgrad + dgrad accumulating onto g = 10.  Projection block: 2 dBN
