@@ -1,6 +1,9 @@
-/* dpt_backend_cuda.c — the CUDA backend (see dpt_backend_cuda.h): its ops, the step; its set-up
- * (options, device checks, allocations, layers, the fused step's graphs) is in
- * dpt_backend_cuda_create.c.
+/* dpt_backend_cuda.c — the CUDA backend (see dpt_backend_cuda.h): its ops table, errors and
+ * allocations, the forward and backward walks, the slabs.  Its other rooms: the set-up (options,
+ * device checks, allocations, layers, the fused step's graphs) in dpt_backend_cuda_create.c; the
+ * input's staging and upload in dpt_backend_cuda_input.c; CUDA-graph steps in
+ * dpt_backend_cuda_gstep.c; the loss and the loss scaler in dpt_backend_cuda_loss.c; the optimizers
+ * in dpt_backend_cuda_optim.c.
  *
  * cuDNN 9 still ships the legacy convolution / batch-norm / activation /
  * pooling API used here (libcudnn_cnn / libcudnn_ops) and tags it deprecated
@@ -25,8 +28,6 @@
  * writes its input's gradient with beta = 0 the first time and beta = 1 when
  * another consumer already wrote it (residual forks), so no extra
  * accumulation pass is needed. */
-#include <errno.h>
-#include <time.h>
 
 #include "dpt_backend_cuda_priv.h"
 
@@ -122,202 +123,7 @@ fail:
   return rc;
 }
 
-
-
-
-
-
-/* ---- backend ops ------------------------------------------------------------ */
-
-static int out_tid(const struct cu_backend *cb)
-{
-  return cb->pub.model->layers[cb->pub.model->n_layers - 1].out;
-}
-
-
-/* Before the host rewrites a staging slot: its upload of NSTAGE steps ago must be done.  In
- * steady state the GPU runs that far behind at most; a wait that blocks is counted
- * (stage_waits), apart from host_syncs (the waits for the work just enqueued). */
-static int stage_wait(struct cu_backend *cb, cudaEvent_t ev, int *used, const char *what, struct dpt_err *err)
-{
-  int rc = 0;
-  if (!*used) return 0;
-  cudaError_t q = cudaEventQuery(ev);
-  if (q == cudaErrorNotReady) {
-    cb->stage_waits++;
-    CUDA_CK(cudaEventSynchronize, (ev), -1, what);
-  } else if (q != cudaSuccess) {
-    return dpt_cuda_call_fail(cb, -1, what, "cudaEventQuery", cudaGetErrorString(q), err);
-  }
-  *used = 0;
-  return 0;
-fail:
-  return rc;
-}
-
-/* ---- CUDA-graph steps (--cuda-graph; the decisions are dpt_cuda_capture's) ---------------- *
- * A step announced with ops->step_begin goes through its capture plan item by item
- * (graph_item): eager the first time its key is seen (every call does its work), captured the
- * second (the segment's work is recorded from its first item to its last, then instantiated and
- * launched), replayed after that (the calls do their host points only and launch the graphs).
- * The host points stay outside the graphs: the uploads of the batch and the labels go on the
- * upload stream and the compute stream waits for them right before it launches a segment (an
- * eager step: before the work); the learning rate is written to lr_dev before the first
- * segment; the events the uploads wait for (in_free, lab_free) are recorded inside the graph as
- * external events. */
-
-static int pre_wait_flush(struct cu_backend *cb, struct dpt_err *err)
-{
-  int rc = 0;
-  for (int i = 0; i < cb->n_pre_wait; i++)
-    CUDA_CK(cudaStreamWaitEvent, (cb->stream, cb->pre_wait[i], 0), -1, "upload of the step's batch");
-  cb->n_pre_wait = 0;
-  return 0;
-fail:
-  return rc;
-}
-
-static void pre_wait_add(struct cu_backend *cb, cudaEvent_t ev)
-{
-  if (cb->n_pre_wait < (int)(sizeof cb->pre_wait / sizeof *cb->pre_wait)) cb->pre_wait[cb->n_pre_wait++] = ev;
-}
-
-/* Item (kind, index) of the announced step is next: *act, what to do with its work.  A
- * captured segment begins before its first item; its last item leaves it to graph_call_end. */
-static int graph_item(struct cu_backend *cb, int kind, int index, int *act, struct dpt_err *err)
-{
-  int seg, first, last, rc;
-  *act = DPT_CAPA_RUN;
-  if (!cb->gstep) return 0;
-  if ((rc = dpt_cuda_capture_item(&cb->cap, kind, index, act, &seg, &first, &last, err))) return rc;
-  if (*act == DPT_CAPA_RECORD && first && (rc = dpt_cuda_graphs_begin(&cb->graphs, cb->stream, cb->gslot, seg, err)))
-    return rc;
-  if ((*act == DPT_CAPA_RECORD || *act == DPT_CAPA_SKIP) && last) cb->launch_seg = seg;
-  if (*act == DPT_CAPA_RUN && kind < DPT_HOST_INPUT) return pre_wait_flush(cb, err); /* eager: wait now */
-  return 0;
-}
-
-/* The end of a backend call in a graph step (rc: its status so far): a segment whose last item
- * it did ends (capture: instantiated) and is launched after the uploads; when the backend's
- * part of the step is done, graph mode ends.  An error drops the step and its capture. */
-static int graph_call_end(struct cu_backend *cb, int rc, struct dpt_err *err)
-{
-  int seg = cb->launch_seg;
-  cb->launch_seg = -1;
-  if (!rc && seg >= 0) {
-    if (cb->gmode == DPT_CAPM_CAPTURE) rc = dpt_cuda_graphs_end(&cb->graphs, cb->stream, err);
-    if (!rc) rc = pre_wait_flush(cb, err);
-    if (!rc) rc = dpt_cuda_graphs_launch(&cb->graphs, cb->stream, cb->gslot, seg, err);
-  }
-  if (rc) {
-    dpt_cuda_graphs_abort(&cb->graphs, cb->stream);
-    dpt_cuda_capture_abort(&cb->cap);
-    if (cb->gslot >= 0 && cb->gmode == DPT_CAPM_CAPTURE) { /* not kept: eager, then captured again */
-      cb->cap.slot[cb->gslot].captured = 0;
-      cb->cap.slot[cb->gslot].seen = 0;
-      dpt_cuda_graphs_drop(&cb->graphs, cb->gslot);
-    }
-    cb->gstep = 0;
-    cb->n_pre_wait = 0;
-    return rc;
-  }
-  if (!cb->cap.in_step) cb->gstep = 0;
-  return 0;
-}
-
-/* Whether x is pinned host memory (cudaHostAlloc: dpt-train's loader slots), which the upload
- * reads by DMA as it is; pageable memory answers cudaMemoryTypeUnregistered. */
-static int host_pinned(const void *x)
-{
-  struct cudaPointerAttributes pa;
-  if (cudaPointerGetAttributes(&pa, x) != cudaSuccess) {
-    cudaGetLastError(); /* not an error of the step: the staging copy then */
-    return 0;
-  }
-  return pa.type == cudaMemoryTypeHost;
-}
-
-/* The DMA of host images x into in32 on the upload stream, once the last forward has cast in32
- * (in_free): pageable x is first copied into pinned slot k (its upload of NSTAGE steps ago done),
- * pinned x (the loader's slot, host_alloc) goes up as it is.  *slot: the slot whose event (x_ev)
- * marks the upload done; *pinned: x went up in place, so the caller waits for that event before x
- * is the caller's again. */
-static int upload_input(struct cu_backend *cb, const float *x, int *slot, int *pinned, struct dpt_err *err)
-{
-  const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
-  int rc = 0, k = cb->x_slot, pin = host_pinned(x);
-  size_t xbytes = n_elems(ip) * sizeof(float);
-  if ((rc = stage_wait(cb, cb->x_ev[k], &cb->x_used[k], "input staging", err))) goto fail;
-  if (!pin) memcpy(cb->stage_x[k], x, xbytes);
-  CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->in_free, 0), -1, "input");
-  CUDA_CK(cudaMemcpyAsync, (cb->in32, pin ? (const void *)x : cb->stage_x[k], xbytes, cudaMemcpyHostToDevice,
-                            cb->up_stream), -1, "input");
-  CUDA_CK(cudaEventRecord, (cb->x_ev[k], cb->up_stream), -1, "input");
-  cb->x_used[k] = 1;
-  if (!pin) cb->x_slot = (k + 1) % NSTAGE; /* pinned: the slot is waited for below, k reused */
-  *slot = k;
-  *pinned = pin;
-  return 0;
-fail:
-  return rc;
-}
-
-/* The host part of a forward from host images (x is the caller's again on return): x's upload
- * (upload_input), or the one ops->prefetch started for this x while the last step ran; *done: the
- * event the compute stream waits for before the cast.  Pinned x is waited for: a 154-MB batch
- * (ResNet-50, 224 px, batch 256) cost 25 ms of host memcpy per step on the H200's host when it
- * was copied into staging, with the GPU idle whenever the host had waited for the loss; its DMA
- * (2.8 ms there) is on the GPU's path unless it was prefetched. */
-static int stage_input(struct cu_backend *cb, const float *x, cudaEvent_t *done, struct dpt_err *err)
-{
-  int rc = 0, k, pinned;
-  if (cb->pre_x && cb->pre_x == x) { /* its upload is under way since ops->prefetch */
-    k = cb->pre_slot, pinned = cb->pre_pinned;
-  } else if ((rc = upload_input(cb, x, &k, &pinned, err))) {
-    goto fail;
-  }
-  cb->pre_x = NULL; /* in32 holds x now, whatever was prefetched */
-  *done = cb->x_ev[k];
-  if (pinned) return stage_wait(cb, cb->x_ev[k], &cb->x_used[k], "input upload", err); /* the slot, k reused */
-  return 0;
-fail:
-  return rc;
-}
-
-/* ops->prefetch: the next forward's images go up now, behind the current step's input cast, while
- * the step runs (dpt-train gives them before it waits for a log line's loss: the double buffering
- * of the input); the forward with the same x finds them in in32 (stage_input).  A forward of
- * other images in between overwrites in32 and forgets them. */
-static int cu_prefetch(struct dpt_backend *be, const float *x, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "prefetch");
-  cb->pre_x = NULL;
-  if ((rc = upload_input(cb, x, &cb->pre_slot, &cb->pre_pinned, err))) goto fail;
-  cb->pre_x = x;
-  return 0;
-fail:
-  return rc;
-}
-
-/* NCHW fp32 images (in32) -> the input tensor (NHWC, channels padded in 16 bits; NCHW: a copy); in_free after
- * it (external: recorded by a captured graph's node, waited for by the next upload). */
-static int cast_input(struct cu_backend *cb, int external, struct dpt_err *err)
-{
-  const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
-  int rc = 0;
-  if (!ip->nhwc) /* NCHW fp32 (plan.nchw): the images as they came */
-    CUDA_CK(cudaMemcpyAsync, (cb->t[0].buf, cb->in32, ip->bytes, cudaMemcpyDeviceToDevice, cb->stream), -1, "input");
-  else
-    KERN_CK(dpt_cuda_nchw32_to_nhwc, (cb->in32, cb->t[0].buf, tensor_dtype(cb, 0), ip->n, ip->c, (size_t)ip->h * ip->w,
-                                      ip->c_stored, 1.0f, cb->stream), -1, "input");
-  CUDA_CK(cudaEventRecordWithFlags, (cb->in_free, cb->stream, external ? cudaEventRecordExternal : cudaEventRecordDefault),
-          -1, "input");
-  return 0;
-fail:
-  return rc;
-}
+/* ---- the step's walks -------------------------------------------------------- */
 
 static int forward_layers(struct cu_backend *cb, int training, float *out, struct dpt_err *err);
 
@@ -334,7 +140,7 @@ static int graph_forward(struct cu_backend *cb, const float *x, const void *xd, 
                      "to the host (forward with out)");
     goto fail;
   }
-  if ((rc = graph_item(cb, DPT_HOST_INPUT, -1, &act, err))) goto fail;
+  if ((rc = dpt_cuda_gstep_item(cb, DPT_HOST_INPUT, -1, &act, err))) goto fail;
   if (xd) {
     cb->t[0].buf = cb->in_own;
     if (ready) CUDA_CK(cudaStreamWaitEvent, (cb->stream, (cudaEvent_t)ready, 0), -1, "device input ready event");
@@ -342,20 +148,20 @@ static int graph_forward(struct cu_backend *cb, const float *x, const void *xd, 
             "device input");
   } else {
     cb->t[0].buf = cb->in_own;
-    if ((rc = stage_input(cb, x, &up, err))) goto fail;
-    pre_wait_add(cb, up);
+    if ((rc = dpt_cuda_input_stage(cb, x, &up, err))) goto fail;
+    dpt_cuda_gstep_wait(cb, up);
   }
   if (training) {
-    if ((rc = graph_item(cb, DPT_HOST_SCALARS, -1, &act, err))) goto fail;
+    if ((rc = dpt_cuda_gstep_item(cb, DPT_HOST_SCALARS, -1, &act, err))) goto fail;
     KERN_CK(dpt_cuda_set_f32, (cb->lr_dev, cb->step_lr, cb->stream), -1, "learning rate");
   }
-  if ((rc = graph_item(cb, DPT_CAP_FORWARD, -1, &act, err))) goto fail;
+  if ((rc = dpt_cuda_gstep_item(cb, DPT_CAP_FORWARD, -1, &act, err))) goto fail;
   if (act != DPT_CAPA_SKIP) {
-    if (!xd && (rc = cast_input(cb, act == DPT_CAPA_RECORD, err))) goto fail;
+    if (!xd && (rc = dpt_cuda_input_cast(cb, act == DPT_CAPA_RECORD, err))) goto fail;
     rc = forward_layers(cb, training, NULL, err);
   }
 fail:
-  return graph_call_end(cb, rc, err);
+  return dpt_cuda_gstep_end(cb, rc, err);
 }
 
 /* The layers from the input tensor (t[0].buf) on, then the logits in fp32 on the device
@@ -398,24 +204,12 @@ static int cu_forward(struct dpt_backend *be, const float *x, int training, floa
   if (cb->gstep) return graph_forward(cb, x, NULL, NULL, training, out, err);
   cb->t[0].buf = cb->in_own; /* the input tensor is ours again (after a forward_device) */
   /* the images: staged, uploaded on the upload stream, then cast on the stream */
-  if ((rc = stage_input(cb, x, &up, err))) goto fail;
+  if ((rc = dpt_cuda_input_stage(cb, x, &up, err))) goto fail;
   CUDA_CK(cudaStreamWaitEvent, (cb->stream, up, 0), -1, "input");
-  if ((rc = cast_input(cb, 0, err))) goto fail;
+  if ((rc = dpt_cuda_input_cast(cb, 0, err))) goto fail;
   return forward_layers(cb, training, out, err);
 fail:
   return rc;
-}
-
-/* ops->input_format: the input tensor's plan (dpt_cuda_plan_input_format), this device and
- * stream. */
-static int cu_input_format(struct dpt_backend *be, struct dpt_input_format *f, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  (void)err;
-  dpt_cuda_plan_input_format(&cb->plan, f);
-  f->device = cb->dev;
-  f->stream = (void *)cb->stream;
-  return 0;
 }
 
 /* ops->forward_device: x is already the input tensor (the loader wrote it in the plan's
@@ -476,7 +270,7 @@ static int graph_items_until(struct cu_backend *cb, int kind, int index, struct 
   int rc = 0, act;
   while (cb->gstep && cb->bw_done < cb->bw_n) {
     const struct dpt_cap_item *it = &cb->bw_items[cb->bw_done++];
-    if ((rc = graph_item(cb, it->kind, it->index, &act, err))) return rc;
+    if ((rc = dpt_cuda_gstep_item(cb, it->kind, it->index, &act, err))) return rc;
     if (it->kind == kind && it->index == index) break;
   }
   return 0;
@@ -508,7 +302,7 @@ static int graph_backward(struct cu_backend *cb, const float *dout, float *dx, s
   if (cb->gmode != DPT_CAPM_REPLAY) rc = backward_walk(cb, NULL, NULL, err);
   if (!rc) rc = graph_items_until(cb, -1, 0, err);
 done:
-  return graph_call_end(cb, rc, err);
+  return dpt_cuda_gstep_end(cb, rc, err);
 }
 
 static int cu_backward(struct dpt_backend *be, const float *dout, float *dx, struct dpt_err *err)
@@ -636,80 +430,6 @@ static void cu_destroy(struct dpt_backend *be)
   free(cb);
 }
 
-static int cu_sgd_init(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
-                       const unsigned char *mask, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  size_t n = be->model->n_params;
-  int rc = 0;
-  void *p;
-  (void)p;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD set-up");
-  /* velocity and mask live in the plan's SGD region: no allocation here */
-  CUDA_CK(cudaMemsetAsync, (cb->velocity, 0, n * 4, cb->stream), -1, "SGD momentum buffer");
-  if (mask)
-    CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1,
-            "weight-decay mask");
-  if ((rc = dpt_cuda_stream_sync(cb, -1, "SGD set-up", err))) return rc;
-  cb->sgd_momentum = momentum;
-  cb->sgd_wd = weight_decay;
-  cb->sgd_nesterov = nesterov;
-  cb->sgd_ready = 1 + !!mask; /* 2: masked */
-  return 0;
-fail:
-  return rc;
-}
-
-static int graph_sgd_step(struct cu_backend *cb, const float *grads, struct dpt_err *err);
-
-static int cu_sgd_step(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  size_t n = be->model->n_params;
-  int rc = 0;
-  if (!cb->sgd_ready)
-    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: sgd_step before sgd_init");
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD");
-  if (cb->gstep) return graph_sgd_step(cb, grads, err);
-  const float *g = be->grads;
-  if (grads && grads == be->pending) /* the double-buffered averaged gradient, already on the device */
-    g = be->pending;
-  else if (grads) { /* the double-buffered averaged gradient, from the host: the caller's again on
-                      * return (a pinned buffer is read by DMA: wait for it) */
-    CUDA_CK(cudaMemcpyAsync, (be->grads, grads, n * 4, cudaMemcpyHostToDevice, cb->stream), -1,
-            "SGD gradient upload");
-    if ((rc = dpt_cuda_stream_sync(cb, -1, "SGD gradient upload", err))) return rc;
-  }
-  /* mixed precision: the step is skipped on the device when the overflow flag that
-   * dpt_backend_cuda_check_overflow set after the all-reduce says so (no host wait); the fused
-   * optimizer writes the weight copies the next forward reads in the same pass */
-  rc = dpt_cuda_optim_launch(cb, g, lr, NULL, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov,
-                             cb->sgd_ready == 2 ? cb->mask : NULL,
-                             cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
-  cb->overflow_armed = 0;
-  return rc;
-fail:
-  return rc;
-}
-
-/* sgd_step in a graph step: the update reads the learning rate the step wrote to lr_dev. */
-static int graph_sgd_step(struct cu_backend *cb, const float *grads, struct dpt_err *err)
-{
-  int rc = 0, act;
-  if (grads) {
-    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: a captured step updates from its own gradient slab");
-    goto done;
-  }
-  if ((rc = graph_item(cb, DPT_CAP_UPDATE, -1, &act, err))) goto done;
-  if (act != DPT_CAPA_SKIP)
-    rc = dpt_cuda_optim_launch(cb, cb->pub.grads, 0.0f, cb->lr_dev, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov,
-                               cb->sgd_ready == 2 ? cb->mask : NULL,
-                               cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
-  cb->overflow_armed = 0;
-done:
-  return graph_call_end(cb, rc, err);
-}
-
 static int cu_sync(struct dpt_backend *be, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
@@ -778,136 +498,9 @@ fail:
   return rc;
 }
 
-/* ---- the loss, its totals, the loss scaler: on the device ---------------------- */
-
-/* Loss on the device: labels go up (from pinned staging, or the caller's buffer for the
- * blocking dpt_backend_cuda_loss), the softmax kernel writes the output gradient (dout32)
- * and the per-row loss and rank. */
-static int loss_enqueue(struct cu_backend *cb, const int *labels, float smoothing, float grad_scale,
-                        struct dpt_err *err)
-{
-  int rc = 0, N = cb->pub.opts.batch, o = out_tid(cb);
-  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
-  int K = op->c * op->h * op->w;
-  CUDA_CK(cudaMemcpyAsync, (cb->labels, labels, (size_t)N * sizeof(int), cudaMemcpyHostToDevice, cb->stream), -1,
-          "loss");
-  KERN_CK(dpt_cuda_softmax_xent, (cb->out32, cb->labels, N, K, smoothing, grad_scale, cb->dout32, cb->loss_rows,
-                                  cb->rank, cb->stream), -1, "loss");
-  return 0;
-fail:
-  return rc;
-}
-
-/* loss in a graph step: the labels of staging slot k go up on the upload stream (a host point:
- * after the previous loss kernel read the device copy, lab_free), then the loss kernels
- * (smoothing and grad_scale are kernel arguments: the same every step of a run). */
-static int graph_loss(struct cu_backend *cb, int k, float smoothing, float grad_scale, struct dpt_err *err)
-{
-  int rc = 0, act, N = cb->pub.opts.batch, o = out_tid(cb);
-  const struct dpt_cuda_tensor_plan *op = &cb->plan.t[o];
-  CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->lab_free, 0), -1, "labels");
-  CUDA_CK(cudaMemcpyAsync, (cb->labels, cb->stage_lab[k], (size_t)N * sizeof(int), cudaMemcpyHostToDevice,
-                            cb->up_stream), -1, "labels");
-  CUDA_CK(cudaEventRecord, (cb->lab_ev[k], cb->up_stream), -1, "labels");
-  cb->lab_used[k] = 1;
-  cb->lab_slot = (k + 1) % NSTAGE;
-  pre_wait_add(cb, cb->lab_ev[k]);
-  if ((rc = graph_item(cb, DPT_CAP_LOSS, -1, &act, err))) goto fail;
-  if (act != DPT_CAPA_SKIP) {
-    KERN_CK(dpt_cuda_softmax_xent, (cb->out32, cb->labels, N, op->c * op->h * op->w, smoothing, grad_scale,
-                                    cb->dout32, cb->loss_rows, cb->rank, cb->stream), -1, "loss");
-    CUDA_CK(cudaEventRecordWithFlags, (cb->lab_free, cb->stream, act == DPT_CAPA_RECORD ? cudaEventRecordExternal
-                                                                                        : cudaEventRecordDefault),
-            -1, "loss");
-    KERN_CK(dpt_cuda_loss_accumulate, (cb->loss_rows, cb->rank, N, cb->tot, cb->stream), -1, "loss totals");
-  }
-fail:
-  return graph_call_end(cb, rc, err);
-}
-
-/* ops->join: the update waits for a device communicator's all-reduces (no host wait). */
-static int cu_join(struct dpt_backend *be, void *event, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0, act;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "join");
-  if ((rc = graph_item(cb, DPT_CAP_JOIN, -1, &act, err))) goto fail;
-  if (act != DPT_CAPA_SKIP && event)
-    CUDA_CK(cudaStreamWaitEvent, (cb->stream, (cudaEvent_t)event, 0), -1, "the communicator's all-reduces");
-fail:
-  return cb->gstep ? graph_call_end(cb, rc, err) : rc;
-}
-
-/* ops->step_begin: what the next calls are (dpt_cuda_capture.h) when --cuda-graph is on. */
-static int cu_step_begin(struct dpt_backend *be, const struct dpt_cap_step *s, float lr, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int mode, slot, evict, rc;
-  if (!be->graph) return 0;
-  if (cb->graphs.capturing) dpt_cuda_graphs_abort(&cb->graphs, cb->stream); /* an unfinished step */
-  cb->gstep = 0;
-  cb->launch_seg = -1;
-  cb->n_pre_wait = 0;
-  if ((rc = dpt_cuda_capture_begin(&cb->cap, s, &mode, &slot, &evict, err))) return rc;
-  if (evict >= 0) dpt_cuda_graphs_drop(&cb->graphs, evict);
-  if (!cb->cap.in_step) { /* a step the backend cannot capture: as it comes, said once */
-    if (!cb->said_uncaptured) {
-      fprintf(stderr, "dpt-train: cuda backend: --cuda-graph: steps run uncaptured: %s\n",
-              dpt_cuda_capture_unsupported(s));
-      cb->said_uncaptured = 1;
-    }
-    return 0;
-  }
-  cb->gstep = 1;
-  cb->gmode = mode;
-  cb->gslot = slot;
-  cb->step = *s;
-  cb->step_lr = lr;
-  return 0;
-}
-
 static const char *cu_notes(struct dpt_backend *be)
 {
   return CB(be)->notes;
-}
-
-static int cu_loss(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
-                   struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0, k = cb->lab_slot, N = be->opts.batch;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss");
-  if ((rc = stage_wait(cb, cb->lab_ev[k], &cb->lab_used[k], "label staging", err))) return rc;
-  memcpy(cb->stage_lab[k], labels, (size_t)N * sizeof(int));
-  if (cb->gstep) return graph_loss(cb, k, smoothing, grad_scale, err);
-  if ((rc = loss_enqueue(cb, cb->stage_lab[k], smoothing, grad_scale, err))) return rc;
-  CUDA_CK(cudaEventRecord, (cb->lab_ev[k], cb->stream), -1, "loss");
-  cb->lab_used[k] = 1;
-  cb->lab_slot = (k + 1) % NSTAGE;
-  KERN_CK(dpt_cuda_loss_accumulate, (cb->loss_rows, cb->rank, N, cb->tot, cb->stream), -1, "loss totals");
-  return 0;
-fail:
-  return rc;
-}
-
-static int cu_loss_totals(struct dpt_backend *be, struct dpt_loss_totals *t, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss totals");
-  CUDA_CK(cudaMemcpyAsync, (cb->tot_host, cb->tot, 4 * sizeof(double), cudaMemcpyDeviceToHost, cb->stream), -1,
-          "loss totals");
-  CUDA_CK(cudaMemsetAsync, (cb->tot, 0, 4 * sizeof(double), cb->stream), -1, "loss totals");
-  if ((rc = dpt_cuda_stream_sync(cb, -1, "loss totals (an asynchronous fault in the steps since the last ones; "
-                        "DPT_CUDA_SYNC_DEBUG=1 names its layer)", err)))
-    return rc;
-  t->loss_sum = cb->tot_host[0];
-  t->top1 = (long)cb->tot_host[1];
-  t->top5 = (long)cb->tot_host[2];
-  t->rows = (long)cb->tot_host[3];
-  return 0;
-fail:
-  return rc;
 }
 
 static long cu_host_waits(const struct dpt_backend *be)
@@ -915,137 +508,26 @@ static long cu_host_waits(const struct dpt_backend *be)
   return CB(be)->host_syncs;
 }
 
-static int need_mixed(struct cu_backend *cb, const char *what, struct dpt_err *err)
-{
-  if (cb->plan.precision == DPT_CUDA_MIXED) return 0;
-  return dpt_err_set(err, DPT_E_INPUT, "cuda backend: %s is mixed precision's (this backend runs %s)", what,
-                     cb->pub.precision);
-}
-
-static int cu_scaler_get(struct dpt_backend *be, struct dpt_loss_scaler *s, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0;
-  if ((rc = need_mixed(cb, "the loss scaler", err))) return rc;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss scaler");
-  CUDA_CK(cudaMemcpyAsync, (cb->scaler_host, cb->scaler, sizeof *s, cudaMemcpyDeviceToHost, cb->stream), -1,
-          "loss scaler");
-  if ((rc = dpt_cuda_stream_sync(cb, -1, "loss scaler", err))) return rc;
-  *s = *cb->scaler_host;
-  return 0;
-fail:
-  return rc;
-}
-
-static int cu_scaler_set(struct dpt_backend *be, const struct dpt_loss_scaler *s, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0;
-  if ((rc = need_mixed(cb, "the loss scaler", err))) return rc;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "loss scaler");
-  *cb->scaler_host = *s; /* no copy into it is in flight: scaler_get waits for its own */
-  CUDA_CK(cudaMemcpyAsync, (cb->scaler, cb->scaler_host, sizeof *s, cudaMemcpyHostToDevice, cb->stream), -1,
-          "loss scaler");
-  return dpt_cuda_stream_sync(cb, -1, "loss scaler", err);
-fail:
-  return rc;
-}
-
-static void *cu_host_alloc(struct dpt_backend *be, size_t bytes)
-{
-  void *p = NULL;
-  if (cudaSetDevice(CB(be)->dev) != cudaSuccess || cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
-    cudaGetLastError(); /* the caller reports the failure; the runtime's last error is not left set */
-    return NULL;
-  }
-  return p;
-}
-
-static void cu_host_free(struct dpt_backend *be, void *p)
-{
-  (void)be;
-  cudaFreeHost(p);
-}
+/* ---- the ops table ------------------------------------------------------------ */
 
 const struct dpt_backend_ops dpt_cuda_ops = {
-    .name = "cuda", .forward = cu_forward, .backward = cu_backward, .copy_slab = cu_copy_slab,
-    .memory_bytes = cu_memory_bytes, .destroy = cu_destroy, .sgd_init = cu_sgd_init, .lars_init = dpt_backend_cuda_lars_init, .rmsw_init = dpt_backend_cuda_rmsw_init,
-    .sgd_step = cu_sgd_step, .sync = cu_sync, .peak_bytes = cu_peak_bytes,
-    .overflow_check = dpt_backend_cuda_check_overflow, .scaler_get = cu_scaler_get, .scaler_set = cu_scaler_set,
+    .name = "cuda",
+    /* the step's walks, slabs, memory (here) */
+    .forward = cu_forward, .forward_device = cu_forward_device, .backward = cu_backward, .sync = cu_sync,
+    .copy_slab = cu_copy_slab, .memory_bytes = cu_memory_bytes, .peak_bytes = cu_peak_bytes,
+    .host_waits = cu_host_waits, .notes = cu_notes, .destroy = cu_destroy,
     .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads,
-    .loss = cu_loss, .loss_totals = cu_loss_totals, .host_waits = cu_host_waits, .host_alloc = cu_host_alloc,
-    .host_free = cu_host_free, .input_format = cu_input_format, .forward_device = cu_forward_device,
-    .step_begin = cu_step_begin, .join = cu_join, .notes = cu_notes, .prefetch = cu_prefetch};
-
-/* ---- the step-side extras (the tests' direct calls) ----------------------------- */
-
-int dpt_backend_cuda_loss(struct dpt_backend *be, const int *labels, float smoothing,
-                          float grad_scale, double *loss_sum, int *top1, int *top5,
-                          struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0, N = be->opts.batch;
-  float *loss = malloc((size_t)N * sizeof *loss);
-  int *rank = malloc((size_t)N * sizeof *rank);
-  if (!loss || !rank) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "cuda backend: out of memory");
-    goto fail;
-  }
-  if ((rc = loss_enqueue(cb, labels, smoothing, grad_scale, err))) goto fail;
-  CUDA_CK(cudaMemcpyAsync, (loss, cb->loss_rows, (size_t)N * 4, cudaMemcpyDeviceToHost, cb->stream), -1, "loss");
-  CUDA_CK(cudaMemcpyAsync, (rank, cb->rank, (size_t)N * 4, cudaMemcpyDeviceToHost, cb->stream), -1, "loss");
-  if ((rc = dpt_cuda_stream_sync(cb, -1, "loss", err))) goto fail;
-  double s = 0;
-  int t1 = 0, t5 = 0;
-  for (int i = 0; i < N; i++) {
-    s += loss[i];
-    t1 += rank[i] == 0;
-    t5 += rank[i] >= 0 && rank[i] < 5;
-  }
-  *loss_sum = s;
-  if (top1) *top1 = t1;
-  if (top5) *top5 = t5;
-fail:
-  free(loss);
-  free(rank);
-  return rc;
-}
-
-
-int dpt_backend_cuda_grads_finite(struct dpt_backend *be, const float *buf, int *finite, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0, flag = 0;
-  CUDA_CK(cudaMemsetAsync, (cb->flag, 0, sizeof(int), cb->stream), -1, "gradient check");
-  KERN_CK(dpt_cuda_nonfinite, (buf ? buf : be->grads, be->model->n_params, cb->flag, cb->stream), -1,
-          "gradient check");
-  CUDA_CK(cudaMemcpyAsync, (&flag, cb->flag, sizeof flag, cudaMemcpyDeviceToHost, cb->stream), -1,
-          "gradient check");
-  if ((rc = dpt_cuda_stream_sync(cb, -1, "gradient check", err))) return rc;
-  *finite = !flag;
-  return 0;
-fail:
-  return rc;
-}
-
-int dpt_backend_cuda_check_overflow(struct dpt_backend *be, const float *buf, struct dpt_err *err)
-{
-  struct cu_backend *cb = CB(be);
-  int rc = 0;
-  int act;
-  if ((rc = need_mixed(cb, "the overflow check", err))) return rc;
-  CUDA_CK(cudaSetDevice, (cb->dev), -1, "gradient check");
-  if ((rc = graph_item(cb, DPT_CAP_OVERFLOW, -1, &act, err))) goto fail;
-  if (act != DPT_CAPA_SKIP) {
-    CUDA_CK(cudaMemsetAsync, (cb->flag, 0, sizeof(int), cb->stream), -1, "gradient check");
-    KERN_CK(dpt_cuda_nonfinite, (buf ? buf : be->grads, be->model->n_params, cb->flag, cb->stream), -1,
-            "gradient check");
-    KERN_CK(dpt_cuda_scaler_update, (cb->scaler, cb->flag, cb->stream), -1, "loss scaler");
-  }
-  cb->overflow_armed = 1;
-fail:
-  return cb->gstep ? graph_call_end(cb, rc, err) : rc;
-}
+    /* the input (dpt_backend_cuda_input.c) */
+    .prefetch = dpt_cuda_input_prefetch, .input_format = dpt_cuda_input_format,
+    .host_alloc = dpt_cuda_host_alloc, .host_free = dpt_cuda_host_free,
+    /* CUDA-graph steps (dpt_backend_cuda_gstep.c) */
+    .step_begin = dpt_cuda_gstep_begin, .join = dpt_cuda_gstep_join,
+    /* the loss and the loss scaler (dpt_backend_cuda_loss.c) */
+    .loss = dpt_cuda_loss_run, .loss_totals = dpt_cuda_loss_totals, .overflow_check = dpt_backend_cuda_check_overflow,
+    .scaler_get = dpt_cuda_scaler_get, .scaler_set = dpt_cuda_scaler_set,
+    /* the optimizers (dpt_backend_cuda_optim.c) */
+    .sgd_init = dpt_cuda_sgd_init, .sgd_step = dpt_cuda_sgd_step, .lars_init = dpt_backend_cuda_lars_init,
+    .rmsw_init = dpt_backend_cuda_rmsw_init};
 
 long dpt_backend_cuda_host_syncs(const struct dpt_backend *be)
 {

@@ -1,7 +1,7 @@
 /* dpt_backend_cuda_optim.c — the cuda backend's optimizer (issues 15 and 23): the fused update's
  * launch (momentum SGD, LARS or RMSprop warm-up, with the weight copies in the compute type; the
- * kernels are dpt_cuda_optim.cu's), the optimizers' set-up and the momentum slab's copies.  The
- * rest of the backend (layers, arena, graphs, the loss) is dpt_backend_cuda.c's. */
+ * kernels are dpt_cuda_optim.cu's), the optimizers' set-up, ops->sgd_step (eager or in a graph step)
+ * and the momentum slab's copies.  The rest of the backend: dpt_backend_cuda.c and its rooms. */
 #include "dpt_backend_cuda_priv.h"
 #include "dpt_optim.h"
 
@@ -129,4 +129,80 @@ int dpt_backend_cuda_copy_velocity(struct dpt_backend *be, float *host, int to_b
   return dpt_cuda_stream_sync(cb, -1, "SGD momentum buffer", err);
 fail:
   return rc;
+}
+
+/* ---- momentum SGD: ops->sgd_init, ops->sgd_step ------------------------------------ */
+
+int dpt_cuda_sgd_init(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
+                       const unsigned char *mask, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  size_t n = be->model->n_params;
+  int rc = 0;
+  void *p;
+  (void)p;
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD set-up");
+  /* velocity and mask live in the plan's SGD region: no allocation here */
+  CUDA_CK(cudaMemsetAsync, (cb->velocity, 0, n * 4, cb->stream), -1, "SGD momentum buffer");
+  if (mask)
+    CUDA_CK(cudaMemcpyAsync, (cb->mask, mask, n, cudaMemcpyHostToDevice, cb->stream), -1,
+            "weight-decay mask");
+  if ((rc = dpt_cuda_stream_sync(cb, -1, "SGD set-up", err))) return rc;
+  cb->sgd_momentum = momentum;
+  cb->sgd_wd = weight_decay;
+  cb->sgd_nesterov = nesterov;
+  cb->sgd_ready = 1 + !!mask; /* 2: masked */
+  return 0;
+fail:
+  return rc;
+}
+
+static int graph_sgd_step(struct cu_backend *cb, const float *grads, struct dpt_err *err);
+
+int dpt_cuda_sgd_step(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err)
+{
+  struct cu_backend *cb = CB(be);
+  size_t n = be->model->n_params;
+  int rc = 0;
+  if (!cb->sgd_ready)
+    return dpt_err_set(err, DPT_E_INPUT, "cuda backend: sgd_step before sgd_init");
+  CUDA_CK(cudaSetDevice, (cb->dev), -1, "SGD");
+  if (cb->gstep) return graph_sgd_step(cb, grads, err);
+  const float *g = be->grads;
+  if (grads && grads == be->pending) /* the double-buffered averaged gradient, already on the device */
+    g = be->pending;
+  else if (grads) { /* the double-buffered averaged gradient, from the host: the caller's again on
+                      * return (a pinned buffer is read by DMA: wait for it) */
+    CUDA_CK(cudaMemcpyAsync, (be->grads, grads, n * 4, cudaMemcpyHostToDevice, cb->stream), -1,
+            "SGD gradient upload");
+    if ((rc = dpt_cuda_stream_sync(cb, -1, "SGD gradient upload", err))) return rc;
+  }
+  /* mixed precision: the step is skipped on the device when the overflow flag that
+   * dpt_backend_cuda_check_overflow set after the all-reduce says so (no host wait); the fused
+   * optimizer writes the weight copies the next forward reads in the same pass */
+  rc = dpt_cuda_optim_launch(cb, g, lr, NULL, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov,
+                             cb->sgd_ready == 2 ? cb->mask : NULL,
+                             cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
+  cb->overflow_armed = 0;
+  return rc;
+fail:
+  return rc;
+}
+
+/* sgd_step in a graph step: the update reads the learning rate the step wrote to lr_dev. */
+static int graph_sgd_step(struct cu_backend *cb, const float *grads, struct dpt_err *err)
+{
+  int rc = 0, act;
+  if (grads) {
+    rc = dpt_err_set(err, DPT_E_INPUT, "cuda backend: a captured step updates from its own gradient slab");
+    goto done;
+  }
+  if ((rc = dpt_cuda_gstep_item(cb, DPT_CAP_UPDATE, -1, &act, err))) goto done;
+  if (act != DPT_CAPA_SKIP)
+    rc = dpt_cuda_optim_launch(cb, cb->pub.grads, 0.0f, cb->lr_dev, cb->sgd_momentum, cb->sgd_wd, cb->sgd_nesterov,
+                               cb->sgd_ready == 2 ? cb->mask : NULL,
+                               cb->plan.precision == DPT_CUDA_MIXED && cb->overflow_armed ? cb->flag : NULL, 0, err);
+  cb->overflow_armed = 0;
+done:
+  return dpt_cuda_gstep_end(cb, rc, err);
 }

@@ -1,5 +1,7 @@
 /* dpt_backend_cuda_priv.h — the cuda backend's own structures, shared by its rooms:
- * dpt_backend_cuda.c (creation, the step's calls, the loss, the optimizer, graph steps) and
+ * dpt_backend_cuda.c (the ops table, the step's walks) with _create.c (set-up), _input.c (the
+ * input's upload), _gstep.c (CUDA-graph steps), _loss.c (the loss, the scaler), _optim.c (the
+ * optimizers), and
  * dpt_cuda_layers.c (the layers' legacy cuDNN / cuBLAS calls, the fused step's per-layer
  * dispatch, the convolution algorithm choice, batch norm's Ex set-up).  Not a public header. */
 #ifndef DPT_BACKEND_CUDA_PRIV_H
@@ -287,10 +289,50 @@ void dpt_cuda_convg_destroy(struct cu_backend *cb);
  * the convolutions' graphs share them) */
 int dpt_cuda_engines_open(struct cu_backend *cb, struct dpt_err *err);
 
-/* dpt_backend_cuda.c: the backend's ops (the step); dpt_backend_cuda_create.c sets it up */
+/* dpt_backend_cuda.c: the backend's ops table (the step); dpt_backend_cuda_create.c sets it up */
 extern const struct dpt_backend_ops dpt_cuda_ops;
 void dpt_cuda_layer_shape(const struct cu_backend *cb, int li, char *buf, size_t len); /* for error messages */
 void dpt_cuda_dfree(struct cu_backend *cb, void *p); /* one of dpt_cuda_dalloc's, counted off */
+
+/* dpt_backend_cuda_input.c: host -> device input */
+/* Before the host rewrites staging slot `used` (its upload recorded ev): wait for that upload
+ * (counted in stage_waits when it blocks). */
+int dpt_cuda_stage_wait(struct cu_backend *cb, cudaEvent_t ev, int *used, const char *what, struct dpt_err *err);
+/* Host images x on their way into in32 (x is the caller's again on return); *done: the event the
+ * compute stream waits for before dpt_cuda_input_cast. */
+int dpt_cuda_input_stage(struct cu_backend *cb, const float *x, cudaEvent_t *done, struct dpt_err *err);
+/* in32 -> the input tensor, then in_free (external: recorded as a captured graph's event node). */
+int dpt_cuda_input_cast(struct cu_backend *cb, int external, struct dpt_err *err);
+int dpt_cuda_input_prefetch(struct dpt_backend *be, const float *x, struct dpt_err *err);           /* ops->prefetch */
+int dpt_cuda_input_format(struct dpt_backend *be, struct dpt_input_format *f, struct dpt_err *err); /* ops->input_format */
+void *dpt_cuda_host_alloc(struct dpt_backend *be, size_t bytes);                                   /* ops->host_alloc */
+void dpt_cuda_host_free(struct dpt_backend *be, void *p);                                          /* ops->host_free */
+
+/* dpt_backend_cuda_gstep.c: a call's part in a CUDA-graph step (cb->gstep) */
+/* Item (kind, index) of the announced step is next: *act (DPT_CAPA_*), what to do with its work. */
+int dpt_cuda_gstep_item(struct cu_backend *cb, int kind, int index, int *act, struct dpt_err *err);
+/* The end of a backend call in a graph step (rc: its status so far): a finished segment ends and
+ * is launched; an error drops the step and its capture.  Returns rc or the new error. */
+int dpt_cuda_gstep_end(struct cu_backend *cb, int rc, struct dpt_err *err);
+/* An upload event the compute stream waits for right before the step's next segment (or work). */
+void dpt_cuda_gstep_wait(struct cu_backend *cb, cudaEvent_t ev);
+int dpt_cuda_gstep_begin(struct dpt_backend *be, const struct dpt_cap_step *s, float lr,
+                         struct dpt_err *err);                                       /* ops->step_begin */
+int dpt_cuda_gstep_join(struct dpt_backend *be, void *event, struct dpt_err *err); /* ops->join */
+
+/* dpt_backend_cuda_loss.c: the loss and the loss scaler (ops->loss, loss_totals, scaler_get / set;
+ * ops->overflow_check is dpt_backend_cuda_check_overflow) */
+int dpt_cuda_loss_run(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
+                      struct dpt_err *err);
+int dpt_cuda_loss_totals(struct dpt_backend *be, struct dpt_loss_totals *t, struct dpt_err *err);
+int dpt_cuda_scaler_get(struct dpt_backend *be, struct dpt_loss_scaler *s, struct dpt_err *err);
+int dpt_cuda_scaler_set(struct dpt_backend *be, const struct dpt_loss_scaler *s, struct dpt_err *err);
+
+/* The model's output tensor (the logits). */
+static inline int out_tid(const struct cu_backend *cb)
+{
+  return cb->pub.model->layers[cb->pub.model->n_layers - 1].out;
+}
 
 static inline cudnnDataType_t tensor_type(const struct cu_backend *cb, const struct dpt_cuda_tensor_plan *p)
 {
@@ -305,7 +347,7 @@ static inline size_t n_elems(const struct dpt_cuda_tensor_plan *p)
 
 /* dpt_backend_cuda_optim.c: the update's launch (sgd, LARS or RMSprop warm-up by the backend's
  * set-up; copy_only: the weight copies of the parameters as they are), the optimizers' set-up
- * (ops->lars_init, ops->rmsw_init). */
+ * (ops->sgd_init, ops->lars_init, ops->rmsw_init) and ops->sgd_step. */
 int dpt_cuda_optim_launch(struct cu_backend *cb, const float *g, float lr, const float *lr_dev, float momentum,
                           float wd, int nesterov, const unsigned char *mask, const int *skip, int copy_only,
                           struct dpt_err *err);
@@ -314,5 +356,8 @@ int dpt_backend_cuda_lars_init(struct dpt_backend *be, const struct dpt_param_se
                                struct dpt_err *err);
 int dpt_backend_cuda_rmsw_init(struct dpt_backend *be, float lr_rms, float mu2, float eps, double center, double period,
                                struct dpt_err *err);
+int dpt_cuda_sgd_init(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
+                      const unsigned char *mask, struct dpt_err *err);
+int dpt_cuda_sgd_step(struct dpt_backend *be, float lr, const float *grads, struct dpt_err *err);
 
 #endif
