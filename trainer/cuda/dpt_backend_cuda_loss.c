@@ -52,7 +52,7 @@ fail:
 }
 
 int dpt_cuda_loss_run(struct dpt_backend *be, const int *labels, float smoothing, float grad_scale,
-                   struct dpt_err *err)
+                      struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
   int rc = 0, k = cb->lab_slot, N = be->opts.batch;

@@ -134,7 +134,7 @@ fail:
 /* ---- momentum SGD: ops->sgd_init, ops->sgd_step ------------------------------------ */
 
 int dpt_cuda_sgd_init(struct dpt_backend *be, float momentum, float weight_decay, int nesterov,
-                       const unsigned char *mask, struct dpt_err *err)
+                      const unsigned char *mask, struct dpt_err *err)
 {
   struct cu_backend *cb = CB(be);
   size_t n = be->model->n_params;

@@ -303,10 +303,11 @@ int dpt_cuda_stage_wait(struct cu_backend *cb, cudaEvent_t ev, int *used, const 
 int dpt_cuda_input_stage(struct cu_backend *cb, const float *x, cudaEvent_t *done, struct dpt_err *err);
 /* in32 -> the input tensor, then in_free (external: recorded as a captured graph's event node). */
 int dpt_cuda_input_cast(struct cu_backend *cb, int external, struct dpt_err *err);
-int dpt_cuda_input_prefetch(struct dpt_backend *be, const float *x, struct dpt_err *err);           /* ops->prefetch */
-int dpt_cuda_input_format(struct dpt_backend *be, struct dpt_input_format *f, struct dpt_err *err); /* ops->input_format */
-void *dpt_cuda_host_alloc(struct dpt_backend *be, size_t bytes);                                   /* ops->host_alloc */
-void dpt_cuda_host_free(struct dpt_backend *be, void *p);                                          /* ops->host_free */
+/* ops->prefetch, ops->input_format, ops->host_alloc, ops->host_free */
+int dpt_cuda_input_prefetch(struct dpt_backend *be, const float *x, struct dpt_err *err);
+int dpt_cuda_input_format(struct dpt_backend *be, struct dpt_input_format *f, struct dpt_err *err);
+void *dpt_cuda_host_alloc(struct dpt_backend *be, size_t bytes);
+void dpt_cuda_host_free(struct dpt_backend *be, void *p);
 
 /* dpt_backend_cuda_gstep.c: a call's part in a CUDA-graph step (cb->gstep) */
 /* Item (kind, index) of the announced step is next: *act (DPT_CAPA_*), what to do with its work. */
@@ -316,9 +317,9 @@ int dpt_cuda_gstep_item(struct cu_backend *cb, int kind, int index, int *act, st
 int dpt_cuda_gstep_end(struct cu_backend *cb, int rc, struct dpt_err *err);
 /* An upload event the compute stream waits for right before the step's next segment (or work). */
 void dpt_cuda_gstep_wait(struct cu_backend *cb, cudaEvent_t ev);
-int dpt_cuda_gstep_begin(struct dpt_backend *be, const struct dpt_cap_step *s, float lr,
-                         struct dpt_err *err);                                       /* ops->step_begin */
-int dpt_cuda_gstep_join(struct dpt_backend *be, void *event, struct dpt_err *err); /* ops->join */
+/* ops->step_begin, ops->join */
+int dpt_cuda_gstep_begin(struct dpt_backend *be, const struct dpt_cap_step *s, float lr, struct dpt_err *err);
+int dpt_cuda_gstep_join(struct dpt_backend *be, void *event, struct dpt_err *err);
 
 /* dpt_backend_cuda_loss.c: the loss and the loss scaler (ops->loss, loss_totals, scaler_get / set;
  * ops->overflow_check is dpt_backend_cuda_check_overflow) */
