@@ -6,7 +6,7 @@
  * a device arena for the decoded images, pinned staging for host-decoded ones
  * and for the sampling tables.
  *
- * A worker fills one batch (dpt_data.c, fill_gpu) in three calls:
+ * A worker fills one batch (dpt_data_loader.c, fill_gpu) in three calls:
  *   1. dpt_jpeg_gpu_decode(items): files routed GPU_HW / GPU (dpt_jpeg_hdr_route)
  *      go to nvjpegDecodeBatched, one call per decoder (the hardware one on its own
  *      stream, working while the CUDA decoder runs), into the arena at full size:
@@ -95,7 +95,7 @@ int dpt_jpeg_gpu_put(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, const
 int dpt_jpeg_gpu_finish(struct dpt_jpeg_gpu *g, struct dpt_jpeg_gpu_item *it, int n, void *out, void *release,
                         float *host, struct dpt_err *err);
 
-/* Device memory and events for the loader's slots (dpt_data.c is plain C). */
+/* Device memory and events for the loader's slots (dpt_data_loader.c is plain C). */
 int dpt_jpeg_gpu_alloc(int device, size_t bytes, void **p, struct dpt_err *err);
 void dpt_jpeg_gpu_free(void *p);
 int dpt_jpeg_gpu_event_create(int device, void **ev, struct dpt_err *err);
