@@ -1,5 +1,9 @@
 /* dpt_node.c — one node's topology with hwloc: GPUs, HCAs, NUMA, and the
  * nvidia-smi-style path class of every GPU/GPU, GPU/HCA and HCA/HCA pair.
+ * This file finds the devices in a loaded hwloc topology and builds the
+ * plain-data struct dpt_node from them (dpt_node_build); dpt_node_load.c loads
+ * the topology (XML buffer or file, the live machine, a synthetic node), and
+ * dpt_node_view.c answers queries and writes the warnings, JSON and text views.
  *
  * GPUs are NVIDIA devices only (dpt drives CUDA): those named by CUDA/NVML OS
  * devices, else NVIDIA display/3D controllers; display controllers of other
@@ -12,14 +16,11 @@
  * distances matrix that hwloc's NVML backend stores in the dump. */
 #define _GNU_SOURCE
 #include "dpt_node.h"
-#include "dpt_file.h"
+#include "dpt_node_int.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* small helpers                                                             */
@@ -28,11 +29,6 @@ static const char *info(hwloc_obj_t obj, const char *name)
 {
   const char *v = obj ? hwloc_obj_get_info_by_name(obj, name) : NULL;
   return v ? v : "";
-}
-
-static void copy_str(char *dst, size_t cap, const char *src)
-{
-  snprintf(dst, cap, "%s", src ? src : "");
 }
 
 static int has_prefix_num(const char *name, const char *prefix)
@@ -55,7 +51,7 @@ static hwloc_obj_t pci_parent(hwloc_obj_t obj)
 static void busid_str(hwloc_obj_t pci, char *buf, size_t cap)
 {
   if (!pci) {
-    copy_str(buf, cap, "");
+    dpt_node_copy_str(buf, cap, "");
     return;
   }
   snprintf(buf, cap, "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
@@ -136,7 +132,7 @@ static void hca_kind(hwloc_obj_t osdev, hwloc_obj_t pci, char *kind, size_t cap)
     k = "InfiniBand";
   else if (cls == 0x0200 || !strncmp(n, "rxe", 3))
     k = "RoCE";
-  copy_str(kind, cap, k);
+  dpt_node_copy_str(kind, cap, k);
 }
 
 static const char *ib_port_state(const char *v)
@@ -158,14 +154,14 @@ static void gid_to_guid(const char *gid, char *out, size_t cap)
 {
   const char *p = gid;
   int colons = 0;
-  copy_str(out, cap, "");
+  dpt_node_copy_str(out, cap, "");
   if (!gid || !*gid)
     return;
   for (; *p && colons < 4; p++)
     if (*p == ':')
       colons++;
   if (colons == 4 && strlen(p) == 19)
-    copy_str(out, cap, p);
+    dpt_node_copy_str(out, cap, p);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -477,7 +473,7 @@ static int ignored_push(struct dpt_node *node, int *cap, hwloc_obj_t pci, enum d
   if (*ven || *dev)
     snprintf(I->name, sizeof I->name, "%s%s%s", ven, *ven && *dev ? " " : "", dev);
   else
-    copy_str(I->name, sizeof I->name, pci->name); /* hwloc 1.x dumps: "name" of the PCI object */
+    dpt_node_copy_str(I->name, sizeof I->name, pci->name); /* hwloc 1.x dumps: "name" of the PCI object */
   I->why = why;
   return 0;
 }
@@ -489,7 +485,7 @@ static int cmp_ignored(const void *x, const void *y)
   return la != lb ? (la < lb ? -1 : 1) : strcmp(a, b);
 }
 
-static int build(struct dpt_node *node, struct dpt_err *err)
+int dpt_node_build(struct dpt_node *node, struct dpt_err *err)
 {
   hwloc_topology_t topo = node->topo;
   struct gpu_ref *grefs = NULL;
@@ -506,7 +502,7 @@ static int build(struct dpt_node *node, struct dpt_err *err)
     goto fail;
   const char *hn = info(hwloc_get_root_obj(topo), "HostName");
   if (*hn)
-    copy_str(node->hostname, sizeof node->hostname, hn);
+    dpt_node_copy_str(node->hostname, sizeof node->hostname, hn);
 
   /* NUMA nodes, by OS index (hwloc's logical order is not always OS order) */
   node->n_numa = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
@@ -609,19 +605,19 @@ static int build(struct dpt_node *node, struct dpt_err *err)
         best = R->osdevs[k];
       }
     }
-    copy_str(G->osdev, sizeof G->osdev, best ? best->name : "");
+    dpt_node_copy_str(G->osdev, sizeof G->osdev, best ? best->name : "");
     for (int k = 0; k < R->n_osdevs; k++) {
       if (!model_src && *info(R->osdevs[k], "GPUModel"))
         model_src = R->osdevs[k];
       if (!G->uuid[0] && *info(R->osdevs[k], "NVIDIAUUID"))
-        copy_str(G->uuid, sizeof G->uuid, info(R->osdevs[k], "NVIDIAUUID"));
+        dpt_node_copy_str(G->uuid, sizeof G->uuid, info(R->osdevs[k], "NVIDIAUUID"));
     }
     if (best && *info(best, "GPUModel"))
       model_src = best;
     if (model_src)
-      copy_str(G->model, sizeof G->model, info(model_src, "GPUModel"));
+      dpt_node_copy_str(G->model, sizeof G->model, info(model_src, "GPUModel"));
     else if (*info(R->pci, "PCIDevice"))
-      copy_str(G->model, sizeof G->model, info(R->pci, "PCIDevice"));
+      dpt_node_copy_str(G->model, sizeof G->model, info(R->pci, "PCIDevice"));
     else
       snprintf(G->model, sizeof G->model, "PCI %04x:%04x", R->pci->attr->pcidev.vendor_id,
                R->pci->attr->pcidev.device_id);
@@ -636,7 +632,7 @@ static int build(struct dpt_node *node, struct dpt_err *err)
     struct dpt_node_hca *H = &node->hcas[h];
     hwloc_obj_t os = hrefs[h].osdev, pci = pci_parent(os);
     H->index = h;
-    copy_str(H->name, sizeof H->name, os->name);
+    dpt_node_copy_str(H->name, sizeof H->name, os->name);
     hca_kind(os, pci, H->kind, sizeof H->kind);
     busid_str(pci, H->busid, sizeof H->busid);
     /* companion interface: the first network OS device of the PCI function, an IPoIB
@@ -646,10 +642,10 @@ static int build(struct dpt_node *node, struct dpt_err *err)
         if (c->type == HWLOC_OBJ_OS_DEVICE && c != os && !is_rdma_osdev(c) &&
             c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK &&
             (!H->netdev[0] || (!strcmp(H->kind, "InfiniBand") && has_prefix_num(c->name, "ib"))))
-          copy_str(H->netdev, sizeof H->netdev, c->name);
-    copy_str(H->port_state, sizeof H->port_state, ib_port_state(info(os, "Port1State")));
+          dpt_node_copy_str(H->netdev, sizeof H->netdev, c->name);
+    dpt_node_copy_str(H->port_state, sizeof H->port_state, ib_port_state(info(os, "Port1State")));
     gid_to_guid(info(os, "Port1GID0"), H->port_guid, sizeof H->port_guid);
-    copy_str(H->node_guid, sizeof H->node_guid, info(os, "NodeGUID"));
+    dpt_node_copy_str(H->node_guid, sizeof H->node_guid, info(os, "NodeGUID"));
     H->port_lid = *info(os, "Port1LID") ? (int)strtol(info(os, "Port1LID"), NULL, 0) : -1;
     if (io_locality(topo, hrefs[h].anchor ? hrefs[h].anchor : os, &H->cpuset, &H->numa) < 0)
       goto fail;
@@ -685,807 +681,4 @@ out:
   free(grefs);
   free(hrefs);
   return rc;
-}
-
-/* ------------------------------------------------------------------------ */
-/* loading                                                                   */
-
-static struct dpt_node *node_alloc(const char *source)
-{
-  struct dpt_node *n = calloc(1, sizeof *n);
-  if (n)
-    copy_str(n->source, sizeof n->source, source);
-  return n;
-}
-
-/* End of the start tag at p ('<'): the first '>' outside quoted attribute values. */
-static const char *tag_end(const char *p, const char *end)
-{
-  char q = 0;
-  for (; p < end; p++) {
-    if (q)
-      q = *p == q ? 0 : q;
-    else if (*p == '"' || *p == '\'')
-      q = *p;
-    else if (*p == '>')
-      return p;
-  }
-  return NULL;
-}
-
-/* Attribute attr of the start tag [tag, end): its value in *val (*vlen bytes) and the
- * position just after its closing quote; NULL when the tag has no such attribute.  The tag
- * is walked attribute by attribute (name, '=', quoted value), so a name inside another
- * attribute's value never matches; the walk stops at the first thing that is not an
- * attribute (a malformed tag: hwloc's parser refuses it). */
-static const char *tag_attr(const char *tag, const char *end, const char *attr, const char **val, size_t *vlen)
-{
-  size_t n = strlen(attr);
-  const char *p = tag;
-  if (p < end && *p == '<')
-    p++;
-  while (p < end && !isspace((unsigned char)*p) && *p != '/' && *p != '>') /* the element's name */
-    p++;
-  for (;;) {
-    const char *name, *q, *close;
-    while (p < end && isspace((unsigned char)*p))
-      p++;
-    name = p;
-    while (p < end && (isalnum((unsigned char)*p) || (*p && strchr("_:.-", *p))))
-      p++;
-    if (p == name)
-      return NULL; /* '/', '>', the end, or not an attribute */
-    q = p;
-    while (q < end && isspace((unsigned char)*q))
-      q++;
-    if (q >= end || *q++ != '=')
-      return NULL;
-    while (q < end && isspace((unsigned char)*q))
-      q++;
-    if (q >= end || (*q != '"' && *q != '\'') || !(close = memchr(q + 1, *q, (size_t)(end - q - 1))))
-      return NULL;
-    if ((size_t)(p - name) == n && !memcmp(name, attr, n)) {
-      *val = q + 1;
-      *vlen = (size_t)(close - q - 1);
-      return close + 1;
-    }
-    p = close + 1;
-  }
-}
-
-/* The root element of an XML buffer: past the BOM, the XML declaration, comments and the
- * DOCTYPE.  On success *root points at its '<' and *gt at the '>' ending its start tag;
- * otherwise a message naming what is wrong (used to explain why hwloc refused a file). */
-static int xml_root(const char *buf, size_t len, const char *name, const char **root, const char **gt,
-                    struct dpt_err *err)
-{
-  const char *p = buf, *end = buf + len;
-  char tag[64] = "";
-  size_t k = 0;
-  if (len >= 3 && (unsigned char)p[0] == 0xef && (unsigned char)p[1] == 0xbb && (unsigned char)p[2] == 0xbf)
-    p += 3;
-  for (;;) {
-    while (p < end && isspace((unsigned char)*p))
-      p++;
-    if (p >= end)
-      return dpt_err_set(err, DPT_E_INPUT,
-                         "%s: %s; expected an hwloc XML topology (make one with `lstopo --of xml FILE`)",
-                         name, len ? "the file holds no XML element" : "the file is empty");
-    if (*p != '<')
-      return dpt_err_set(err, DPT_E_INPUT,
-                         "%s: not XML (first byte 0x%02x at offset %zu is not '<'); expected an hwloc XML "
-                         "topology (make one with `lstopo --of xml FILE`)",
-                         name, (unsigned char)*p, (size_t)(p - buf));
-    const char *close = NULL;
-    if (end - p >= 4 && !memcmp(p, "<!--", 4)) {
-      close = memmem(p + 4, end - p - 4, "-->", 3);
-      if (close)
-        close += 2; /* at the '>' */
-    } else if (end - p >= 2 && (p[1] == '?' || p[1] == '!')) {
-      close = memchr(p, '>', end - p);
-    } else {
-      break;
-    }
-    if (!close)
-      return dpt_err_set(err, DPT_E_INPUT, "%s: truncated XML: unterminated prologue at offset %zu "
-                                           "(the file ends after %zu bytes); re-export it with `lstopo --of xml`",
-                         name, (size_t)(p - buf), len);
-    p = close + 1;
-  }
-  *root = p++;
-  while (p < end && k + 1 < sizeof tag && (isalnum((unsigned char)*p) || (*p && strchr("_:.-", *p))))
-    tag[k++] = *p++;
-  tag[k] = 0;
-  if (strcmp(tag, "topology"))
-    return dpt_err_set(err, DPT_E_INPUT,
-                       "%s: not an hwloc topology: the root element is <%s>, expected <topology> "
-                       "(an hwloc XML export, `lstopo --of xml FILE`)",
-                       name, tag);
-  if (!(*gt = tag_end(p, end)))
-    return dpt_err_set(err, DPT_E_INPUT, "%s: truncated XML: the <topology> start tag is not closed "
-                                         "(the file ends after %zu bytes); re-export it with `lstopo --of xml`",
-                       name, len);
-  return 0;
-}
-
-/* The format's major version (the root's version="M.m"; 1 when absent, as hwloc 1.x wrote). */
-static long xml_major(const char *root, const char *gt)
-{
-  const char *v;
-  size_t n;
-  return tag_attr(root, gt, "version", &v, &n) ? strtol(v, NULL, 10) : 1;
-}
-
-/* Why hwloc refused buf, when the file says it plainly (hwloc itself only says "invalid
- * argument"): 0 when none of these explains it. */
-static int explain_refusal(const char *buf, size_t len, const char *name, struct dpt_err *err)
-{
-  const char *root, *gt;
-  int rc = xml_root(buf, len, name, &root, &gt, err);
-  if (rc)
-    return rc;
-  if (xml_major(root, gt) > 2) {
-    const char *v;
-    size_t n;
-    tag_attr(root, gt, "version", &v, &n);
-    return dpt_err_set(err, DPT_E_INPUT,
-                       "%s: hwloc XML format version \"%.*s\" is not supported: this dpt is built with hwloc "
-                       "2.x (API %u.%u), which reads the 1.x and 2.x formats; re-export the topology in the 2.x format "
-                       "(hwloc 3: `lstopo --export-xml-flags v2 FILE.xml`, or lstopo from hwloc 2.x)",
-                       name, (int)(n < 16 ? n : 16), v, (hwloc_get_api_version() >> 16) & 0xff,
-                       (hwloc_get_api_version() >> 8) & 0xff);
-  }
-  if (!memmem(gt, buf + len - gt, "</topology>", 11))
-    return dpt_err_set(err, DPT_E_INPUT,
-                       "%s: truncated XML: no closing </topology> tag (the file ends after %zu bytes); "
-                       "re-export it with `lstopo --of xml`",
-                       name, len);
-  return 0;
-}
-
-/* The buffer handed to hwloc: a NUL-terminated copy of buf (*out_len bytes with the NUL).
- *
- * The one thing dpt checks before hwloc does, because hwloc 2.9 crashes on it: in a
- * 2.x-format file, an <object> with a cpuset but no complete_cpuset, or a nodeset but no
- * complete_nodeset, makes its XML importer dereference the missing set (lstopo dies with
- * SIGSEGV; a PU, a NUMA node, the Machine).  Where the importer survives (a lone child),
- * hwloc's core completes the object with complete_cpuset = cpuset and complete_nodeset =
- * nodeset; the copy carries exactly those attributes, so dpt reads what hwloc reads and
- * hwloc never sees the crashing form.  1.x-format files are passed as they are: hwloc's
- * 1.x importer checks these sets itself (a Group with some missing is dropped, as hwloc
- * <= 1.7.2 wrote I/O Groups with a cpuset only; any other such object is refused). */
-static char *xml_for_hwloc(const char *buf, size_t len, const char *name, size_t *out_len)
-{
-  static const char *const pairs[][2] = {{"cpuset", "complete_cpuset"}, {"nodeset", "complete_nodeset"}};
-  const char *end = buf + len, *root, *gt, *done = buf;
-  char *out = NULL;
-  size_t n = 0;
-  struct dpt_err ignore;
-  FILE *m = open_memstream(&out, &n);
-  if (!m)
-    return NULL;
-  if (!xml_root(buf, len, name, &root, &gt, &ignore) && xml_major(root, gt) >= 2)
-    for (const char *p = gt, *te; (p = memmem(p, end - p, "<object", 7)); p = te) {
-      const char *at[2] = {NULL, NULL}, *v[2], *other;
-      size_t vl[2], ol;
-      if (!(te = tag_end(p + 7, end)))
-        break; /* truncated: hwloc refuses it */
-      if (!isspace((unsigned char)p[7]))
-        continue;
-      for (int i = 0; i < 2; i++)
-        if (!tag_attr(p, te, pairs[i][1], &other, &ol))
-          at[i] = tag_attr(p, te, pairs[i][0], &v[i], &vl[i]);
-      for (int k = 0; k < 2; k++) { /* insert after each value, in the order they come */
-        int i = at[0] && (!at[1] || at[0] < at[1]) ? 0 : 1;
-        if (!at[i])
-          break;
-        fwrite(done, 1, (size_t)(at[i] - done), m);
-        fprintf(m, " %s=\"%.*s\"", pairs[i][1], (int)vl[i], v[i]);
-        done = at[i];
-        at[i] = NULL;
-      }
-    }
-  fwrite(done, 1, (size_t)(end - done), m);
-  fputc(0, m);
-  if (fclose(m)) {
-    free(out);
-    return NULL;
-  }
-  *out_len = n;
-  return out;
-}
-
-static int load_common(struct dpt_node *node, const char *buf, size_t len, const char *name,
-                       struct dpt_err *err)
-{
-  int rc, e;
-  char *copy = NULL;
-  size_t copy_len = 0;
-  if (hwloc_topology_init(&node->topo) < 0) {
-    node->topo = NULL;
-    return dpt_err_set(err, DPT_E_RUNTIME, "hwloc_topology_init failed: %s", strerror(errno));
-  }
-  hwloc_topology_set_io_types_filter(node->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-  if (buf) {
-    if (len > (size_t)1 << 30)
-      return dpt_err_set(err, DPT_E_INPUT, "%s: %zu bytes is too large for an hwloc XML topology", name, len);
-    copy = xml_for_hwloc(buf, len, name, &copy_len); /* hwloc wants the size including the NUL */
-    if (!copy || copy_len > INT_MAX) {
-      free(copy);
-      return dpt_err_set(err, DPT_E_NOMEM, "%s: out of memory (%zu bytes)", name, len);
-    }
-    /* hwloc decides what it reads; our own look at the file only explains a refusal */
-    if (hwloc_topology_set_xmlbuffer(node->topo, copy, (int)copy_len) < 0)
-      goto refused;
-  }
-  if (hwloc_topology_load(node->topo) < 0) {
-    if (buf)
-      goto refused;
-    return dpt_err_set(err, DPT_E_RUNTIME, "hwloc could not discover this machine's topology: %s",
-                       strerror(errno));
-  }
-  free(copy);
-  if (hwloc_get_nbobjs_by_type(node->topo, HWLOC_OBJ_PU) <= 0)
-    return dpt_err_set(err, DPT_E_INPUT, "%s: the topology has no processing unit (PU)", name);
-  return build(node, err);
-refused:
-  e = errno;
-  free(copy);
-  rc = explain_refusal(buf, len, name, err);
-  return rc ? rc
-            : dpt_err_set(err, DPT_E_INPUT,
-                          "%s: hwloc could not load this XML topology (malformed XML or inconsistent content: %s); "
-                          "run `HWLOC_XML_VERBOSE=1 lstopo-no-graphics --input %s` for hwloc's diagnosis",
-                          name, strerror(e), name);
-}
-
-int dpt_node_load_buffer(struct dpt_node **out, const char *buf, size_t len, const char *name,
-                         struct dpt_err *err)
-{
-  struct dpt_node *node;
-  int rc;
-  *out = NULL;
-  if (!name)
-    name = "(buffer)";
-  if (!buf)
-    return dpt_err_set(err, DPT_E_INPUT, "%s: no XML buffer given", name);
-  node = node_alloc(name);
-  if (!node)
-    return dpt_err_set(err, DPT_E_NOMEM, "%s: out of memory", name);
-  rc = load_common(node, buf, len, name, err);
-  if (rc) {
-    dpt_node_destroy(node);
-    return rc;
-  }
-  *out = node;
-  return 0;
-}
-
-int dpt_node_load(struct dpt_node **out, const char *xml_path, struct dpt_err *err)
-{
-  struct dpt_node *node = NULL;
-  char *buf = NULL;
-  size_t len = 0;
-  int rc;
-  *out = NULL;
-  if (!xml_path || !*xml_path) {
-    const char *env = getenv("HWLOC_XMLFILE");
-    if (env && *env)
-      xml_path = env;
-  }
-  if (xml_path && *xml_path) {
-    rc = dpt_file_read(xml_path, "topology file", "give an hwloc XML file made with `lstopo --of xml FILE`",
-                       0, &buf, &len, err);
-    if (rc)
-      return rc;
-  }
-  node = node_alloc(xml_path && *xml_path ? xml_path : "live");
-  if (!node) {
-    free(buf);
-    return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
-  }
-  rc = load_common(node, buf, len, node->source, err);
-  free(buf);
-  if (rc) {
-    dpt_node_destroy(node);
-    return rc;
-  }
-  if (!xml_path && !node->hostname[0] && gethostname(node->hostname, sizeof node->hostname - 1) < 0)
-    node->hostname[0] = 0;
-  *out = node;
-  return 0;
-}
-
-int dpt_node_synthetic(struct dpt_node **out, const char *hostname, int n_gpus, struct dpt_err *err)
-{
-  struct dpt_node *node;
-  *out = NULL;
-  if (n_gpus < 0 || n_gpus > 4096)
-    return dpt_err_set(err, DPT_E_INPUT, "GPUs per node: %d is out of range (0..4096)", n_gpus);
-  node = node_alloc("synthetic");
-  if (!node)
-    return dpt_err_set(err, DPT_E_NOMEM, "out of memory");
-  copy_str(node->hostname, sizeof node->hostname, hostname);
-  node->n_gpus = n_gpus;
-  node->gpus = calloc(n_gpus ? n_gpus : 1, sizeof *node->gpus);
-  node->hcas = calloc(1, sizeof *node->hcas);
-  node->numa = calloc(1, sizeof *node->numa);
-  node->gpu_gpu = calloc(n_gpus ? (size_t)n_gpus * n_gpus : 1, sizeof *node->gpu_gpu);
-  node->gpu_hca = calloc(1, sizeof *node->gpu_hca);
-  node->hca_hca = calloc(1, sizeof *node->hca_hca);
-  node->cpuset = hwloc_bitmap_alloc();
-  if (!node->gpus || !node->hcas || !node->numa || !node->gpu_gpu || !node->gpu_hca || !node->hca_hca ||
-      !node->cpuset)
-    goto fail;
-  for (int g = 0; g < n_gpus; g++) {
-    struct dpt_node_gpu *G = &node->gpus[g];
-    G->index = g;
-    snprintf(G->model, sizeof G->model, "unknown");
-    G->numa = -1;
-    G->package = -1;
-    G->cpuset = hwloc_bitmap_alloc();
-    if (!G->cpuset)
-      goto fail;
-    for (int b = 0; b < n_gpus; b++) {
-      struct dpt_path *p = &node->gpu_gpu[g * n_gpus + b];
-      p->cls = p->pcie = g == b ? DPT_PATH_X : DPT_PATH_UNKNOWN;
-    }
-  }
-  *out = node;
-  return 0;
-fail:
-  dpt_node_destroy(node);
-  return dpt_err_set(err, DPT_E_NOMEM, "out of memory for a synthetic node of %d GPUs", n_gpus);
-}
-
-void dpt_node_destroy(struct dpt_node *node)
-{
-  if (!node)
-    return;
-  if (node->gpus)
-    for (int i = 0; i < node->n_gpus; i++)
-      hwloc_bitmap_free(node->gpus[i].cpuset);
-  if (node->hcas)
-    for (int i = 0; i < node->n_hcas; i++)
-      hwloc_bitmap_free(node->hcas[i].cpuset);
-  if (node->numa)
-    for (int i = 0; i < node->n_numa; i++)
-      hwloc_bitmap_free(node->numa[i].cpuset);
-  free(node->gpus);
-  free(node->ignored);
-  free(node->hcas);
-  free(node->numa);
-  free(node->gpu_gpu);
-  free(node->gpu_hca);
-  free(node->hca_hca);
-  hwloc_bitmap_free(node->cpuset);
-  if (node->topo)
-    hwloc_topology_destroy(node->topo);
-  free(node);
-}
-
-/* ------------------------------------------------------------------------ */
-/* queries                                                                   */
-
-struct dpt_path dpt_node_gpu_path(const struct dpt_node *node, int a, int b)
-{
-  struct dpt_path unknown = {DPT_PATH_UNKNOWN, 0, DPT_PATH_UNKNOWN};
-  if (!node || a < 0 || b < 0 || a >= node->n_gpus || b >= node->n_gpus)
-    return unknown;
-  return node->gpu_gpu[a * node->n_gpus + b];
-}
-
-struct dpt_path dpt_node_hca_path(const struct dpt_node *node, int g, int h)
-{
-  struct dpt_path unknown = {DPT_PATH_UNKNOWN, 0, DPT_PATH_UNKNOWN};
-  if (!node || g < 0 || h < 0 || g >= node->n_gpus || h >= node->n_hcas)
-    return unknown;
-  return node->gpu_hca[g * node->n_hcas + h];
-}
-
-static const char *class_word(enum dpt_path_class c)
-{
-  switch (c) {
-  case DPT_PATH_X: return "X";
-  case DPT_PATH_NV: return "NV";
-  case DPT_PATH_PIX: return "PIX";
-  case DPT_PATH_PXB: return "PXB";
-  case DPT_PATH_PHB: return "PHB";
-  case DPT_PATH_NODE: return "NODE";
-  case DPT_PATH_SYS: return "SYS";
-  default: return "?";
-  }
-}
-
-const char *dpt_path_str(struct dpt_path p, char *buf, size_t len)
-{
-  if (!buf || !len)
-    return "";
-  if (p.cls == DPT_PATH_NV)
-    snprintf(buf, len, "NV%d", p.nvlinks);
-  else
-    snprintf(buf, len, "%s", class_word(p.cls));
-  return buf;
-}
-
-int dpt_node_nearest_hcas(const struct dpt_node *node, int g, int *out, int cap)
-{
-  enum dpt_path_class best = DPT_PATH_UNKNOWN;
-  int n = 0;
-  if (!node || g < 0 || g >= node->n_gpus || node->n_hcas == 0)
-    return 0;
-  for (int h = 0; h < node->n_hcas; h++) {
-    enum dpt_path_class c = node->gpu_hca[g * node->n_hcas + h].pcie;
-    if (c < best)
-      best = c;
-  }
-  if (best == DPT_PATH_UNKNOWN)
-    return 0;
-  for (int h = 0; h < node->n_hcas; h++)
-    if (node->gpu_hca[g * node->n_hcas + h].pcie == best) {
-      if (n < cap && out)
-        out[n] = h;
-      n++;
-    }
-  return n < cap ? n : cap;
-}
-
-/* ------------------------------------------------------------------------ */
-/* warnings, JSON and the human view                                         */
-
-void dpt_node_ignored_warning(const struct dpt_node *node, int i, char *buf, size_t len)
-{
-  const struct dpt_node_ignored *I = &node->ignored[i];
-  char name[sizeof I->name + 3] = "";
-  if (I->name[0])
-    snprintf(name, sizeof name, "(%s) ", I->name);
-  snprintf(buf, len, "ignored display controller %04x:%04x %sat %s: %s", I->vendor_id, I->device_id, name,
-           I->busid,
-           I->why == DPT_IGNORED_VENDOR
-               ? "not an NVIDIA device, CUDA cannot drive it"
-               : "NVIDIA, but the dump has CUDA/NVML devices for other GPUs and none for it "
-                 "(hidden from CUDA when the dump was taken?)");
-}
-
-int dpt_node_warnings(const struct dpt_node *node, char (*out)[256], int cap)
-{
-  int n = 0;
-#define WARN(...)                                   \
-  do {                                              \
-    if (n < cap)                                    \
-      snprintf(out[n], sizeof out[n], __VA_ARGS__); \
-    n++;                                            \
-  } while (0)
-  if (!node)
-    return 0;
-  if (node->n_gpus == 0)
-    WARN("no GPU found (no CUDA/NVML device nor NVIDIA display/3D controller): dpt will run on CPUs");
-  for (int i = 0; i < node->n_ignored; i++) {
-    if (n < cap)
-      dpt_node_ignored_warning(node, i, out[n], sizeof out[n]);
-    n++;
-  }
-  if (node->n_gpus > 0 && node->n_hcas == 0 && node->topo)
-    WARN("no InfiniBand/RoCE/EFA HCA found: inter-node all-reduce would fall back to TCP");
-  for (int g = 0; g < node->n_gpus && node->n_hcas > 0; g++) {
-    int near[1];
-    if (dpt_node_nearest_hcas(node, g, near, 1) == 1 &&
-        node->gpu_hca[g * node->n_hcas + near[0]].pcie >= DPT_PATH_SYS)
-      WARN("GPU%d has no HCA closer than SYS", g);
-  }
-  for (int g = 0; g < node->n_gpus && node->topo; g++)
-    if (node->gpus[g].numa < 0)
-      WARN("GPU%d has no known NUMA locality (the topology attaches it to the whole machine)", g);
-  for (int h = 0; h < node->n_hcas; h++)
-    if (node->hcas[h].port_state[0] && strcmp(node->hcas[h].port_state, "ACTIVE"))
-      WARN("HCA %s port 1 is %s, not ACTIVE", node->hcas[h].name, node->hcas[h].port_state);
-#undef WARN
-  return n < cap ? n : cap;
-}
-
-#define MAX_WARN 256
-
-static char *list_str(hwloc_const_bitmap_t set)
-{
-  char *s = NULL;
-  if (!set || hwloc_bitmap_iszero(set))
-    return strdup("");
-  if (hwloc_bitmap_list_asprintf(&s, set) < 0)
-    return NULL;
-  return s;
-}
-
-static int json_set_str(json_t *o, const char *k, const char *v)
-{
-  return json_object_set_new(o, k, json_string(v ? v : ""));
-}
-
-static json_t *json_cpuset(hwloc_const_bitmap_t set)
-{
-  char *s = list_str(set);
-  json_t *j = s ? json_string(s) : NULL;
-  free(s);
-  return j;
-}
-
-static json_t *path_matrix(const struct dpt_path *m, int rows, int cols, int what)
-{
-  json_t *a = json_array();
-  char buf[16];
-  for (int r = 0; a && r < rows; r++) {
-    json_t *row = json_array();
-    for (int c = 0; row && c < cols; c++) {
-      struct dpt_path p = m[r * cols + c];
-      json_t *v;
-      if (what == 0)
-        v = json_string(dpt_path_str(p, buf, sizeof buf));
-      else if (what == 1)
-        v = json_string(class_word(p.pcie));
-      else
-        v = json_integer(p.nvlinks);
-      json_array_append_new(row, v);
-    }
-    json_array_append_new(a, row);
-  }
-  return a;
-}
-
-json_t *dpt_node_to_json(const struct dpt_node *node)
-{
-  json_t *doc = json_object(), *m, *arr;
-  char (*warns)[256] = NULL;
-  if (!doc || !node)
-    goto fail;
-  json_set_str(doc, "schema", "dpt.node/1");
-  json_set_str(doc, "hostname", node->hostname);
-  json_set_str(doc, "source", node->source);
-  m = json_object();
-  json_object_set_new(doc, "machine", m);
-  json_object_set_new(m, "packages", json_integer(node->n_packages));
-  json_object_set_new(m, "numa_nodes", json_integer(node->n_numa));
-  json_object_set_new(m, "cores", json_integer(node->n_cores));
-  json_object_set_new(m, "pus", json_integer(node->n_pus));
-  json_object_set_new(m, "cpuset", json_cpuset(node->cpuset));
-
-  arr = json_array();
-  json_object_set_new(doc, "numa", arr);
-  for (int i = 0; i < node->n_numa; i++) {
-    const struct dpt_node_numa *n = &node->numa[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "os_index", json_integer(n->os_index));
-    json_object_set_new(o, "package", json_integer(n->package));
-    json_object_set_new(o, "memory_bytes", json_integer((json_int_t)n->memory));
-    json_object_set_new(o, "cpuset", json_cpuset(n->cpuset));
-    json_array_append_new(arr, o);
-  }
-
-  arr = json_array();
-  json_object_set_new(doc, "gpus", arr);
-  for (int g = 0; g < node->n_gpus; g++) {
-    const struct dpt_node_gpu *G = &node->gpus[g];
-    json_t *o = json_object(), *near = json_array();
-    int idx[64], nn = dpt_node_nearest_hcas(node, g, idx, 64);
-    json_object_set_new(o, "index", json_integer(G->index));
-    json_set_str(o, "osdev", G->osdev);
-    json_set_str(o, "busid", G->busid);
-    json_set_str(o, "model", G->model);
-    json_set_str(o, "uuid", G->uuid);
-    json_object_set_new(o, "numa", json_integer(G->numa));
-    json_object_set_new(o, "package", json_integer(G->package));
-    json_object_set_new(o, "cpuset", json_cpuset(G->cpuset));
-    json_object_set_new(o, "local_cores", json_integer(G->local_cores));
-    json_object_set_new(o, "local_pus", json_integer(G->cpuset ? hwloc_bitmap_weight(G->cpuset) : 0));
-    for (int i = 0; i < nn; i++)
-      json_array_append_new(near, json_integer(idx[i]));
-    json_object_set_new(o, "nearest_hcas", near);
-    json_array_append_new(arr, o);
-  }
-
-  arr = json_array();
-  json_object_set_new(doc, "hcas", arr);
-  for (int h = 0; h < node->n_hcas; h++) {
-    const struct dpt_node_hca *H = &node->hcas[h];
-    json_t *o = json_object();
-    json_object_set_new(o, "index", json_integer(H->index));
-    json_set_str(o, "name", H->name);
-    json_set_str(o, "kind", H->kind);
-    json_set_str(o, "busid", H->busid);
-    json_set_str(o, "netdev", H->netdev);
-    json_set_str(o, "port_state", H->port_state);
-    json_set_str(o, "port_guid", H->port_guid);
-    json_set_str(o, "node_guid", H->node_guid);
-    json_object_set_new(o, "port_lid", json_integer(H->port_lid));
-    json_object_set_new(o, "numa", json_integer(H->numa));
-    json_object_set_new(o, "cpuset", json_cpuset(H->cpuset));
-    json_array_append_new(arr, o);
-  }
-
-  m = json_object();
-  json_object_set_new(doc, "paths", m);
-  json_object_set_new(m, "nvlink_bw_per_link", json_integer(node->nvlink_bw_per_link));
-  json_object_set_new(m, "gpu_gpu", path_matrix(node->gpu_gpu, node->n_gpus, node->n_gpus, 0));
-  json_object_set_new(m, "gpu_gpu_pcie", path_matrix(node->gpu_gpu, node->n_gpus, node->n_gpus, 1));
-  json_object_set_new(m, "gpu_gpu_nvlinks", path_matrix(node->gpu_gpu, node->n_gpus, node->n_gpus, 2));
-  json_object_set_new(m, "gpu_hca", path_matrix(node->gpu_hca, node->n_gpus, node->n_hcas, 0));
-  json_object_set_new(m, "hca_hca", path_matrix(node->hca_hca, node->n_hcas, node->n_hcas, 0));
-
-  warns = calloc(MAX_WARN, sizeof *warns);
-  if (!warns)
-    goto fail;
-  arr = json_array();
-  json_object_set_new(doc, "warnings", arr);
-  int nw = dpt_node_warnings(node, warns, MAX_WARN);
-  for (int i = 0; i < nw; i++)
-    json_array_append_new(arr, json_string(warns[i]));
-  free(warns);
-  return doc;
-fail:
-  free(warns);
-  json_decref(doc);
-  return NULL;
-}
-
-static void print_affinity(FILE *f, hwloc_const_bitmap_t cpuset, int numa, int width)
-{
-  char *s = list_str(cpuset);
-  char nbuf[16];
-  snprintf(nbuf, sizeof nbuf, "%d", numa);
-  fprintf(f, "  %-*s %s\n", width, s && *s ? s : "N/A", numa >= 0 ? nbuf : "N/A");
-  free(s);
-}
-
-static int cpuset_width(hwloc_const_bitmap_t set)
-{
-  char *s = list_str(set);
-  int n = s ? (int)strlen(s) : 0;
-  free(s);
-  return n;
-}
-
-static void fmt_mem(uint64_t b, char *buf, size_t len)
-{
-  if (b >= (1ULL << 30))
-    snprintf(buf, len, "%.1f GiB", (double)b / (double)(1ULL << 30));
-  else
-    snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ULL << 20));
-}
-
-void dpt_node_print_flags(FILE *f, const struct dpt_node *node, unsigned flags)
-{
-  int ng = node->n_gpus, nh = node->n_hcas, any_nv = 0;
-  int pcie_only = !!(flags & DPT_NODE_PRINT_PCIE);
-  char buf[16], mem[32];
-  char (*warns)[256] = calloc(MAX_WARN, sizeof *warns);
-
-  for (int i = 0; i < ng * ng; i++)
-    any_nv |= node->gpu_gpu[i].cls == DPT_PATH_NV;
-  fprintf(f, "Node %s (%s)\n", node->hostname[0] ? node->hostname : "(unknown host)", node->source);
-  fprintf(f, "%d GPU%s, %d HCA%s, %d socket%s, %d NUMA node%s, %d cores, %d PUs\n\n", ng, ng == 1 ? "" : "s",
-          nh, nh == 1 ? "" : "s", node->n_packages, node->n_packages == 1 ? "" : "s", node->n_numa,
-          node->n_numa == 1 ? "" : "s", node->n_cores, node->n_pus);
-
-  int aw = 12; /* "CPU Affinity" */
-  for (int g = 0; g < ng; g++)
-    aw = cpuset_width(node->gpus[g].cpuset) > aw ? cpuset_width(node->gpus[g].cpuset) : aw;
-  for (int h = 0; h < nh; h++)
-    aw = cpuset_width(node->hcas[h].cpuset) > aw ? cpuset_width(node->hcas[h].cpuset) : aw;
-  if (ng + nh == 0)
-    fprintf(f, "No GPU and no HCA on this node: there is no GPU/HCA matrix to show.\n");
-  if (ng + nh > 0) {
-    if (pcie_only)
-      fprintf(f, "PCIe paths (NVLinks not shown, like nvidia-smi topo -mp):\n");
-    fprintf(f, "%-8s", "");
-    for (int g = 0; g < ng; g++) {
-      snprintf(buf, sizeof buf, "GPU%d", g);
-      fprintf(f, " %-6s", buf);
-    }
-    for (int h = 0; h < nh; h++) {
-      snprintf(buf, sizeof buf, "NIC%d", h);
-      fprintf(f, " %-6s", buf);
-    }
-    fprintf(f, "  %-*s %s\n", aw, "CPU Affinity", "NUMA Affinity");
-    for (int a = 0; a < ng; a++) {
-      snprintf(buf, sizeof buf, "GPU%d", a);
-      fprintf(f, "%-8s", buf);
-      for (int b = 0; b < ng; b++) {
-        struct dpt_path p = node->gpu_gpu[a * ng + b];
-        if (pcie_only)
-          p.cls = p.pcie;
-        fprintf(f, " %-6s", dpt_path_str(p, buf, sizeof buf));
-      }
-      for (int h = 0; h < nh; h++)
-        fprintf(f, " %-6s", dpt_path_str(node->gpu_hca[a * nh + h], buf, sizeof buf));
-      print_affinity(f, node->gpus[a].cpuset, node->gpus[a].numa, aw);
-    }
-    for (int x = 0; x < nh; x++) {
-      snprintf(buf, sizeof buf, "NIC%d", x);
-      fprintf(f, "%-8s", buf);
-      for (int g = 0; g < ng; g++)
-        fprintf(f, " %-6s", dpt_path_str(node->gpu_hca[g * nh + x], buf, sizeof buf));
-      for (int y = 0; y < nh; y++)
-        fprintf(f, " %-6s", dpt_path_str(node->hca_hca[x * nh + y], buf, sizeof buf));
-      print_affinity(f, node->hcas[x].cpuset, node->hcas[x].numa, aw);
-    }
-    fprintf(f, "\nLegend:\n\n"
-               "  X    = Self\n"
-               "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (QPI/UPI/X-Bus)\n"
-               "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
-               "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
-               "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
-               "  PIX  = Connection traversing at most a single PCIe bridge (one PCIe switch)\n");
-    if (!pcie_only)
-      fprintf(f, "  NV#  = Connection traversing a bonded set of # NVLinks (directly or through NVSwitches)\n");
-    if (any_nv && !pcie_only)
-      fprintf(f, "  (GPU pairs with NVLink show NV#; `dpt-topo --pcie` shows their PCIe paths)\n");
-  }
-
-  if (ng > 0) {
-    fprintf(f, "\nGPUs:\n");
-    for (int g = 0; g < ng; g++) {
-      const struct dpt_node_gpu *G = &node->gpus[g];
-      int near[64], nn = dpt_node_nearest_hcas(node, g, near, 64);
-      char nb[16] = "N/A";
-      if (G->numa >= 0)
-        snprintf(nb, sizeof nb, "%d", G->numa);
-      fprintf(f, "  GPU%-3d %-12s %-24s %-7s NUMA %-3s %3d local cores", g, G->busid, G->model,
-              G->osdev[0] ? G->osdev : "-", nb, G->local_cores);
-      if (nn > 0) {
-        fprintf(f, "  nearest HCA:");
-        for (int i = 0; i < nn; i++)
-          fprintf(f, " %s", node->hcas[near[i]].name);
-        fprintf(f, " (%s)", class_word(node->gpu_hca[g * nh + near[0]].pcie));
-      }
-      fprintf(f, "\n");
-    }
-  }
-  if (nh > 0) {
-    fprintf(f, "\nNIC Legend:\n\n");
-    for (int h = 0; h < nh; h++) {
-      const struct dpt_node_hca *H = &node->hcas[h];
-      fprintf(f, "  NIC%-3d %-11s %-10s %-12s netdev %-6s port %s", h, H->name, H->kind,
-              H->busid[0] ? H->busid : "-", H->netdev[0] ? H->netdev : "-",
-              H->port_state[0] ? H->port_state : "?");
-      if (H->port_guid[0])
-        fprintf(f, "  guid %s", H->port_guid);
-      fprintf(f, "\n");
-    }
-  }
-  fprintf(f, "\nNUMA nodes:\n");
-  for (int i = 0; i < node->n_numa; i++) {
-    const struct dpt_node_numa *n = &node->numa[i];
-    char *cs = list_str(n->cpuset);
-    fmt_mem(n->memory, mem, sizeof mem);
-    fprintf(f, "  node %-3d package %-2d %10s  CPUs %s", n->os_index, n->package, mem, cs && *cs ? cs : "none");
-    free(cs);
-    int first = 1;
-    for (int g = 0; g < ng; g++)
-      if (node->gpus[g].numa == n->os_index) {
-        fprintf(f, "%s GPU%d", first ? "  GPUs:" : "", g);
-        first = 0;
-      }
-    first = 1;
-    for (int h = 0; h < nh; h++)
-      if (node->hcas[h].numa == n->os_index) {
-        fprintf(f, "%s %s", first ? "  HCAs:" : "", node->hcas[h].name);
-        first = 0;
-      }
-    fprintf(f, "\n");
-  }
-
-  int nw = warns ? dpt_node_warnings(node, warns, MAX_WARN) : 0;
-  fprintf(f, "\nSummary: %d GPU%s, %d HCA%s, %d socket%s", ng, ng == 1 ? "" : "s", nh, nh == 1 ? "" : "s",
-          node->n_packages, node->n_packages == 1 ? "" : "s");
-  if (nw == 0)
-    fprintf(f, "; no warnings\n");
-  else {
-    fprintf(f, "\nWarnings:\n");
-    for (int i = 0; i < nw; i++)
-      fprintf(f, "  %s\n", warns[i]);
-  }
-  free(warns);
-}
-
-void dpt_node_print(FILE *f, const struct dpt_node *node)
-{
-  dpt_node_print_flags(f, node, 0);
 }

@@ -1,4 +1,4 @@
-/* fuzz_node_xml.c — hwloc XML through dpt_node_load_buffer() (topology/dpt_node.c):
+/* fuzz_node_xml.c — hwloc XML through dpt_node_load_buffer() (topology/dpt_node_load.c):
  * hwloc's XML import plus dpt's reduction (GPUs, HCAs, NUMA, path classes), and
  * on success every consumer of the result (JSON, warnings, text view, nearest
  * HCAs), which read the path matrices and cpusets hwloc handed back. */

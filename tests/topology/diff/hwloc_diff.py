@@ -9,7 +9,7 @@ Every PATH is an hwloc XML file or a directory searched for them (*.xml, and hwl
 `important` = HWLOC_TYPE_FILTER_KEEP_IMPORTANT):
 
   refusal   `dpt-topo --input F --json` exits 2 only where `lstopo --input F` fails too
-            (where lstopo crashes on a file, dpt may read it: see topology/dpt_node.c,
+            (where lstopo crashes on a file, dpt may read it: see topology/dpt_node_load.c,
             xml_for_hwloc());
   CPU side  machine.packages / numa_nodes / cores / pus == `hwloc-calc -N package|numa|
             core|pu all`;
