@@ -67,7 +67,7 @@ int main(int argc, char **argv)
            ms[iters - 1], iters, digest);
   }
   for (int i = 0; i < 128; i++)
-    pt_node_free(nodes[i]);
+    dpt_node_destroy(nodes[i]);
   pt_tree_free(t);
   free(ms);
   return 0;

@@ -281,27 +281,6 @@ struct dpt_node *pt_node_mn1(unsigned hca_mask)
   return n;
 }
 
-void pt_node_free(struct dpt_node *n)
-{
-  if (!n)
-    return;
-  for (int g = 0; g < n->n_gpus; g++)
-    hwloc_bitmap_free(n->gpus[g].cpuset);
-  for (int h = 0; h < n->n_hcas; h++)
-    hwloc_bitmap_free(n->hcas[h].cpuset);
-  for (int i = 0; i < n->n_numa; i++)
-    hwloc_bitmap_free(n->numa[i].cpuset);
-  hwloc_bitmap_free(n->cpuset);
-  free(n->gpus);
-  free(n->hcas);
-  free(n->numa);
-  free(n->gpu_gpu);
-  free(n->gpu_hca);
-  if (n->topo)
-    hwloc_topology_destroy(n->topo);
-  free(n);
-}
-
 int pt_plan(struct dpt_plan **out, const struct dpt_tree *t, const char *const *hosts, int n,
             const struct dpt_node *node, const struct dpt_plan_opts *o, struct dpt_err *err)
 {

@@ -31,7 +31,7 @@ struct dpt_tree *pt_tree_random(uint64_t *rng);
 /* MN-1: "core" over leaf1..leaf8, 16 hosts each: mn1-001..mn1-128. */
 struct dpt_tree *pt_tree_mn1(void);
 
-/* Nodes (free with pt_node_free, never dpt_node_destroy).
+/* Nodes, built field by field (free with dpt_node_destroy, as any node).
  * plain: n GPUs, unknown paths, no cpusets, no HCAs (like dpt_node_synthetic).
  * mn1: 2 packages x 10 cores x 2 PUs (hwloc synthetic topology), 8 GPUs on 4
  * PCIe switches (GPUs 2i, 2i+1 on switch i; switches 0,1 on package 0), an HCA
@@ -40,7 +40,6 @@ struct dpt_tree *pt_tree_mn1(void);
 struct dpt_node *pt_node_plain(int n_gpus);
 struct dpt_node *pt_node_mn1(unsigned hca_mask);
 struct dpt_node *pt_node_cpu_only(void); /* mn1's machine, no GPU, no HCA */
-void pt_node_free(struct dpt_node *n);
 
 /* Independent check of a plan against its inputs: ranks a permutation in
  * contiguous node blocks, nodes a permutation of the hosts, every subtree one

@@ -125,7 +125,7 @@ int main(void)
     printf("random order: mean %.1f inter-group hops over %d seeds (expected %.1f)\n", mean, seeds, expect);
     CHECK(fabs(mean - expect) < 5, "mean random hops %.1f, expected %.1f", mean, expect);
   }
-  pt_node_free(node);
+  dpt_node_destroy(node);
   pt_tree_free(t);
   return failures ? 1 : 0;
 }

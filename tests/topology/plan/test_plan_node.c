@@ -103,7 +103,7 @@ static void test_full_node(void)
           "rank %d differs from rank %d", i, i % 8);
 out:
   dpt_plan_destroy(p);
-  pt_node_free(nd);
+  dpt_node_destroy(nd);
   pt_tree_free(t);
 }
 
@@ -125,7 +125,7 @@ static void test_one_hca(void)
   CHECK(!strcmp(p->nodes[0].hcas, "mlx5_1"), "hcas '%s'", p->nodes[0].hcas);
 out:
   dpt_plan_destroy(p);
-  pt_node_free(nd);
+  dpt_node_destroy(nd);
   pt_tree_free(t);
 }
 
@@ -178,7 +178,7 @@ static void test_single_node_and_subsets(void)
     CHECK(0, "%s", err.msg);
   }
   dpt_plan_destroy(p);
-  pt_node_free(nd);
+  dpt_node_destroy(nd);
   pt_tree_free(t);
 }
 
@@ -225,8 +225,8 @@ static void test_oversubscribe_and_cpu(void)
     CHECK(0, "%s", err.msg);
   }
   dpt_plan_destroy(p);
-  pt_node_free(nd);
-  pt_node_free(cpu);
+  dpt_node_destroy(nd);
+  dpt_node_destroy(cpu);
   pt_tree_free(t);
 }
 
@@ -251,7 +251,7 @@ static void test_bad_input(void)
   pt_tree_add_switch(t, "top", -1, 0);
   CHECK(pt_plan(&p, t, dup, 2, nd, NULL, &err) == DPT_E_INPUT && !p, "cyclic tree accepted");
   CHECK(strstr(err.msg, "cycle"), "message: %s", err.msg);
-  pt_node_free(nd);
+  dpt_node_destroy(nd);
   pt_tree_free(t);
 }
 

@@ -154,10 +154,10 @@ out:
   free(topos2);
   free(again);
   if (mode == 1)
-    pt_node_free(mn1);
+    dpt_node_destroy(mn1);
   else
     for (int h = 0; h < nh; h++)
-      pt_node_free(nodes[h]);
+      dpt_node_destroy(nodes[h]);
   free(nodes);
   free(all);
   pt_tree_free(t);

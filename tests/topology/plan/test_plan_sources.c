@@ -69,7 +69,7 @@ out:
     dpt_tree_destroy(tc);
   if (ta)
     dpt_tree_destroy(ta);
-  pt_node_free(nd);
+  dpt_node_destroy(nd);
 }
 
 static void avakas(const char *fixtures)
@@ -126,7 +126,7 @@ static void avakas(const char *fixtures)
 out:
   if (t)
     dpt_tree_destroy(t);
-  pt_node_free(nd);
+  dpt_node_destroy(nd);
 }
 
 static void mn1_xml(const char *xml)
