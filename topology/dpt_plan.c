@@ -5,6 +5,11 @@
  * no clock, no environment, no global state.  Every caller gets the same plan
  * and the same digest.
  *
+ * This file holds the node order (1), the plan's assembly step by step and
+ * its digest (5); dpt_plan_bind.c the GPU order and binding inside a node (2,
+ * 3); dpt_plan_cost.c the cost model (4); dpt_plan_view.c the JSON and text
+ * views; dpt_plan_int.h the working state they share.
+ *
  * 1. Node order (the ring across nodes).  A depth-first walk of the switch
  *    tree from its root.  At every switch the job hosts hanging directly off
  *    it come first, then its child switches; hosts and child switches are
@@ -76,7 +81,7 @@
  * 5. Digest: FNV-1a 64 over a canonical text of the node list, every rank's
  *    binding, and each alternative's order, hops and link flows (not the
  *    floating-point predictions, not the tree's switch indexes). */
-#include "dpt_plan.h"
+#include "dpt_plan_int.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -85,7 +90,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_EXACT_MAX_GPUS 8
 #define PLAN_DEFAULT_HOST_GBPS 100.0
 #define PLAN_DEFAULT_INTRA_GBPS 128.0
 #define PLAN_DEFAULT_ALPHA_US 5.0
@@ -190,69 +194,9 @@ static void fnv_printf(struct fnv *f, const char *fmt, ...)
   fnv_bytes(f, "\n", 1);
 }
 
-static double gbps_to_Bps(double gbps)
-{
-  return gbps * 1e9 / 8.0;
-}
-
-/* Path weight: one class farther outweighs any number (< 16) of nearer hops. */
-static uint64_t path_weight(struct dpt_path p)
-{
-  switch (p.cls) {
-  case DPT_PATH_X: return 0;
-  case DPT_PATH_NV: return 16 - (uint64_t)(p.nvlinks < 1 ? 1 : p.nvlinks > 12 ? 12 : p.nvlinks);
-  case DPT_PATH_PIX: return 1ULL << 8;
-  case DPT_PATH_PXB: return 1ULL << 12;
-  case DPT_PATH_PHB: return 1ULL << 16;
-  case DPT_PATH_NODE: return 1ULL << 20;
-  case DPT_PATH_SYS: return 1ULL << 24;
-  default: return 0; /* unknown: no preference */
-  }
-}
-
-static int hca_usable(const struct dpt_node_hca *h)
-{
-  return h->port_state[0] == '\0' || !strcmp(h->port_state, "ACTIVE");
-}
-
 /* ---------------------------------------------------------- working state */
 
-struct gpu_order_cache {
-  const struct dpt_node *node; /* first node with this content */
-  int r;                       /* ranks on it */
-  int closed;
-  int n;                       /* GPUs */
-  uint64_t *w;                 /* [n * n] edge weights */
-  uint64_t *e;                 /* [n] endpoint weights */
-  int *order;                  /* [min(r, n)] GPU sequence */
-};
-
-struct work {
-  const struct dpt_tree *tree;
-  int n;                       /* job hosts */
-  const char *const *hosts;    /* [n] */
-  int ns;                      /* switches */
-  int *tidx;                   /* [n] tree host index of each job host */
-  int *leaf;                   /* [n] leaf switch of each job host */
-  int *depth;                  /* [ns] depth from the root (computed) */
-  int *sub;                    /* [ns] job hosts in the subtree */
-  int *order;                  /* [n] planned ring order of job hosts */
-  int n_order;
-  int *sw_walk;                /* [ns] switches with job hosts, in walk order */
-  int n_walk;
-  /* children in walk order (CSR) */
-  int *ch_off, *ch;            /* [ns + 1], [ns]: child switches */
-  int *hh_off, *hh;            /* [ns + 1], [n]: job hosts directly under */
-  /* flow counters, per direction */
-  int *up_h, *down_h;          /* [n] host <-> leaf */
-  int *up_s, *down_s;          /* [ns] switch <-> parent */
-  double *bw_h;                /* [n] Gbit/s */
-  double *bw_s;                /* [ns] Gbit/s */
-  int n_cache;
-  struct gpu_order_cache *cache; /* [n] at most */
-};
-
-static void work_free(struct work *w)
+static void work_free(struct dpt_plan_work *w)
 {
   free(w->tidx);
   free(w->leaf);
@@ -278,9 +222,43 @@ static void work_free(struct work *w)
   free(w->cache);
 }
 
+/* w's arrays for the job's hosts on tree, zeroed.  0, or DPT_E_NOMEM. */
+static int work_alloc(struct dpt_plan_work *w, const struct dpt_tree *tree,
+                      const char *const *hosts, int n_hosts, struct dpt_err *err)
+{
+  size_t n = (size_t)n_hosts, ns = (size_t)(tree->n_switches > 0 ? tree->n_switches : 1);
+
+  w->tree = tree;
+  w->n = n_hosts;
+  w->hosts = hosts;
+  w->ns = tree->n_switches;
+  w->tidx = calloc(n, sizeof *w->tidx);
+  w->leaf = calloc(n, sizeof *w->leaf);
+  w->depth = calloc(ns, sizeof *w->depth);
+  w->sub = calloc(ns, sizeof *w->sub);
+  w->order = calloc(n, sizeof *w->order);
+  w->sw_walk = calloc(ns, sizeof *w->sw_walk);
+  w->ch_off = calloc(ns + 1, sizeof *w->ch_off);
+  w->ch = calloc(ns, sizeof *w->ch);
+  w->hh_off = calloc(ns + 1, sizeof *w->hh_off);
+  w->hh = calloc(n, sizeof *w->hh);
+  w->up_h = calloc(n, sizeof *w->up_h);
+  w->down_h = calloc(n, sizeof *w->down_h);
+  w->up_s = calloc(ns, sizeof *w->up_s);
+  w->down_s = calloc(ns, sizeof *w->down_s);
+  w->bw_h = calloc(n, sizeof *w->bw_h);
+  w->bw_s = calloc(ns, sizeof *w->bw_s);
+  w->cache = calloc(n, sizeof *w->cache);
+  if (!w->tidx || !w->leaf || !w->depth || !w->sub || !w->order || !w->sw_walk || !w->ch_off ||
+      !w->ch || !w->hh_off || !w->hh || !w->up_h || !w->down_h || !w->up_s || !w->down_s ||
+      !w->bw_h || !w->bw_s || !w->cache)
+    return dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory for %d hosts", n_hosts);
+  return 0;
+}
+
 /* ------------------------------------------------------ tree and hosts */
 
-static int check_tree(struct work *w, struct dpt_err *err)
+static int check_tree(struct dpt_plan_work *w, struct dpt_err *err)
 {
   const struct dpt_tree *t = w->tree;
   int roots = 0;
@@ -318,7 +296,7 @@ static int check_tree(struct work *w, struct dpt_err *err)
 }
 
 /* Map job hosts to tree hosts; reject duplicates and unknown hosts. */
-static int map_hosts(struct work *w, struct dpt_err *err)
+static int map_hosts(struct dpt_plan_work *w, struct dpt_err *err)
 {
   const struct dpt_tree *t = w->tree;
   struct named *th = NULL, *jh = NULL;
@@ -384,7 +362,7 @@ fail:
   return rc;
 }
 
-static void walk(struct work *w, int s)
+static void walk(struct dpt_plan_work *w, int s)
 {
   w->sw_walk[w->n_walk++] = s;
   for (int k = w->hh_off[s]; k < w->hh_off[s + 1]; k++)
@@ -394,7 +372,7 @@ static void walk(struct work *w, int s)
       walk(w, w->ch[k]);
 }
 
-static int plan_node_order(struct work *w, struct dpt_err *err)
+static int plan_node_order(struct dpt_plan_work *w, struct dpt_err *err)
 {
   const struct dpt_tree *t = w->tree;
   struct named *tmp = malloc(sizeof *tmp * (size_t)(w->ns > w->n ? w->ns : w->n));
@@ -460,463 +438,7 @@ static int plan_node_order(struct work *w, struct dpt_err *err)
   return 0;
 }
 
-/* ------------------------------------------------------- GPU order */
-
-struct search {
-  int n, r, closed;
-  const uint64_t *w, *e;
-  int cur[PLAN_EXACT_MAX_GPUS];
-  int used[PLAN_EXACT_MAX_GPUS];
-  int best[PLAN_EXACT_MAX_GPUS];
-  uint64_t best_cost;
-};
-
-static void bb(struct search *s, int depth, uint64_t cost)
-{
-  if (depth == s->r) {
-    if (s->r < 1) /* nothing to order */
-      return;
-    int last = s->cur[s->r - 1], first = s->cur[0];
-    uint64_t total = cost + (s->closed ? (s->r > 1 ? s->w[last * s->n + first] : 0) : s->e[last]);
-    if (total < s->best_cost) {
-      s->best_cost = total;
-      memcpy(s->best, s->cur, sizeof s->best);
-    }
-    return;
-  }
-  for (int g = 0; g < s->n; g++) {
-    if (s->used[g])
-      continue;
-    uint64_t c = cost + (depth == 0 ? (s->closed ? 0 : s->e[g]) : s->w[s->cur[depth - 1] * s->n + g]);
-    if (c >= s->best_cost)
-      continue; /* no completion can be strictly better */
-    s->used[g] = 1;
-    s->cur[depth] = g;
-    bb(s, depth + 1, c);
-    s->used[g] = 0;
-  }
-}
-
-static void gpu_sequence(int n, int r, int closed, const uint64_t *w, const uint64_t *e, int *out)
-{
-  if (n <= PLAN_EXACT_MAX_GPUS) {
-    struct search s;
-    memset(&s, 0, sizeof s);
-    s.n = n;
-    s.r = r;
-    s.closed = closed;
-    s.w = w;
-    s.e = e;
-    s.best_cost = UINT64_MAX;
-    bb(&s, 0, 0);
-    memcpy(out, s.best, sizeof *out * (size_t)r);
-    return;
-  }
-  /* greedy: start next to an HCA, then always the nearest unused GPU */
-  char *used = calloc((size_t)n, 1);
-  int cur = 0;
-  if (!closed)
-    for (int g = 1; g < n; g++)
-      if (e[g] < e[cur])
-        cur = g;
-  if (!used) { /* cannot allocate a few bytes: fall back to PCI order */
-    for (int j = 0; j < r; j++)
-      out[j] = j;
-    return;
-  }
-  out[0] = cur;
-  used[cur] = 1;
-  for (int j = 1; j < r; j++) {
-    int best = -1;
-    for (int g = 0; g < n; g++)
-      if (!used[g] && (best < 0 || w[cur * n + g] < w[cur * n + best]))
-        best = g;
-    out[j] = cur = best;
-    used[best] = 1;
-  }
-  free(used);
-}
-
-/* The GPU sequence for a node with r ranks (r <= n_gpus; the caller maps
- * oversubscribed ranks).  Cached by node pointer and by content. */
-static int node_gpu_order(struct work *wk, const struct dpt_node *node, int r, int closed,
-                          const int **order_out, struct dpt_err *err)
-{
-  int n = node->n_gpus;
-  uint64_t *w = NULL, *e = NULL;
-  int *order = NULL;
-
-  for (int i = 0; i < wk->n_cache; i++)
-    if (wk->cache[i].node == node && wk->cache[i].r == r && wk->cache[i].closed == closed) {
-      *order_out = wk->cache[i].order;
-      return 0;
-    }
-  w = malloc(sizeof *w * (size_t)n * (size_t)n);
-  e = malloc(sizeof *e * (size_t)n);
-  order = malloc(sizeof *order * (size_t)r);
-  if (!w || !e || !order)
-    goto nomem;
-  for (int a = 0; a < n; a++)
-    for (int b = 0; b < n; b++) {
-      uint64_t x = node->gpu_gpu ? path_weight(node->gpu_gpu[a * n + b]) : 0;
-      uint64_t y = node->gpu_gpu ? path_weight(node->gpu_gpu[b * n + a]) : 0;
-      w[a * n + b] = a == b ? 0 : x > y ? x : y;
-    }
-  for (int g = 0; g < n; g++) {
-    uint64_t best = UINT64_MAX;
-    for (int h = 0; h < node->n_hcas; h++) {
-      if (!hca_usable(&node->hcas[h]) || !node->gpu_hca)
-        continue;
-      uint64_t x = path_weight(node->gpu_hca[g * node->n_hcas + h]);
-      if (x < best)
-        best = x;
-    }
-    e[g] = best == UINT64_MAX ? 0 : best;
-  }
-  for (int i = 0; i < wk->n_cache; i++) {
-    struct gpu_order_cache *c = &wk->cache[i];
-    if (c->n == n && c->r == r && c->closed == closed &&
-        !memcmp(c->w, w, sizeof *w * (size_t)n * (size_t)n) && !memcmp(c->e, e, sizeof *e * (size_t)n)) {
-      memcpy(order, c->order, sizeof *order * (size_t)r);
-      goto store;
-    }
-  }
-  gpu_sequence(n, r, closed, w, e, order);
-store:
-  {
-    struct gpu_order_cache *c = &wk->cache[wk->n_cache++];
-    c->node = node;
-    c->r = r;
-    c->closed = closed;
-    c->n = n;
-    c->w = w;
-    c->e = e;
-    c->order = order;
-    *order_out = order;
-  }
-  return 0;
-nomem:
-  free(w);
-  free(e);
-  free(order);
-  return dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory ordering %d GPUs", n);
-}
-
-/* ------------------------------------------------------------ binding */
-
-static int bitmap_unknown(hwloc_const_bitmap_t b)
-{
-  return !b || hwloc_bitmap_iszero(b) || hwloc_bitmap_weight(b) < 0;
-}
-
-/* Slice i of k of the cores (or PUs) in base into rank->cpuset/threads. */
-static int bind_slice(const struct dpt_node *node, hwloc_const_bitmap_t base, int i, int k,
-                      const struct dpt_plan_opts *opts, struct dpt_plan_rank *rk,
-                      const char *host, struct dpt_err *err)
-{
-  hwloc_bitmap_t set = NULL;
-  int m = 0, lo, hi, rc = 0;
-
-  rk->cpuset[0] = '\0';
-  rk->threads = opts->threads_per_rank > 0 ? opts->threads_per_rank : 1;
-  if (bitmap_unknown(base))
-    return 0;
-  set = hwloc_bitmap_alloc();
-  if (!set)
-    return dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory binding host '%s'", host);
-  if (node->topo) {
-    hwloc_obj_type_t type = HWLOC_OBJ_CORE;
-    m = hwloc_get_nbobjs_inside_cpuset_by_type(node->topo, base, type);
-    if (m <= 0) {
-      type = HWLOC_OBJ_PU;
-      m = hwloc_get_nbobjs_inside_cpuset_by_type(node->topo, base, type);
-    }
-    if (m > 0) {
-      lo = (int)((int64_t)i * m / k);
-      hi = (int)((int64_t)(i + 1) * m / k);
-      if (hi <= lo)
-        hi = lo + 1;
-      for (int c = lo; c < hi; c++) {
-        hwloc_obj_t o = hwloc_get_obj_inside_cpuset_by_type(node->topo, base, type, (unsigned)c);
-        if (o && o->cpuset)
-          hwloc_bitmap_or(set, set, o->cpuset);
-      }
-      hwloc_bitmap_and(set, set, base);
-    }
-  }
-  if (m <= 0) { /* no hwloc topology: cut the PUs */
-    int pus[4096], np = 0;
-    int id;
-    hwloc_bitmap_foreach_begin(id, base)
-      if (np < (int)(sizeof pus / sizeof pus[0]))
-        pus[np++] = id;
-    hwloc_bitmap_foreach_end();
-    m = np;
-    lo = (int)((int64_t)i * m / k);
-    hi = (int)((int64_t)(i + 1) * m / k);
-    if (hi <= lo)
-      hi = lo + 1;
-    for (int c = lo; c < hi && c < m; c++)
-      hwloc_bitmap_set(set, (unsigned)pus[c]);
-  }
-  if (opts->threads_per_rank <= 0)
-    rk->threads = hi - lo;
-  if (hwloc_bitmap_list_snprintf(rk->cpuset, sizeof rk->cpuset, set) >= (int)sizeof rk->cpuset) {
-    rk->cpuset[0] = '\0';
-    rc = dpt_err_set(err, DPT_E_INPUT, "host '%s' rank %d: cpuset does not fit in %zu characters",
-                     host, rk->rank, sizeof rk->cpuset);
-  }
-  hwloc_bitmap_free(set);
-  return rc;
-}
-
-static int bind_node(struct work *wk, struct dpt_plan *plan, int ni, const struct dpt_node *node,
-                     const int *gpu_of, const struct dpt_plan_opts *opts, struct dpt_err *err)
-{
-  struct dpt_plan_node *pn = &plan->nodes[ni];
-  int r = pn->n_ranks, rc = 0;
-  hwloc_const_bitmap_t *base = calloc((size_t)r, sizeof *base);
-  char *use_hca = calloc((size_t)(node->n_hcas ? node->n_hcas : 1), 1);
-
-  (void)wk;
-  if (!base || !use_hca) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory binding host '%s'", pn->host);
-    goto fail;
-  }
-  for (int j = 0; j < r; j++) {
-    struct dpt_plan_rank *rk = &plan->ranks[pn->first_rank + j];
-    rk->rank = pn->first_rank + j;
-    rk->node = ni;
-    rk->local_rank = j;
-    rk->gpu = gpu_of[j];
-    rk->gpu_busid[0] = '\0';
-    rk->numa = -1;
-    if (rk->gpu >= 0) {
-      const struct dpt_node_gpu *g = &node->gpus[rk->gpu];
-      snprintf(rk->gpu_busid, sizeof rk->gpu_busid, "%s", g->busid);
-      rk->numa = g->numa;
-      base[j] = g->cpuset;
-    } else if (node->n_numa > 0 && node->numa) {
-      const struct dpt_node_numa *nm = &node->numa[(int)((int64_t)j * node->n_numa / r)];
-      rk->numa = nm->os_index;
-      base[j] = nm->cpuset;
-    } else {
-      base[j] = node->cpuset;
-    }
-  }
-  for (int j = 0; j < r && !rc; j++) {
-    int k = 0, pos = 0;
-    for (int i = 0; i < r; i++) {
-      int same = (base[i] == base[j]) ||
-                 (base[i] && base[j] && hwloc_bitmap_isequal(base[i], base[j]));
-      if (same) {
-        k++;
-        if (i < j)
-          pos++;
-      }
-    }
-    rc = bind_slice(node, base[j], pos, k, opts, &plan->ranks[pn->first_rank + j], pn->host, err);
-  }
-  if (rc)
-    goto fail;
-  /* node-wide HCA list: nearest usable HCAs of every GPU in use */
-  for (int j = 0; j < r; j++) {
-    int g = gpu_of[j];
-    uint64_t best = UINT64_MAX;
-    for (int h = 0; h < node->n_hcas; h++) {
-      if (!hca_usable(&node->hcas[h]))
-        continue;
-      uint64_t x = (g >= 0 && node->gpu_hca) ? path_weight(node->gpu_hca[g * node->n_hcas + h]) : 0;
-      if (x < best)
-        best = x;
-    }
-    for (int h = 0; h < node->n_hcas; h++) {
-      if (!hca_usable(&node->hcas[h]))
-        continue;
-      uint64_t x = (g >= 0 && node->gpu_hca) ? path_weight(node->gpu_hca[g * node->n_hcas + h]) : 0;
-      if (x == best)
-        use_hca[h] = 1;
-    }
-  }
-  {
-    size_t len = 0;
-    pn->hcas[0] = '\0';
-    for (int h = 0; h < node->n_hcas; h++) {
-      if (!use_hca[h])
-        continue;
-      int n = snprintf(pn->hcas + len, sizeof pn->hcas - len, "%s%s", len ? "," : "",
-                       node->hcas[h].name);
-      if (n < 0 || (size_t)n >= sizeof pn->hcas - len) {
-        rc = dpt_err_set(err, DPT_E_INPUT, "host '%s': HCA list does not fit in %zu characters",
-                         pn->host, sizeof pn->hcas);
-        goto fail;
-      }
-      len += (size_t)n;
-    }
-  }
-fail:
-  free(base);
-  free(use_hca);
-  return rc;
-}
-
-/* ---------------------------------------------------------- cost model */
-
-/* Route one ring edge a -> b (job host indexes).  mode 0: add `mult` flows to
- * every link direction on the way; mode 1: return min over them of gbps/flows. */
-static double route(struct work *w, int a, int b, int mode, int mult)
-{
-  const struct dpt_tree *t = w->tree;
-  double bw = INFINITY;
-  int x = w->leaf[a], y = w->leaf[b];
-
-#define LINK(cnt, gb)                                                  \
-  do {                                                                 \
-    if (mode == 0)                                                     \
-      (cnt) += mult;                                                   \
-    else if ((gb) / (cnt) < bw)                                        \
-      bw = (gb) / (cnt);                                               \
-  } while (0)
-  LINK(w->up_h[a], w->bw_h[a]);
-  LINK(w->down_h[b], w->bw_h[b]);
-  while (w->depth[x] > w->depth[y]) {
-    LINK(w->up_s[x], w->bw_s[x]);
-    x = t->sw[x].parent;
-  }
-  while (w->depth[y] > w->depth[x]) {
-    LINK(w->down_s[y], w->bw_s[y]);
-    y = t->sw[y].parent;
-  }
-  while (x != y) {
-    LINK(w->up_s[x], w->bw_s[x]);
-    LINK(w->down_s[y], w->bw_s[y]);
-    x = t->sw[x].parent;
-    y = t->sw[y].parent;
-  }
-#undef LINK
-  return bw;
-}
-
-static int add_link(struct dpt_plan_alt *alt, int cap, const char *from, const char *to, int flows,
-                    double gbps)
-{
-  if (flows <= 0 || alt->n_links >= cap)
-    return 0;
-  struct dpt_plan_link *l = &alt->links[alt->n_links++];
-  snprintf(l->from, sizeof l->from, "%s", from);
-  snprintf(l->to, sizeof l->to, "%s", to);
-  l->flows = flows;
-  l->gbps = gbps;
-  if (flows > alt->busiest_flows) {
-    alt->busiest_flows = flows;
-    snprintf(alt->busiest_link, sizeof alt->busiest_link, "%s -> %s", from, to);
-  }
-  return 0;
-}
-
-enum alt_kind { ALT_RING, ALT_HIER, ALT_2D };
-
-static int eval_alt(struct work *w, struct dpt_plan *plan, struct dpt_plan_alt *alt,
-                    enum alt_kind kind, const int *order, int g, struct dpt_err *err)
-{
-  const struct dpt_tree *t = w->tree;
-  const struct dpt_plan_opts *o = &plan->opts;
-  int n = w->n, mult = kind == ALT_2D ? g : 1;
-  int cap = 2 * (n + w->ns);
-  double S = (double)plan->size_bytes, a = o->alpha_us * 1e-6;
-  double Bi = gbps_to_Bps(o->intra_gbps), Bn = INFINITY;
-  double p = plan->n_ranks;
-  int any_intra = 0;
-
-  alt->node_order = malloc(sizeof *alt->node_order * (size_t)n);
-  alt->links = malloc(sizeof *alt->links * (size_t)cap);
-  if (!alt->node_order || !alt->links)
-    return dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory evaluating '%s'", alt->name);
-  memcpy(alt->node_order, order, sizeof *order * (size_t)n);
-  memset(w->up_h, 0, sizeof *w->up_h * (size_t)n);
-  memset(w->down_h, 0, sizeof *w->down_h * (size_t)n);
-  memset(w->up_s, 0, sizeof *w->up_s * (size_t)w->ns);
-  memset(w->down_s, 0, sizeof *w->down_s * (size_t)w->ns);
-  alt->inter_group_hops = 0;
-  if (n >= 2) {
-    for (int i = 0; i < n; i++) {
-      int x = order[i], y = order[(i + 1) % n];
-      route(w, x, y, 0, mult);
-      if (w->leaf[x] != w->leaf[y])
-        alt->inter_group_hops += mult;
-    }
-    for (int i = 0; i < n; i++) {
-      double bw = route(w, order[i], order[(i + 1) % n], 1, mult);
-      if (bw < Bn)
-        Bn = bw;
-    }
-    Bn = gbps_to_Bps(Bn);
-  }
-  /* links with flows: switch uplinks in walk order, then host links in planned order */
-  alt->busiest_flows = 0;
-  alt->busiest_link[0] = '\0';
-  for (int k = 0; k < w->n_walk; k++) {
-    int s = w->sw_walk[k];
-    int par = t->sw[s].parent;
-    if (par < 0)
-      continue;
-    add_link(alt, cap, t->sw[s].name, t->sw[par].name, w->up_s[s], w->bw_s[s]);
-    add_link(alt, cap, t->sw[par].name, t->sw[s].name, w->down_s[s], w->bw_s[s]);
-  }
-  for (int k = 0; k < n; k++) {
-    int h = w->order[k];
-    add_link(alt, cap, w->hosts[h], t->sw[w->leaf[h]].name, w->up_h[h], w->bw_h[h]);
-    add_link(alt, cap, t->sw[w->leaf[h]].name, w->hosts[h], w->down_h[h], w->bw_h[h]);
-  }
-  for (int i = 0; i < plan->n_nodes; i++)
-    if (plan->nodes[i].n_ranks > 1)
-      any_intra = 1;
-
-  double tt = 0;
-  if (kind == ALT_RING) {
-    if (p > 1) {
-      double B = INFINITY;
-      if (n >= 2)
-        B = Bn;
-      if (any_intra && Bi < B)
-        B = Bi;
-      tt = 2.0 * (p - 1) * (a + (S / p) / B);
-    }
-  } else {
-    double gg = g;
-    if (g > 1)
-      tt += (kind == ALT_HIER ? 4.0 : 2.0) * (gg - 1) * (a + S / (gg * Bi));
-    if (n >= 2) {
-      double chunk = kind == ALT_2D ? S / (gg * n) : S / n;
-      tt += 2.0 * (n - 1) * (a + chunk / Bn);
-    }
-  }
-  alt->predicted_s = tt;
-  alt->bound_s = 0;
-  if (p > 1) {
-    double B = Bi;
-    if (n >= 2) {
-      B = INFINITY;
-      for (int i = 0; i < n; i++)
-        if (gbps_to_Bps(w->bw_h[i]) < B)
-          B = gbps_to_Bps(w->bw_h[i]);
-    }
-    alt->bound_s = 2.0 * (p - 1) / p * S / B;
-  }
-  alt->busbw_gbs = tt > 0 ? (S / tt) * 2.0 * (p - 1) / p / 1e9 : 0;
-  return 0;
-}
-
 /* ------------------------------------------------------------ digest */
-
-/* Host name of job host index h (nodes[] is in ring order). */
-static const char *plan_host(const struct dpt_plan *plan, int h)
-{
-  for (int i = 0; i < plan->n_nodes; i++)
-    if (plan->nodes[i].host_index == h)
-      return plan->nodes[i].host;
-  return "?";
-}
 
 static int plan_digest(struct dpt_plan *plan, struct dpt_err *err)
 {
@@ -972,168 +494,136 @@ void dpt_plan_destroy(struct dpt_plan *plan)
   free(plan);
 }
 
-int dpt_plan_compute(struct dpt_plan **out, const struct dpt_tree *tree,
-                     const char *const *hosts, int n_hosts,
-                     const struct dpt_node *const *topos,
-                     const struct dpt_plan_opts *opts_in, struct dpt_err *err)
-{
-  struct work w;
-  struct dpt_plan *plan = NULL;
-  struct dpt_plan_opts o;
-  int rc = 0, *gpu_of = NULL, *rnd = NULL, gmax = 1;
+/* ------------------------------------------------- the plan, step by step */
 
-  memset(&w, 0, sizeof w);
-  if (out)
-    *out = NULL;
-  if (!out || !tree || !hosts || !topos || n_hosts < 1) {
-    return dpt_err_set(err, DPT_E_INPUT, "dpt_plan_compute: %s",
-                       n_hosts < 1 ? "the job has no hosts" : "NULL argument");
-  }
+/* *o: opts_in (NULL: every default) checked, its zeros made defaults. */
+static int resolve_opts(struct dpt_plan_opts *o, const struct dpt_plan_opts *opts_in,
+                        struct dpt_err *err)
+{
   if (opts_in)
-    o = *opts_in;
+    *o = *opts_in;
   else
-    dpt_plan_opts_init(&o);
-  if (o.ranks_per_node < 0 || o.threads_per_rank < 0 || o.host_gbps < 0 || o.uplink_gbps < 0 ||
-      o.intra_gbps < 0 || o.alpha_us < 0 || isnan(o.host_gbps) || isnan(o.uplink_gbps) ||
-      isnan(o.intra_gbps) || isnan(o.alpha_us))
+    dpt_plan_opts_init(o);
+  if (o->ranks_per_node < 0 || o->threads_per_rank < 0 || o->host_gbps < 0 || o->uplink_gbps < 0 ||
+      o->intra_gbps < 0 || o->alpha_us < 0 || isnan(o->host_gbps) || isnan(o->uplink_gbps) ||
+      isnan(o->intra_gbps) || isnan(o->alpha_us))
     return dpt_err_set(err, DPT_E_INPUT, "planner options: negative or NaN value (ranks per node "
                        "%d, threads %d, host %g, uplink %g, intra %g Gb/s, alpha %g us)",
-                       o.ranks_per_node, o.threads_per_rank, o.host_gbps, o.uplink_gbps,
-                       o.intra_gbps, o.alpha_us);
-  if (o.size_bytes == 0)
-    o.size_bytes = DPT_RESNET50_GRAD_BYTES;
-  if (o.host_gbps == 0)
-    o.host_gbps = PLAN_DEFAULT_HOST_GBPS;
-  if (o.uplink_gbps == 0)
-    o.uplink_gbps = o.host_gbps;
-  if (o.intra_gbps == 0)
-    o.intra_gbps = PLAN_DEFAULT_INTRA_GBPS;
-  if (o.alpha_us == 0)
-    o.alpha_us = PLAN_DEFAULT_ALPHA_US;
+                       o->ranks_per_node, o->threads_per_rank, o->host_gbps, o->uplink_gbps,
+                       o->intra_gbps, o->alpha_us);
+  if (o->size_bytes == 0)
+    o->size_bytes = DPT_RESNET50_GRAD_BYTES;
+  if (o->host_gbps == 0)
+    o->host_gbps = PLAN_DEFAULT_HOST_GBPS;
+  if (o->uplink_gbps == 0)
+    o->uplink_gbps = o->host_gbps;
+  if (o->intra_gbps == 0)
+    o->intra_gbps = PLAN_DEFAULT_INTRA_GBPS;
+  if (o->alpha_us == 0)
+    o->alpha_us = PLAN_DEFAULT_ALPHA_US;
+  return 0;
+}
 
-  w.tree = tree;
-  w.n = n_hosts;
-  w.hosts = hosts;
-  w.ns = tree->n_switches;
-  {
-    size_t n = (size_t)n_hosts, ns = (size_t)(w.ns > 0 ? w.ns : 1);
-    w.tidx = calloc(n, sizeof *w.tidx);
-    w.leaf = calloc(n, sizeof *w.leaf);
-    w.depth = calloc(ns, sizeof *w.depth);
-    w.sub = calloc(ns, sizeof *w.sub);
-    w.order = calloc(n, sizeof *w.order);
-    w.sw_walk = calloc(ns, sizeof *w.sw_walk);
-    w.ch_off = calloc(ns + 1, sizeof *w.ch_off);
-    w.ch = calloc(ns, sizeof *w.ch);
-    w.hh_off = calloc(ns + 1, sizeof *w.hh_off);
-    w.hh = calloc(n, sizeof *w.hh);
-    w.up_h = calloc(n, sizeof *w.up_h);
-    w.down_h = calloc(n, sizeof *w.down_h);
-    w.up_s = calloc(ns, sizeof *w.up_s);
-    w.down_s = calloc(ns, sizeof *w.down_s);
-    w.bw_h = calloc(n, sizeof *w.bw_h);
-    w.bw_s = calloc(ns, sizeof *w.bw_s);
-    w.cache = calloc(n, sizeof *w.cache);
-    plan = calloc(1, sizeof *plan);
-    rnd = calloc(n, sizeof *rnd);
-    if (!w.tidx || !w.leaf || !w.depth || !w.sub || !w.order || !w.sw_walk || !w.ch_off || !w.ch ||
-        !w.hh_off || !w.hh || !w.up_h || !w.down_h || !w.up_s || !w.down_s || !w.bw_h || !w.bw_s ||
-        !w.cache || !plan || !rnd) {
-      rc = dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory for %d hosts", n_hosts);
-      goto fail;
-    }
-  }
-  if ((rc = check_tree(&w, err)) || (rc = map_hosts(&w, err)))
-    goto fail;
-  for (int i = 0; i < n_hosts; i++) {
-    double gb = tree->hosts[w.tidx[i]].link_gbps;
-    w.bw_h[i] = gb > 0 ? gb : o.host_gbps;
-    if (!topos[i]) {
-      rc = dpt_err_set(err, DPT_E_INPUT, "host '%s' has no node topology", hosts[i]);
-      goto fail;
-    }
-  }
-  for (int s = 0; s < w.ns; s++)
-    w.bw_s[s] = tree->sw[s].link_gbps > 0 ? tree->sw[s].link_gbps : o.uplink_gbps;
-  if ((rc = plan_node_order(&w, err)))
-    goto fail;
+/* Each job host's link speed (the tree's, else o->host_gbps) and each switch's
+ * uplink (the tree's, else o->uplink_gbps); a host without a topology refused. */
+static int work_links(struct dpt_plan_work *w, const struct dpt_node *const *topos,
+                      const struct dpt_plan_opts *o, struct dpt_err *err)
+{
+  const struct dpt_tree *tree = w->tree;
 
-  plan->opts = o;
-  snprintf(plan->tree_source, sizeof plan->tree_source, "%s", tree->source);
-  plan->size_bytes = o.fp16 ? o.size_bytes / 2 : o.size_bytes;
-  plan->n_nodes = n_hosts;
-  plan->nodes = calloc((size_t)n_hosts, sizeof *plan->nodes);
-  if (!plan->nodes) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory");
-    goto fail;
+  for (int i = 0; i < w->n; i++) {
+    double gb = tree->hosts[w->tidx[i]].link_gbps;
+    w->bw_h[i] = gb > 0 ? gb : o->host_gbps;
+    if (!topos[i])
+      return dpt_err_set(err, DPT_E_INPUT, "host '%s' has no node topology", w->hosts[i]);
   }
-  for (int i = 0; i < n_hosts; i++)
-    if (i == 0 || w.leaf[w.order[i]] != w.leaf[w.order[i - 1]])
+  for (int s = 0; s < w->ns; s++)
+    w->bw_s[s] = tree->sw[s].link_gbps > 0 ? tree->sw[s].link_gbps : o->uplink_gbps;
+  return 0;
+}
+
+/* plan->nodes in ring order with their ranks (a contiguous block each),
+ * n_groups and n_ranks; *gmax: the most ranks on one node. */
+static int plan_nodes(struct dpt_plan *plan, const struct dpt_plan_work *w,
+                      const struct dpt_node *const *topos, int *gmax, struct dpt_err *err)
+{
+  const struct dpt_plan_opts *o = &plan->opts;
+  int64_t total = 0;
+
+  plan->n_nodes = w->n;
+  plan->nodes = calloc((size_t)w->n, sizeof *plan->nodes);
+  if (!plan->nodes)
+    return dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory");
+  for (int i = 0; i < w->n; i++)
+    if (i == 0 || w->leaf[w->order[i]] != w->leaf[w->order[i - 1]])
       plan->n_groups++; /* leaves are contiguous in the walk */
-
-  /* nodes and rank counts */
-  {
-    int64_t total = 0;
-    for (int k = 0; k < n_hosts; k++) {
-      int h = w.order[k];
-      const struct dpt_node *nd = topos[h];
-      struct dpt_plan_node *pn = &plan->nodes[k];
-      int r = o.ranks_per_node > 0 ? o.ranks_per_node : (nd->n_gpus > 0 ? nd->n_gpus : 1);
-      if (nd->n_gpus < 0 || (nd->n_gpus > 0 && !nd->gpus)) {
-        rc = dpt_err_set(err, DPT_E_INPUT, "host '%s': invalid node topology (%d GPUs)", hosts[h],
-                         nd->n_gpus);
-        goto fail;
-      }
-      if (nd->n_gpus > 0 && r > nd->n_gpus && !o.allow_oversubscribe) {
-        rc = dpt_err_set(err, DPT_E_INPUT,
+  for (int k = 0; k < w->n; k++) {
+    int h = w->order[k];
+    const struct dpt_node *nd = topos[h];
+    struct dpt_plan_node *pn = &plan->nodes[k];
+    int r = o->ranks_per_node > 0 ? o->ranks_per_node : (nd->n_gpus > 0 ? nd->n_gpus : 1);
+    if (nd->n_gpus < 0 || (nd->n_gpus > 0 && !nd->gpus))
+      return dpt_err_set(err, DPT_E_INPUT, "host '%s': invalid node topology (%d GPUs)",
+                         w->hosts[h], nd->n_gpus);
+    if (nd->n_gpus > 0 && r > nd->n_gpus && !o->allow_oversubscribe)
+      return dpt_err_set(err, DPT_E_INPUT,
                          "host '%s': %d ranks per node but its topology (%s) has %d GPU%s; use "
                          "at most %d ranks per node or allow oversubscription (dpt-topo plan "
-                         "--oversubscribe)", hosts[h], r, nd->source[0] ? nd->source : "?",
+                         "--oversubscribe)", w->hosts[h], r, nd->source[0] ? nd->source : "?",
                          nd->n_gpus, nd->n_gpus == 1 ? "" : "s", nd->n_gpus);
-        goto fail;
-      }
-      snprintf(pn->host, sizeof pn->host, "%s", hosts[h]);
-      pn->host_index = h;
-      snprintf(pn->group, sizeof pn->group, "%s", tree->sw[w.leaf[h]].name);
-      pn->first_rank = (int)total;
-      pn->n_ranks = r;
-      pn->n_gpus = nd->n_gpus;
-      if (r > gmax)
-        gmax = r;
-      total += r;
-      if (total > (1 << 24)) {
-        rc = dpt_err_set(err, DPT_E_INPUT, "the job would have more than %d ranks", 1 << 24);
-        goto fail;
-      }
-    }
-    plan->n_ranks = (int)total;
+    snprintf(pn->host, sizeof pn->host, "%s", w->hosts[h]);
+    pn->host_index = h;
+    snprintf(pn->group, sizeof pn->group, "%s", w->tree->sw[w->leaf[h]].name);
+    pn->first_rank = (int)total;
+    pn->n_ranks = r;
+    pn->n_gpus = nd->n_gpus;
+    if (r > *gmax)
+      *gmax = r;
+    total += r;
+    if (total > (1 << 24))
+      return dpt_err_set(err, DPT_E_INPUT, "the job would have more than %d ranks", 1 << 24);
   }
+  plan->n_ranks = (int)total;
+  return 0;
+}
+
+/* Node k's ranks copied from node prev (same topology object, same rank
+ * count): the same GPUs, cpusets and HCAs, renumbered. */
+static void copy_node_ranks(struct dpt_plan *plan, int k, int prev)
+{
+  struct dpt_plan_node *pn = &plan->nodes[k];
+  const struct dpt_plan_node *pp = &plan->nodes[prev];
+
+  memcpy(pn->hcas, pp->hcas, sizeof pn->hcas);
+  for (int j = 0; j < pn->n_ranks; j++) {
+    struct dpt_plan_rank *rk = &plan->ranks[pn->first_rank + j];
+    *rk = plan->ranks[pp->first_rank + j];
+    rk->rank = pn->first_rank + j;
+    rk->node = k;
+  }
+}
+
+/* plan->ranks: every node's GPU order and binding, node by node (identical
+ * topologies reuse results). */
+static int plan_ranks(struct dpt_plan *plan, struct dpt_plan_work *w,
+                      const struct dpt_node *const *topos, int gmax, struct dpt_err *err)
+{
+  int rc = 0, *gpu_of = NULL;
+
   plan->ranks = calloc((size_t)plan->n_ranks, sizeof *plan->ranks);
   gpu_of = calloc((size_t)gmax, sizeof *gpu_of);
   if (!plan->ranks || !gpu_of) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory for %d ranks", plan->n_ranks);
     goto fail;
   }
-
-  /* GPU order and binding, node by node (identical topologies reuse results) */
-  for (int k = 0; k < n_hosts; k++) {
-    struct dpt_plan_node *pn = &plan->nodes[k];
-    const struct dpt_node *nd = topos[pn->host_index];
-    int r = pn->n_ranks, prev = -1;
-    for (int q = 0; q < k; q++)
-      if (topos[plan->nodes[q].host_index] == nd && plan->nodes[q].n_ranks == r) {
+  for (int k = 0; k < plan->n_nodes && !rc; k++) {
+    const struct dpt_node *nd = topos[plan->nodes[k].host_index];
+    int r = plan->nodes[k].n_ranks, prev = -1;
+    for (int q = 0; q < k && prev < 0; q++)
+      if (topos[plan->nodes[q].host_index] == nd && plan->nodes[q].n_ranks == r)
         prev = q;
-        break;
-      }
     if (prev >= 0) {
-      const struct dpt_plan_node *pp = &plan->nodes[prev];
-      memcpy(pn->hcas, pp->hcas, sizeof pn->hcas);
-      for (int j = 0; j < r; j++) {
-        struct dpt_plan_rank *rk = &plan->ranks[pn->first_rank + j];
-        *rk = plan->ranks[pp->first_rank + j];
-        rk->rank = pn->first_rank + j;
-        rk->node = k;
-      }
+      copy_node_ranks(plan, k, prev);
       continue;
     }
     if (nd->n_gpus == 0) {
@@ -1142,243 +632,116 @@ int dpt_plan_compute(struct dpt_plan **out, const struct dpt_tree *tree,
     } else {
       const int *seq = NULL;
       int used = r < nd->n_gpus ? r : nd->n_gpus;
-      if ((rc = node_gpu_order(&w, nd, used, n_hosts == 1, &seq, err)))
+      if ((rc = dpt_plan_gpu_order(w, nd, used, plan->n_nodes == 1, &seq, err)))
         goto fail;
       for (int j = 0; j < r; j++)
         gpu_of[j] = r <= nd->n_gpus ? seq[j] : seq[(int)((int64_t)j * nd->n_gpus / r)];
     }
-    if ((rc = bind_node(&w, plan, k, nd, gpu_of, &o, err)))
-      goto fail;
+    rc = dpt_plan_bind_node(plan, k, nd, gpu_of, &plan->opts, err);
   }
+fail:
+  free(gpu_of);
+  return rc;
+}
 
-  /* link speeds the model uses */
-  for (int i = 0; i < n_hosts; i++) {
-    if (i == 0 || w.bw_h[i] < plan->host_gbps_min)
-      plan->host_gbps_min = w.bw_h[i];
-    if (w.bw_h[i] > plan->host_gbps_max)
-      plan->host_gbps_max = w.bw_h[i];
+/* The link speeds the model uses: host links, and the uplinks below the
+ * lowest switch common to all job hosts (the ones rings cross). */
+static void plan_link_range(struct dpt_plan *plan, const struct dpt_plan_work *w)
+{
+  for (int i = 0; i < w->n; i++) {
+    if (i == 0 || w->bw_h[i] < plan->host_gbps_min)
+      plan->host_gbps_min = w->bw_h[i];
+    if (w->bw_h[i] > plan->host_gbps_max)
+      plan->host_gbps_max = w->bw_h[i];
   }
-  for (int k = 0; k < w.n_walk; k++) {
-    int s = w.sw_walk[k];
-    if (w.sub[s] == n_hosts) /* at or above the lowest common switch: no ring flow */
+  for (int k = 0; k < w->n_walk; k++) {
+    int s = w->sw_walk[k];
+    if (w->sub[s] == w->n) /* at or above the lowest common switch: no ring flow */
       continue;
-    if (plan->uplink_gbps_min == 0 || w.bw_s[s] < plan->uplink_gbps_min)
-      plan->uplink_gbps_min = w.bw_s[s];
-    if (w.bw_s[s] > plan->uplink_gbps_max)
-      plan->uplink_gbps_max = w.bw_s[s];
+    if (plan->uplink_gbps_min == 0 || w->bw_s[s] < plan->uplink_gbps_min)
+      plan->uplink_gbps_min = w->bw_s[s];
+    if (w->bw_s[s] > plan->uplink_gbps_max)
+      plan->uplink_gbps_max = w->bw_s[s];
   }
+}
 
-  /* alternatives */
-  plan->n_alts = 5;
+/* The five alternatives: the planned ring, Slurm's order, a random order
+ * (Fisher-Yates driven by splitmix64(seed)), hierarchical and 2d. */
+static int plan_alternatives(struct dpt_plan *plan, struct dpt_plan_work *w, int gmax,
+                             struct dpt_err *err)
+{
+  static const char *const names[] = {"planned", "slurm-order", "random", "hierarchical", "2d"};
+  int n = w->n, rc = 0, *rnd = calloc((size_t)n, sizeof *rnd);
+  uint64_t st = plan->opts.seed;
+
   plan->alts = calloc(5, sizeof *plan->alts);
-  if (!plan->alts) {
-    plan->n_alts = 0;
+  if (!rnd || !plan->alts) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory");
     goto fail;
   }
-  snprintf(plan->alts[0].name, sizeof plan->alts[0].name, "planned");
-  snprintf(plan->alts[1].name, sizeof plan->alts[1].name, "slurm-order");
-  snprintf(plan->alts[2].name, sizeof plan->alts[2].name, "random");
-  snprintf(plan->alts[3].name, sizeof plan->alts[3].name, "hierarchical");
-  snprintf(plan->alts[4].name, sizeof plan->alts[4].name, "2d");
-  if ((rc = eval_alt(&w, plan, &plan->alts[0], ALT_RING, w.order, gmax, err)))
+  plan->n_alts = 5;
+  for (int i = 0; i < 5; i++)
+    snprintf(plan->alts[i].name, sizeof plan->alts[i].name, "%s", names[i]);
+  if ((rc = dpt_plan_eval_alt(w, plan, &plan->alts[0], DPT_PLAN_RING, w->order, gmax, err)))
     goto fail;
-  for (int i = 0; i < n_hosts; i++)
+  for (int i = 0; i < n; i++)
     rnd[i] = i;
-  if ((rc = eval_alt(&w, plan, &plan->alts[1], ALT_RING, rnd, gmax, err)))
+  if ((rc = dpt_plan_eval_alt(w, plan, &plan->alts[1], DPT_PLAN_RING, rnd, gmax, err)))
     goto fail;
-  {
-    uint64_t st = o.seed;
-    for (int i = n_hosts - 1; i > 0; i--) {
-      int j = (int)(splitmix64(&st) % (uint64_t)(i + 1));
-      int tmp = rnd[i];
-      rnd[i] = rnd[j];
-      rnd[j] = tmp;
-    }
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)(splitmix64(&st) % (uint64_t)(i + 1));
+    int tmp = rnd[i];
+    rnd[i] = rnd[j];
+    rnd[j] = tmp;
   }
-  if ((rc = eval_alt(&w, plan, &plan->alts[2], ALT_RING, rnd, gmax, err)) ||
-      (rc = eval_alt(&w, plan, &plan->alts[3], ALT_HIER, w.order, gmax, err)) ||
-      (rc = eval_alt(&w, plan, &plan->alts[4], ALT_2D, w.order, gmax, err)))
+  if ((rc = dpt_plan_eval_alt(w, plan, &plan->alts[2], DPT_PLAN_RING, rnd, gmax, err)) ||
+      (rc = dpt_plan_eval_alt(w, plan, &plan->alts[3], DPT_PLAN_HIER, w->order, gmax, err)) ||
+      (rc = dpt_plan_eval_alt(w, plan, &plan->alts[4], DPT_PLAN_2D, w->order, gmax, err)))
     goto fail;
-  if ((rc = plan_digest(plan, err)))
+fail:
+  free(rnd);
+  return rc;
+}
+
+int dpt_plan_compute(struct dpt_plan **out, const struct dpt_tree *tree,
+                     const char *const *hosts, int n_hosts,
+                     const struct dpt_node *const *topos,
+                     const struct dpt_plan_opts *opts_in, struct dpt_err *err)
+{
+  struct dpt_plan_work w;
+  struct dpt_plan *plan = NULL;
+  struct dpt_plan_opts o;
+  int rc = 0, gmax = 1;
+
+  memset(&w, 0, sizeof w);
+  if (out)
+    *out = NULL;
+  if (!out || !tree || !hosts || !topos || n_hosts < 1)
+    return dpt_err_set(err, DPT_E_INPUT, "dpt_plan_compute: %s",
+                       n_hosts < 1 ? "the job has no hosts" : "NULL argument");
+  if ((rc = resolve_opts(&o, opts_in, err)))
+    return rc;
+  if ((rc = work_alloc(&w, tree, hosts, n_hosts, err)))
+    goto fail;
+  if (!(plan = calloc(1, sizeof *plan))) {
+    rc = dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory for %d hosts", n_hosts);
+    goto fail;
+  }
+  plan->opts = o;
+  snprintf(plan->tree_source, sizeof plan->tree_source, "%s", tree->source);
+  plan->size_bytes = o.fp16 ? o.size_bytes / 2 : o.size_bytes;
+  if ((rc = check_tree(&w, err)) || (rc = map_hosts(&w, err)) ||
+      (rc = work_links(&w, topos, &o, err)) || (rc = plan_node_order(&w, err)) ||
+      (rc = plan_nodes(plan, &w, topos, &gmax, err)) ||
+      (rc = plan_ranks(plan, &w, topos, gmax, err)))
+    goto fail;
+  plan_link_range(plan, &w);
+  if ((rc = plan_alternatives(plan, &w, gmax, err)) || (rc = plan_digest(plan, err)))
     goto fail;
   *out = plan;
   plan = NULL;
 fail:
   dpt_plan_destroy(plan);
-  free(gpu_of);
-  free(rnd);
   work_free(&w);
   return rc;
-}
-
-/* ------------------------------------------------------------- output */
-
-json_t *dpt_plan_to_json(const struct dpt_plan *plan)
-{
-  json_t *root = json_object(), *nodes = json_array(), *ranks = json_array(), *alts = json_array();
-  const struct dpt_plan_opts *o = &plan->opts;
-
-  if (!root || !nodes || !ranks || !alts)
-    goto fail;
-  json_object_set_new(root, "schema", json_string("dpt.plan/1"));
-  json_object_set_new(root, "digest", json_string(plan->digest));
-  json_object_set_new(root, "tree_source", json_string(plan->tree_source));
-  json_object_set_new(root, "size_bytes", json_integer((json_int_t)plan->size_bytes));
-  json_object_set_new(root, "fp16", json_boolean(o->fp16));
-  json_object_set_new(root, "n_nodes", json_integer(plan->n_nodes));
-  json_object_set_new(root, "n_ranks", json_integer(plan->n_ranks));
-  json_object_set_new(root, "n_groups", json_integer(plan->n_groups));
-  json_object_set_new(root, "link_gbps",
-                      json_pack("{s:f, s:f, s:f, s:f}", "host_min", plan->host_gbps_min, "host_max",
-                                plan->host_gbps_max, "uplink_min", plan->uplink_gbps_min,
-                                "uplink_max", plan->uplink_gbps_max));
-  json_object_set_new(root, "model",
-                      json_pack("{s:f, s:f, s:f, s:f, s:I, s:i, s:b, s:i}", "alpha_us", o->alpha_us,
-                                "host_gbps", o->host_gbps, "uplink_gbps", o->uplink_gbps,
-                                "intra_gbps", o->intra_gbps, "seed", (json_int_t)o->seed,
-                                "ranks_per_node", o->ranks_per_node, "oversubscribe",
-                                o->allow_oversubscribe, "threads_per_rank", o->threads_per_rank));
-  for (int i = 0; i < plan->n_nodes; i++) {
-    const struct dpt_plan_node *n = &plan->nodes[i];
-    json_array_append_new(nodes, json_pack("{s:s, s:s, s:i, s:i, s:i, s:s}", "host", n->host,
-                                           "group", n->group, "first_rank", n->first_rank,
-                                           "n_ranks", n->n_ranks, "n_gpus", n->n_gpus, "hcas",
-                                           n->hcas));
-  }
-  for (int i = 0; i < plan->n_ranks; i++) {
-    const struct dpt_plan_rank *r = &plan->ranks[i];
-    json_array_append_new(ranks, json_pack("{s:i, s:s, s:i, s:i, s:i, s:s, s:s, s:i, s:i}",
-                                           "rank", r->rank, "host", plan->nodes[r->node].host,
-                                           "node", r->node, "local_rank", r->local_rank, "gpu",
-                                           r->gpu, "gpu_busid", r->gpu_busid, "cpuset", r->cpuset,
-                                           "numa", r->numa, "threads", r->threads));
-  }
-  for (int i = 0; i < plan->n_alts; i++) {
-    const struct dpt_plan_alt *a = &plan->alts[i];
-    json_t *order = json_array(), *links = json_array();
-    for (int k = 0; k < plan->n_nodes; k++)
-      json_array_append_new(order, json_string(plan_host(plan, a->node_order[k])));
-    for (int k = 0; k < a->n_links; k++)
-      json_array_append_new(links, json_pack("{s:s, s:s, s:i, s:f}", "from", a->links[k].from,
-                                             "to", a->links[k].to, "flows", a->links[k].flows,
-                                             "gbps", a->links[k].gbps));
-    json_array_append_new(alts, json_pack("{s:s, s:o, s:i, s:i, s:s, s:f, s:f, s:f, s:o}", "name",
-                                          a->name, "node_order", order, "inter_group_hops",
-                                          a->inter_group_hops, "busiest_flows", a->busiest_flows,
-                                          "busiest_link", a->busiest_link, "predicted_s",
-                                          a->predicted_s, "bound_s", a->bound_s, "busbw_gbs",
-                                          a->busbw_gbs, "links", links));
-  }
-  json_object_set_new(root, "nodes", nodes);
-  json_object_set_new(root, "ranks", ranks);
-  json_object_set_new(root, "alternatives", alts);
-  return root;
-fail:
-  json_decref(root);
-  json_decref(nodes);
-  json_decref(ranks);
-  json_decref(alts);
-  return NULL;
-}
-
-static const struct dpt_plan_alt *find_alt(const struct dpt_plan *plan, const char *name)
-{
-  for (int i = 0; i < plan->n_alts; i++)
-    if (!strcmp(plan->alts[i].name, name))
-      return &plan->alts[i];
-  return NULL;
-}
-
-void dpt_plan_print(FILE *f, const struct dpt_plan *plan)
-{
-  const struct dpt_plan_opts *o = &plan->opts;
-  const struct dpt_plan_alt *pl = find_alt(plan, "planned"), *rnd = find_alt(plan, "random"),
-                            *sl = find_alt(plan, "slurm-order");
-
-  fprintf(f, "dpt plan %s (dpt.plan/1)\n", plan->digest);
-  fprintf(f, "%d rank%s on %d node%s in %d group%s (tree: %s); all-reduce of %" PRIu64
-             " bytes (%s)\n", plan->n_ranks, plan->n_ranks == 1 ? "" : "s", plan->n_nodes,
-          plan->n_nodes == 1 ? "" : "s", plan->n_groups, plan->n_groups == 1 ? "" : "s",
-          plan->tree_source, plan->size_bytes, o->fp16 ? "fp16" : "fp32");
-  {
-    char hl[64], ul[64];
-    if (plan->host_gbps_min == plan->host_gbps_max)
-      snprintf(hl, sizeof hl, "%g", plan->host_gbps_min);
-    else
-      snprintf(hl, sizeof hl, "%g-%g", plan->host_gbps_min, plan->host_gbps_max);
-    if (plan->uplink_gbps_min == plan->uplink_gbps_max)
-      snprintf(ul, sizeof ul, "%g", plan->uplink_gbps_min);
-    else
-      snprintf(ul, sizeof ul, "%g-%g", plan->uplink_gbps_min, plan->uplink_gbps_max);
-    fprintf(f, "model: host links %s Gb/s, switch uplinks %s Gb/s, intra-node %g Gb/s, %g us per "
-               "step (defaults where the tree gives no speed: host %g, uplink %g)\n\n",
-            hl, plan->uplink_gbps_max > 0 ? ul : "-", o->intra_gbps, o->alpha_us, o->host_gbps,
-            o->uplink_gbps);
-  }
-
-  int hw = 4, gw = 5, lw = 12;
-  for (int i = 0; i < plan->n_nodes; i++) {
-    int a = (int)strlen(plan->nodes[i].host), b = (int)strlen(plan->nodes[i].group);
-    hw = a > hw ? a : hw;
-    gw = b > gw ? b : gw;
-  }
-  for (int i = 0; i < plan->n_alts; i++) {
-    int a = (int)strlen(plan->alts[i].busiest_link);
-    lw = a > lw ? a : lw;
-  }
-  fprintf(f, "ring: nodes in ring order, each one contiguous block of ranks\n");
-  fprintf(f, "  %5s  %-*s  %-*s  %-11s %4s  %s\n", "node", hw, "host", gw, "group", "ranks", "gpus",
-          "NCCL_IB_HCA");
-  for (int i = 0; i < plan->n_nodes; i++) {
-    const struct dpt_plan_node *n = &plan->nodes[i];
-    char rr[32];
-    if (n->n_ranks == 1)
-      snprintf(rr, sizeof rr, "%d", n->first_rank);
-    else
-      snprintf(rr, sizeof rr, "%d-%d", n->first_rank, n->first_rank + n->n_ranks - 1);
-    fprintf(f, "  %5d  %-*s  %-*s  %-11s %4d  %s\n", i, hw, n->host, gw, n->group, rr, n->n_gpus,
-            n->hcas[0] ? n->hcas : "-");
-  }
-
-  fprintf(f, "\nranks\n");
-  fprintf(f, "  %6s  %-*s  %5s %4s  %-14s %4s %7s  %s\n", "rank", hw, "host", "local", "gpu", "busid",
-          "numa", "threads", "cpuset");
-  for (int i = 0; i < plan->n_ranks; i++) {
-    const struct dpt_plan_rank *r = &plan->ranks[i];
-    char gpu[16], numa[16];
-    snprintf(gpu, sizeof gpu, r->gpu >= 0 ? "%d" : "-", r->gpu);
-    snprintf(numa, sizeof numa, r->numa >= 0 ? "%d" : "-", r->numa);
-    fprintf(f, "  %6d  %-*s  %5d %4s  %-14s %4s %7d  %s\n", r->rank, hw, plan->nodes[r->node].host,
-            r->local_rank, gpu, r->gpu_busid[0] ? r->gpu_busid : "-", numa, r->threads,
-            r->cpuset[0] ? r->cpuset : "-");
-  }
-
-  fprintf(f, "\nalternatives: all-reduce of %" PRIu64 " bytes over %d ranks\n", plan->size_bytes,
-          plan->n_ranks);
-  fprintf(f, "  %-13s %5s  %-*s  %5s  %11s %11s %6s %10s\n", "order", "hops", lw, "busiest link",
-          "flows", "predicted", "bound", "ratio", "busbw");
-  for (int i = 0; i < plan->n_alts; i++) {
-    const struct dpt_plan_alt *a = &plan->alts[i];
-    char ratio[16];
-    if (a->bound_s > 0)
-      snprintf(ratio, sizeof ratio, "%.2f", a->predicted_s / a->bound_s);
-    else
-      snprintf(ratio, sizeof ratio, "-");
-    fprintf(f, "  %-13s %5d  %-*s  %5d  %8.3f ms %8.3f ms %6s %5.2f GB/s\n", a->name,
-            a->inter_group_hops, lw, a->busiest_link[0] ? a->busiest_link : "-", a->busiest_flows,
-            a->predicted_s * 1e3, a->bound_s * 1e3, ratio, a->busbw_gbs);
-  }
-  fprintf(f, "  (hops: ring edges between leaf switches, 2d summed over its rings; flows: ring "
-             "flows on the busiest link direction)\n\n");
-  if (plan->n_groups <= 1) {
-    fprintf(f, "all nodes hang off one switch: no inter-group link to cross.\n");
-  } else if (pl && rnd && sl) {
-    fprintf(f, "random order crosses inter-group links %d times vs %d for the planned ring "
-               "(Slurm's order: %d);\nbusiest link: %d flow%s planned, %d random, %d Slurm's order; "
-               "predicted all-reduce %.3f ms planned, %.3f ms random, %.3f ms Slurm's order.\n",
-            rnd->inter_group_hops, pl->inter_group_hops, sl->inter_group_hops, pl->busiest_flows,
-            pl->busiest_flows == 1 ? "" : "s", rnd->busiest_flows, sl->busiest_flows,
-            pl->predicted_s * 1e3, rnd->predicted_s * 1e3, sl->predicted_s * 1e3);
-  }
 }

@@ -1,4 +1,4 @@
-# Planner tests (topology/dpt_plan.c, dpt-topo plan).  Included by
+# Planner tests (topology/dpt_plan*.c, dpt-topo plan).  Included by
 # tests/topology/CMakeLists.txt.
 set(_plan ${CMAKE_CURRENT_SOURCE_DIR}/plan)
 
