@@ -673,14 +673,15 @@ static int plan_alternatives(struct dpt_plan *plan, struct dpt_plan_work *w, int
   static const char *const names[] = {"planned", "slurm-order", "random", "hierarchical", "2d"};
   int n = w->n, rc = 0, *rnd = calloc((size_t)n, sizeof *rnd);
   uint64_t st = plan->opts.seed;
+  const int n_alts = (int)(sizeof names / sizeof names[0]);
 
-  plan->alts = calloc(5, sizeof *plan->alts);
+  plan->alts = calloc((size_t)n_alts, sizeof *plan->alts);
   if (!rnd || !plan->alts) {
     rc = dpt_err_set(err, DPT_E_NOMEM, "planner: out of memory");
     goto fail;
   }
-  plan->n_alts = 5;
-  for (int i = 0; i < 5; i++)
+  plan->n_alts = n_alts;
+  for (int i = 0; i < n_alts; i++)
     snprintf(plan->alts[i].name, sizeof plan->alts[i].name, "%s", names[i]);
   if ((rc = dpt_plan_eval_alt(w, plan, &plan->alts[0], DPT_PLAN_RING, w->order, gmax, err)))
     goto fail;
@@ -694,10 +695,9 @@ static int plan_alternatives(struct dpt_plan *plan, struct dpt_plan_work *w, int
     rnd[i] = rnd[j];
     rnd[j] = tmp;
   }
-  if ((rc = dpt_plan_eval_alt(w, plan, &plan->alts[2], DPT_PLAN_RING, rnd, gmax, err)) ||
-      (rc = dpt_plan_eval_alt(w, plan, &plan->alts[3], DPT_PLAN_HIER, w->order, gmax, err)) ||
-      (rc = dpt_plan_eval_alt(w, plan, &plan->alts[4], DPT_PLAN_2D, w->order, gmax, err)))
-    goto fail;
+  if (!(rc = dpt_plan_eval_alt(w, plan, &plan->alts[2], DPT_PLAN_RING, rnd, gmax, err)) &&
+      !(rc = dpt_plan_eval_alt(w, plan, &plan->alts[3], DPT_PLAN_HIER, w->order, gmax, err)))
+    rc = dpt_plan_eval_alt(w, plan, &plan->alts[4], DPT_PLAN_2D, w->order, gmax, err);
 fail:
   free(rnd);
   return rc;
