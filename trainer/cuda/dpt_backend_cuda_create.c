@@ -449,6 +449,10 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
        st.timed && cb->ecache.path[0] ? " and stored" : "",
        cb->errata_loaded ? "" : " (no errata file)", c->legacy_fwd + c->legacy_bwd,
        c->legacy_fwd > 3 ? ", convolutions whose channels are not a multiple of the tensor-core one" : "");
+  if (cb->fx.n_prologue && cb->fx.io_type != DPT_CG_F32)
+    dpt_cuda_note(cb, "fused step: %d of %d scale-bias-ReLU prologue op(s) (sbr_conv_stats, sbr_wgrad) read the BN's "
+                  "scale / bias in %s (cast after its finalize), %d in fp32", cb->fx.n_sb_io, cb->fx.n_prologue,
+                  cb->fx.io_type == DPT_CG_F16 ? "fp16" : "bf16", cb->fx.n_prologue - cb->fx.n_sb_io);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   dpt_cuda_note(cb, "fused step: engine search %.1f s: %d round(s), %d graph builds (%d timed, %d from the cache, %d "
                 "without an engine, %d of them known from before, %d refused: an operand not %d-byte aligned), %ld execution "
@@ -674,7 +678,8 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   }
   {
     float *bn = cb->region[DPT_CUDA_R_BN];
-    float *fz = (float *)((char *)cb->region[DPT_CUDA_R_BN] + cb->plan.bn_saved_bytes); /* fused: [7][C] each */
+    _Static_assert(DPT_FX_NVEC - DPT_FX_SUM == DPT_CUDA_BN_FUSED_VECS, "the plan sizes the BN vectors fstep uses");
+    float *fz = (float *)((char *)cb->region[DPT_CUDA_R_BN] + cb->plan.bn_saved_bytes); /* fused: [9][C] each */
     for (int i = 0; i < m->n_layers; i++)
       if (m->layers[i].type == DPT_LAYER_BN) {
         cb->l[i].save_mean = bn;

@@ -76,13 +76,14 @@ static void bn_slots(struct dpt_fx_ref *ref, const struct dpt_model *m, int bn, 
   for (int i = 0; i < n; i++) ref[slots[i]] = bn_slot(m, bn, slots[i]);
 }
 
-/* X of a convolution op: its input, or (prologue: S, B) the input of the BN pb applied there. */
-static void conv_input(struct dpt_fx_ref *ref, const struct dpt_model *m, int conv, int pb, int prologue)
+/* X of a convolution op: its input, or (prologue: S, B) the input of the BN pb applied there, its
+ * scale / bias the finalize's fp32 vectors or (sb_io) their copies in the I/O type. */
+static void conv_input(struct dpt_fx_ref *ref, const struct dpt_model *m, int conv, int pb, int prologue, int sb_io)
 {
   if (prologue) {
     ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, m->layers[pb].in[0], 0);
-    ref[DPT_CG_S] = bnv(pb, DPT_FX_EQ_SCALE);
-    ref[DPT_CG_B] = bnv(pb, DPT_FX_EQ_BIAS);
+    ref[DPT_CG_S] = bnv(pb, sb_io ? DPT_FX_EQ_SCALE_IO : DPT_FX_EQ_SCALE);
+    ref[DPT_CG_B] = bnv(pb, sb_io ? DPT_FX_EQ_BIAS_IO : DPT_FX_EQ_BIAS);
   } else {
     ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, m->layers[conv].in[0], 0);
   }
@@ -94,9 +95,10 @@ static int unsupported(struct dpt_err *err, const struct dpt_model *m, const str
                      m->layers[op->layer].name, why);
 }
 
-/* The graph description and slot operands of plan op i. */
+/* The graph description and slot operands of plan op i; sb_io: a prologue pattern's scale / bias in
+ * the I/O type (the finalize's vectors cast after it, eq_to_io), else fp32. */
 static int describe(struct dpt_cuda_fstep *fx, int i, struct dpt_cg_desc *d, struct dpt_fx_ref *ref, int *pack,
-                    struct dpt_err *err)
+                    int sb_io, struct dpt_err *err)
 {
   const struct dpt_model *m = fx->m;
   const struct dpt_fop *op = &fx->plan->fuse->ops[i];
@@ -105,7 +107,7 @@ static int describe(struct dpt_cuda_fstep *fx, int i, struct dpt_cg_desc *d, str
   for (int s = 0; s < DPT_CG_NSLOTS; s++) ref[s] = ref_of(DPT_FXR_NONE, -1, 0);
   *pack = 0;
   d->io = fx->io_type;
-  d->sb = DPT_CG_F32;
+  d->sb = sb_io ? fx->io_type : DPT_CG_F32;
   d->tf32 = fx->tf32;
   d->relu = op->relu;
   d->layer = m->layers[op->layer].name;
@@ -122,7 +124,7 @@ static int describe(struct dpt_cuda_fstep *fx, int i, struct dpt_cg_desc *d, str
     const struct dpt_layer_desc *l = &m->layers[conv];
     int sb = op->bn[0];
     d->pattern = op->kind == DPT_FOP_CONV_STATS ? DPT_CG_CONV_STATS : DPT_CG_SBR_CONV_STATS;
-    conv_input(ref, m, conv, op->bn[1], op->kind == DPT_FOP_SBR_CONV_STATS);
+    conv_input(ref, m, conv, op->bn[1], op->kind == DPT_FOP_SBR_CONV_STATS, sb_io);
     ref[DPT_CG_W] = ref_of(DPT_FXR_W, conv, 0);
     ref[DPT_CG_Y] = ref_of(DPT_FXR_ACT, l->out, 0);
     ref[DPT_CG_SUM] = bnv(sb, DPT_FX_SUM);
@@ -216,7 +218,7 @@ static int describe(struct dpt_cuda_fstep *fx, int i, struct dpt_cg_desc *d, str
   case DPT_FOP_SBR_WGRAD: {
     const struct dpt_layer_desc *l = &m->layers[conv];
     d->pattern = op->kind == DPT_FOP_WGRAD ? DPT_CG_WGRAD : DPT_CG_SBR_WGRAD;
-    conv_input(ref, m, conv, op->bn[0], op->kind == DPT_FOP_SBR_WGRAD);
+    conv_input(ref, m, conv, op->bn[0], op->kind == DPT_FOP_SBR_WGRAD, sb_io);
     ref[DPT_CG_DY] = ref_of(DPT_FXR_DIFF, l->out, 0);
     ref[DPT_CG_DW] = ref_of(DPT_FXR_WGRAD, conv, 0);
     *pack = 1;
@@ -233,6 +235,51 @@ static void resolve_all(const struct dpt_cuda_fstep *fx, const struct dpt_fx_ref
     ptrs[s] = ref[s].kind == DPT_FXR_NONE ? NULL : fx->io.resolve(fx->io.ctx, &ref[s]);
 }
 
+/* The BN whose scale / bias a prologue op (sbr_conv_stats, sbr_wgrad) applies to its input; -1 for
+ * the other ops. */
+static int prologue_bn(const struct dpt_fop *op)
+{
+  return op->kind == DPT_FOP_SBR_CONV_STATS ? op->bn[1] : op->kind == DPT_FOP_SBR_WGRAD ? op->bn[0] : -1;
+}
+
+/* Describe and build plan op i into o (sb_io: see describe).  1: not built, left to the last round
+ * (probing, and its key already has an engine in the cache). */
+static int build_op(struct dpt_cuda_fstep *fx, int i, struct dpt_cuda_fstep_op *o, int sb_io, struct dpt_err *e)
+{
+  struct dpt_cg_desc d;
+  void *ptrs[DPT_CG_NSLOTS];
+  int r = describe(fx, i, &d, o->ref, &o->pack, sb_io, e);
+  if (!r && fx->ctx.probe && fx->ctx.cache) {
+    char key[DPT_ENGINE_KEY_MAX];
+    dpt_cg_key(&d, key, sizeof key);
+    if (dpt_engine_cache_get(fx->ctx.cache, key)) return 1;
+  }
+  if (!r) {
+    resolve_all(fx, o->ref, ptrs);
+    if ((r = dpt_cg_build(&fx->ctx, &d, ptrs, &o->cg, e)))
+      dpt_err_prefix(e, "fused step op %d (%s)", i, dpt_fop_name(fx->plan->fuse->ops[i].kind));
+  }
+  return r;
+}
+
+/* A prologue op first with its scale / bias in the I/O type, as NVIDIA's samples and the documented
+ * ConvBNfprop / ConvBNwgrad engines take them (FP16), then in fp32 (what ran before; cuDNN 9.14 and
+ * 9.19 on the H200 offered no engine for it).  *sb_io says which one built. */
+static int build_prologue(struct dpt_cuda_fstep *fx, int i, struct dpt_cuda_fstep_op *o, int *sb_io,
+                          struct dpt_err *e)
+{
+  *sb_io = fx->io_type != DPT_CG_F32;
+  int r = *sb_io ? build_op(fx, i, o, 1, e) : DPT_E_UNSUPPORTED;
+  if (r != DPT_E_UNSUPPORTED) return r;
+  struct dpt_err e32 = {0};
+  int was_io = *sb_io;
+  *sb_io = 0;
+  if ((r = build_op(fx, i, o, 0, &e32)) == DPT_E_UNSUPPORTED && was_io)
+    dpt_err_prefix(&e32, "scale / bias in %s: no engine; in fp32", fx->io_type == DPT_CG_F16 ? "fp16" : "bf16");
+  *e = e32;
+  return r;
+}
+
 void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx)
 {
   if (!fx) return;
@@ -240,6 +287,7 @@ void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx)
     if (fx->op[k].graph) dpt_cg_destroy(&fx->op[k].cg);
   free(fx->op);
   free(fx->index);
+  free(fx->eq_io);
   free(fx->run);
   memset(fx, 0, sizeof *fx);
 }
@@ -266,7 +314,8 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
   fx->momentum = bn_momentum;
   fx->op = calloc((size_t)(fp->n_ops ? fp->n_ops : 1), sizeof *fx->op);
   fx->index = malloc((size_t)(fp->n_ops ? fp->n_ops : 1) * sizeof *fx->index);
-  if (!fx->op || !fx->index) {
+  fx->eq_io = calloc((size_t)(m->n_layers ? m->n_layers : 1), 1);
+  if (!fx->op || !fx->index || !fx->eq_io) {
     dpt_cuda_fstep_destroy(fx);
     return dpt_err_set(err, DPT_E_NOMEM, "fused step: out of memory for %d ops", fp->n_ops);
   }
@@ -284,24 +333,13 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
       fx->n++;
       continue;
     }
-    struct dpt_cg_desc d;
-    void *ptrs[DPT_CG_NSLOTS];
     struct dpt_err e = {0};
-    int r = describe(fx, i, &d, o->ref, &o->pack, &e);
-    if (!r && fx->ctx.probe && fx->ctx.cache) {
-      char key[DPT_ENGINE_KEY_MAX];
-      dpt_cg_key(&d, key, sizeof key);
-      if (dpt_engine_cache_get(fx->ctx.cache, key)) { /* known to build: left to the last round */
-        fx->index[i] = -1;
-        memset(o, 0, sizeof *o);
-        fx->probed++;
-        continue;
-      }
-    }
-    if (!r) {
-      resolve_all(fx, o->ref, ptrs);
-      if ((r = dpt_cg_build(&fx->ctx, &d, ptrs, &o->cg, &e))) dpt_err_prefix(&e, "fused step op %d (%s)", i,
-                                                                            dpt_fop_name(op->kind));
+    int sb_io = 0, r = prologue_bn(op) >= 0 ? build_prologue(fx, i, o, &sb_io, &e) : build_op(fx, i, o, 0, &e);
+    if (r == 1) { /* known to build: left to the last round */
+      fx->index[i] = -1;
+      memset(o, 0, sizeof *o);
+      fx->probed++;
+      continue;
     }
     if (r == DPT_E_UNSUPPORTED) { /* no engine: noted, the others still built (one re-plan for all) */
       if (!*n_failed) *err = e;
@@ -315,6 +353,9 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
       goto fail;
     }
     o->graph = 1;
+    o->sb_io = sb_io;
+    if (prologue_bn(op) >= 0) fx->n_prologue++, fx->n_sb_io += sb_io;
+    if (sb_io) fx->eq_io[prologue_bn(op)] = 1; /* that BN's finalize casts its scale / bias for it */
     fx->n++;
     if (o->cg.workspace > fx->workspace) fx->workspace = o->cg.workspace;
     if (o->cg.from_cache) fx->from_cache++;
@@ -333,6 +374,21 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
 fail:
   dpt_cuda_fstep_destroy(fx);
   return rc;
+}
+
+/* BN bn's equivalent scale and bias, fp32 [C] each as its finalize (or the eval-mode kernel) wrote
+ * them, into their copies in the I/O type, for the prologue ops that read them so (sb_io). */
+static cudaError_t eq_to_io(struct dpt_cuda_fstep *fx, int bn)
+{
+  size_t c = (size_t)fx->m->layers[bn].c_out;
+  struct dpt_fx_ref s = bnv(bn, DPT_FX_EQ_SCALE), b = bnv(bn, DPT_FX_EQ_BIAS);
+  struct dpt_fx_ref sio = bnv(bn, DPT_FX_EQ_SCALE_IO), bio = bnv(bn, DPT_FX_EQ_BIAS_IO);
+  cudaError_t ce = (cudaError_t)dpt_cuda_f32_to(fx->io.resolve(fx->io.ctx, &s), fx->io.resolve(fx->io.ctx, &sio),
+                                                fx->io_type, 1.0f, c, fx->stream);
+  if (ce == cudaSuccess)
+    ce = (cudaError_t)dpt_cuda_f32_to(fx->io.resolve(fx->io.ctx, &b), fx->io.resolve(fx->io.ctx, &bio), fx->io_type,
+                                      1.0f, c, fx->stream);
+  return ce;
 }
 
 int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dpt_err *err)
@@ -356,6 +412,7 @@ int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dp
     ce = (cudaError_t)dpt_cuda_bn_eq_infer(ptrs[DPT_CG_GAMMA], ptrs[DPT_CG_BETA], ptrs[DPT_CG_RMEAN], ptrs[DPT_CG_RVAR],
                                            fx->eps, o->cg.d.c, ptrs[DPT_CG_EQ_SCALE], ptrs[DPT_CG_EQ_BIAS], fx->stream);
     what = "eval-mode BN scale/bias kernel";
+    if (ce == cudaSuccess && fx->eq_io[op->bn[0]]) ce = eq_to_io(fx, op->bn[0]);
     goto done;
   }
   {
@@ -363,6 +420,10 @@ int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dp
     int rc;
     resolve_all(fx, o->ref, ptrs);
     if ((rc = dpt_cg_execute(&fx->ctx, &o->cg, ptrs, err))) return rc;
+    if (op->kind == DPT_FOP_BN_FINALIZE && fx->eq_io[op->bn[0]]) {
+      what = "BN scale/bias cast to the I/O type";
+      if ((ce = eq_to_io(fx, op->bn[0])) != cudaSuccess) goto done;
+    }
     if (training && i == fx->run_last) { /* every finalize ran: their updates to the running statistics */
       for (int r = 0; r < fx->n_run && ce == cudaSuccess; r++) {
         struct dpt_fx_ref to = ref_of(DPT_FXR_STATE, -1, fx->run[r].off);

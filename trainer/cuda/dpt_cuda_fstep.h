@@ -10,8 +10,9 @@
  * Operands are resolved when an op runs, through the backend's resolver (struct
  * dpt_cuda_fstep_io): activations and their gradients in the arena (the input tensor may be
  * the loader's device batch), weight copies, the shared weight-gradient buffer, parameter /
- * gradient / state slabs, and each BN's vectors [9][C] (saved mean, inverse std, sum, sum of
- * squares, equivalent scale, bias, backward coefficients cy, cx, cb: the BN region).
+ * gradient / state slabs, and each BN's vectors [11][C] (saved mean, inverse std, sum, sum of
+ * squares, equivalent scale, bias, backward coefficients cy, cx, cb, and the equivalent scale and
+ * bias in the I/O type for the prologue ops built to read them so: the BN region).
  *
  * Mixed precision: like the legacy calls, activation gradients carry the loss scale and the
  * parameter gradients come out scaled (the backend unscales them by slab ranges). */
@@ -28,9 +29,11 @@
 #include "dpt_err.h"
 #include "dpt_model.h"
 
-/* Indices into a BN layer's [9][C] vectors. */
+/* Indices into a BN layer's [11][C] vectors: each C floats of room (the two _IO ones hold C values of
+ * the I/O type, fp16 or bf16, at their start); from DPT_FX_SUM on, the plan's
+ * DPT_CUDA_BN_FUSED_VECS vectors in the BN region. */
 enum { DPT_FX_MEAN, DPT_FX_ISTD, DPT_FX_SUM, DPT_FX_SQSUM, DPT_FX_EQ_SCALE, DPT_FX_EQ_BIAS, DPT_FX_C_DY, DPT_FX_C_X,
-       DPT_FX_C_B, DPT_FX_NVEC };
+       DPT_FX_C_B, DPT_FX_EQ_SCALE_IO, DPT_FX_EQ_BIAS_IO, DPT_FX_NVEC };
 
 enum dpt_fx_ref_kind {
   DPT_FXR_NONE = 0,
@@ -61,6 +64,7 @@ struct dpt_cuda_fstep_op {
   struct dpt_cg_op cg;
   struct dpt_fx_ref ref[DPT_CG_NSLOTS]; /* the graph's slot operands */
   int pack;                            /* wgrad: pack into the gradient slab afterwards */
+  int sb_io;                           /* prologue op: scale / bias read in the I/O type */
 };
 
 struct dpt_cuda_fstep {
@@ -78,6 +82,10 @@ struct dpt_cuda_fstep {
   size_t workspace;                    /* the largest workspace an op's plan needs */
   int from_cache, timed;               /* engines taken from the cache / chosen by timing */
   int probed;                          /* ops not built under ctx.probe: their key known to build */
+  int n_prologue, n_sb_io;             /* prologue ops (sbr_conv_stats, sbr_wgrad) built; of them with
+                                          their scale / bias in the I/O type */
+  unsigned char *eq_io;                /* [m->n_layers] 1: a BN whose finalize also writes its scale /
+                                          bias in the I/O type (DPT_FX_EQ_*_IO), for those ops */
   int run_last;                        /* plan index of the last BN finalize, -1: none */
   int n_run;
   struct dpt_fuse_range *run;          /* [n_run] the state ranges it updates: copied from the mirror
@@ -88,7 +96,7 @@ struct dpt_cuda_fstep {
  * tuning workspace; io: the operands, which must exist and hold finite values: the engines
  * are timed on them).  DPT_E_UNSUPPORTED when no engine takes some ops: all of them are tried,
  * failed[0, *n_failed) (room for plan->fuse->n_ops) are their plan indices and err says the
- * first one's reason (dpt_cuda_fuse_deny names the layers to keep on the legacy calls, the
+ * first one's reason (a prologue op is tried with its scale / bias in the I/O type, then fp32) (dpt_cuda_fuse_deny names the layers to keep on the legacy calls, the
  * caller plans again); other errors as dpt_cg_build's.  Everything built is destroyed unless
  * the result is 0. */
 int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, const struct dpt_cuda_plan *plan,
@@ -97,7 +105,8 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
 /* Run plan op i (not a legacy op) on the stream.  training = 0 (validation): BN finalize is the
  * eval-mode scale/bias from the running statistics instead.  Training, after the last BN
  * finalize: the running statistics' update, written to the mirror (DPT_FXR_STATE_NEXT), copied
- * to the state slab (fx->run: one copy per range, usually one). */
+ * to the state slab (fx->run: one copy per range, usually one).  A BN finalize (either mode) of a BN
+ * in eq_io also casts its scale / bias to the I/O type. */
 int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dpt_err *err);
 void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx);
 

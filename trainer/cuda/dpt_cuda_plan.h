@@ -51,6 +51,11 @@
 
 #define DPT_CUDA_CHANNEL_MULTIPLE 8
 
+/* fused step: the fp32 [C] vectors per BN in the BN region (dpt_cuda_fstep.h's DPT_FX_SUM ..
+ * DPT_FX_EQ_BIAS_IO: sum, sum of squares, equivalent scale and bias, cy, cx, cb, the equivalent
+ * scale and bias in the I/O type) */
+#define DPT_CUDA_BN_FUSED_VECS 9
+
 enum dpt_cuda_precision {
   DPT_CUDA_FP32 = 0,  /* fp32 NCHW, FMA math (TF32 off): bit-level oracle mode */
   DPT_CUDA_TF32 = 1,  /* fp32 NCHW storage, TF32 tensor-core math */
@@ -136,9 +141,10 @@ struct dpt_cuda_plan {
   size_t *wcopy_off;       /* [n_layers] offset of each conv / FC weight copy, or (size_t)-1 */
   size_t half_weight_bytes; /* (compatibility) 16-bit part of weight_copy_bytes */
   size_t bn_saved_bytes;   /* saved mean / inverse std of every BN */
-  size_t bn_fused_bytes;   /* fused step: per BN its sum / sum of squares, equivalent scale / bias and
-                              backward coefficients cy, cx, cb, fp32 [7][C] (BN region, after the saved
-                              statistics: [bn_saved_bytes + the BNs' [7][C] in layer order]), then the
+  size_t bn_fused_bytes;   /* fused step: per BN its sum / sum of squares, equivalent scale / bias,
+                              backward coefficients cy, cx, cb, and room for the equivalent scale / bias
+                              in the I/O type, fp32 [DPT_CUDA_BN_FUSED_VECS][C] (BN region, after the saved
+                              statistics: [bn_saved_bytes + those of the BNs in layer order]), then the
                               running-statistics mirror at bn_next_off; else 0 */
   size_t bn_next_off;      /* fused step: BN region offset (256-aligned) of a mirror of the state slab,
                               fp32 [n_state]: BN finalize's updated running statistics, copied to the
