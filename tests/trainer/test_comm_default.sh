@@ -9,7 +9,8 @@
 #        naming the GPU's PCI bus id; --comm nccl is refused on every rank before NCCL is called
 #        (exit 2, the bus id, --comm ring, each rank naming itself); --comm ring gives the
 #        parameters of 1 rank with --accumulate 2 within 1e-5 at fp32 (both --deterministic: the
-#        same kernels); 1 rank with --comm nccl runs.  Exit 77 (SKIPPED) without a GPU or without the cuda backend.
+#        same kernels); 1 rank with --comm nccl runs.  Exit 77 (SKIPPED) without a GPU or without
+#        the cuda backend.
 # usage: test_comm_default.sh cpu|gpu dpt-launch dpt-train ckpt_compare NODE_1GPU_XML
 mode=$1 L=$2 T=$3 C=$4 X=$5
 tmp=$(mktemp -d /tmp/dpt-test-comm-default.XXXXXX)
