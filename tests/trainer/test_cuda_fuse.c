@@ -749,11 +749,11 @@ static void fused_arena(void)
     CHECK(f.total_bytes <= u.total_bytes, "%s: fused plan %zu > unfused %zu", pn, f.total_bytes, u.total_bytes);
     CHECK(f.fuse && !u.fuse && f.bn_fused_bytes > 0 && !u.bn_fused_bytes, "%s: fusion plan / BN vectors", pn);
     /* the running statistics' mirror: 256-aligned (as the state slab: the same offsets keep the
-     * graphs' 16-byte promise) after the [9][C] vectors (sum, sum of squares, equivalent scale and
-     * bias, cy, cx, cb, the equivalent scale and bias in the I/O type: dpt_cuda_fstep.h's DPT_FX_SUM
-     * on), [n_state] inside the BN region */
+     * graphs' 16-byte promise) after the [8][C] vectors (sum, sum of squares, equivalent scale and
+     * bias, cy, cx, cb, room for the equivalent scale and bias in the 16-bit I/O type:
+     * dpt_cuda_fstep.h's DPT_FX_SUM on), [n_state] inside the BN region */
     size_t vec = 0;
-    for (int l = 0; l < m.n_layers; l++) vec += m.layers[l].type == DPT_LAYER_BN ? 9 * (size_t)m.layers[l].c_out * 4 : 0;
+    for (int l = 0; l < m.n_layers; l++) vec += m.layers[l].type == DPT_LAYER_BN ? 8 * (size_t)m.layers[l].c_out * 4 : 0;
     CHECK(f.bn_next_off % 256 == 0 && f.bn_next_off >= f.bn_saved_bytes + vec &&
               f.bn_next_off + m.n_state * 4 <= f.region[DPT_CUDA_R_BN] && !u.bn_next_off,
           "%s: mirror at %zu (saved %zu + vectors %zu), %zu floats, BN region %zu", pn, f.bn_next_off, f.bn_saved_bytes,

@@ -298,6 +298,8 @@ static void *fx_resolve(void *ctx, const struct dpt_fx_ref *r)
   case DPT_FXR_BNVEC: {
     const struct cu_layer *L = &cb->l[r->id];
     size_t c = (size_t)cb->pub.model->layers[r->id].c_out;
+    if (r->off == DPT_FX_EQ_BIAS_IO) /* 16-bit values: the bias after the scale's C */
+      return (char *)(L->bn_vec + (DPT_FX_EQ_IO - DPT_FX_SUM) * c) + 2 * c;
     return r->off == DPT_FX_MEAN ? L->save_mean : r->off == DPT_FX_ISTD ? L->save_istd
                                                                         : L->bn_vec + (r->off - DPT_FX_SUM) * c;
   }
@@ -679,7 +681,7 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
   {
     float *bn = cb->region[DPT_CUDA_R_BN];
     _Static_assert(DPT_FX_NVEC - DPT_FX_SUM == DPT_CUDA_BN_FUSED_VECS, "the plan sizes the BN vectors fstep uses");
-    float *fz = (float *)((char *)cb->region[DPT_CUDA_R_BN] + cb->plan.bn_saved_bytes); /* fused: [9][C] each */
+    float *fz = (float *)((char *)cb->region[DPT_CUDA_R_BN] + cb->plan.bn_saved_bytes); /* fused: [8][C] each */
     for (int i = 0; i < m->n_layers; i++)
       if (m->layers[i].type == DPT_LAYER_BN) {
         cb->l[i].save_mean = bn;

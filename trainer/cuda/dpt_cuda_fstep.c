@@ -82,7 +82,7 @@ static void conv_input(struct dpt_fx_ref *ref, const struct dpt_model *m, int co
 {
   if (prologue) {
     ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, m->layers[pb].in[0], 0);
-    ref[DPT_CG_S] = bnv(pb, sb_io ? DPT_FX_EQ_SCALE_IO : DPT_FX_EQ_SCALE);
+    ref[DPT_CG_S] = bnv(pb, sb_io ? DPT_FX_EQ_IO : DPT_FX_EQ_SCALE);
     ref[DPT_CG_B] = bnv(pb, sb_io ? DPT_FX_EQ_BIAS_IO : DPT_FX_EQ_BIAS);
   } else {
     ref[DPT_CG_X] = ref_of(DPT_FXR_ACT, m->layers[conv].in[0], 0);
@@ -268,15 +268,17 @@ static int build_op(struct dpt_cuda_fstep *fx, int i, struct dpt_cuda_fstep_op *
 static int build_prologue(struct dpt_cuda_fstep *fx, int i, struct dpt_cuda_fstep_op *o, int *sb_io,
                           struct dpt_err *e)
 {
-  *sb_io = fx->io_type != DPT_CG_F32;
-  int r = *sb_io ? build_op(fx, i, o, 1, e) : DPT_E_UNSUPPORTED;
-  if (r != DPT_E_UNSUPPORTED) return r;
-  struct dpt_err e32 = {0};
-  int was_io = *sb_io;
+  int io16 = fx->io_type != DPT_CG_F32;
+  if (io16) {
+    *sb_io = 1;
+    int r = build_op(fx, i, o, 1, e);
+    if (r != DPT_E_UNSUPPORTED) return r;
+  }
   *sb_io = 0;
-  if ((r = build_op(fx, i, o, 0, &e32)) == DPT_E_UNSUPPORTED && was_io)
-    dpt_err_prefix(&e32, "scale / bias in %s: no engine; in fp32", fx->io_type == DPT_CG_F16 ? "fp16" : "bf16");
-  *e = e32;
+  *e = (struct dpt_err){0};
+  int r = build_op(fx, i, o, 0, e);
+  if (r == DPT_E_UNSUPPORTED && io16)
+    dpt_err_prefix(e, "scale / bias in %s: unsupported; in fp32", fx->io_type == DPT_CG_F16 ? "fp16" : "bf16");
   return r;
 }
 
@@ -376,19 +378,13 @@ fail:
   return rc;
 }
 
-/* BN bn's equivalent scale and bias, fp32 [C] each as its finalize (or the eval-mode kernel) wrote
- * them, into their copies in the I/O type, for the prologue ops that read them so (sb_io). */
+/* BN bn's equivalent scale and bias, fp32 [2][C] as its finalize (or the eval-mode kernel) wrote
+ * them, into DPT_FX_EQ_IO in the I/O type, one launch, for the prologue ops that read them so (sb_io). */
 static cudaError_t eq_to_io(struct dpt_cuda_fstep *fx, int bn)
 {
-  size_t c = (size_t)fx->m->layers[bn].c_out;
-  struct dpt_fx_ref s = bnv(bn, DPT_FX_EQ_SCALE), b = bnv(bn, DPT_FX_EQ_BIAS);
-  struct dpt_fx_ref sio = bnv(bn, DPT_FX_EQ_SCALE_IO), bio = bnv(bn, DPT_FX_EQ_BIAS_IO);
-  cudaError_t ce = (cudaError_t)dpt_cuda_f32_to(fx->io.resolve(fx->io.ctx, &s), fx->io.resolve(fx->io.ctx, &sio),
-                                                fx->io_type, 1.0f, c, fx->stream);
-  if (ce == cudaSuccess)
-    ce = (cudaError_t)dpt_cuda_f32_to(fx->io.resolve(fx->io.ctx, &b), fx->io.resolve(fx->io.ctx, &bio), fx->io_type,
-                                      1.0f, c, fx->stream);
-  return ce;
+  struct dpt_fx_ref s = bnv(bn, DPT_FX_EQ_SCALE), sio = bnv(bn, DPT_FX_EQ_IO);
+  return (cudaError_t)dpt_cuda_f32_to(fx->io.resolve(fx->io.ctx, &s), fx->io.resolve(fx->io.ctx, &sio), fx->io_type,
+                                      1.0f, 2 * (size_t)fx->m->layers[bn].c_out, fx->stream);
 }
 
 int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dpt_err *err)

@@ -10,7 +10,7 @@
  * Operands are resolved when an op runs, through the backend's resolver (struct
  * dpt_cuda_fstep_io): activations and their gradients in the arena (the input tensor may be
  * the loader's device batch), weight copies, the shared weight-gradient buffer, parameter /
- * gradient / state slabs, and each BN's vectors [11][C] (saved mean, inverse std, sum, sum of
+ * gradient / state slabs, and each BN's vectors [10][C] (saved mean, inverse std, sum, sum of
  * squares, equivalent scale, bias, backward coefficients cy, cx, cb, and the equivalent scale and
  * bias in the I/O type for the prologue ops built to read them so: the BN region).
  *
@@ -29,11 +29,12 @@
 #include "dpt_err.h"
 #include "dpt_model.h"
 
-/* Indices into a BN layer's [11][C] vectors: each C floats of room (the two _IO ones hold C values of
- * the I/O type, fp16 or bf16, at their start); from DPT_FX_SUM on, the plan's
- * DPT_CUDA_BN_FUSED_VECS vectors in the BN region. */
+/* Indices into a BN layer's [10][C] vectors, C floats of room each; from DPT_FX_SUM on, the plan's
+ * DPT_CUDA_BN_FUSED_VECS vectors in the BN region.  DPT_FX_EQ_IO's room holds the equivalent scale
+ * then bias (EQ_SCALE, EQ_BIAS: adjacent) as 2C values of the 16-bit I/O type, cast in one launch;
+ * DPT_FX_EQ_BIAS_IO (no room of its own) names the bias there, 2C bytes in. */
 enum { DPT_FX_MEAN, DPT_FX_ISTD, DPT_FX_SUM, DPT_FX_SQSUM, DPT_FX_EQ_SCALE, DPT_FX_EQ_BIAS, DPT_FX_C_DY, DPT_FX_C_X,
-       DPT_FX_C_B, DPT_FX_EQ_SCALE_IO, DPT_FX_EQ_BIAS_IO, DPT_FX_NVEC };
+       DPT_FX_C_B, DPT_FX_EQ_IO, DPT_FX_NVEC, DPT_FX_EQ_BIAS_IO = DPT_FX_NVEC };
 
 enum dpt_fx_ref_kind {
   DPT_FXR_NONE = 0,

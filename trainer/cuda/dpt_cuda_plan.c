@@ -401,7 +401,8 @@ int dpt_cuda_plan_build_ex(const struct dpt_model *m, int batch, enum dpt_cuda_p
     }
     fused_lifetimes(m, plan->fuse, plan, need_input_grad);
     for (int i = 0; i < m->n_layers; i++)
-      if (m->layers[i].type == DPT_LAYER_BN) plan->bn_fused_bytes += DPT_CUDA_BN_FUSED_VECS * (size_t)m->layers[i].c_out * sizeof(float);
+      if (m->layers[i].type == DPT_LAYER_BN)
+        plan->bn_fused_bytes += DPT_CUDA_BN_FUSED_VECS * (size_t)m->layers[i].c_out * sizeof(float);
     plan->bn_next_off = align_up(plan->bn_saved_bytes + plan->bn_fused_bytes, ARENA_ALIGN);
     plan->bn_fused_bytes = plan->bn_next_off - plan->bn_saved_bytes + m->n_state * sizeof(float);
   } else {

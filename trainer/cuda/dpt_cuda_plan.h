@@ -52,9 +52,9 @@
 #define DPT_CUDA_CHANNEL_MULTIPLE 8
 
 /* fused step: the fp32 [C] vectors per BN in the BN region (dpt_cuda_fstep.h's DPT_FX_SUM ..
- * DPT_FX_EQ_BIAS_IO: sum, sum of squares, equivalent scale and bias, cy, cx, cb, the equivalent
- * scale and bias in the I/O type) */
-#define DPT_CUDA_BN_FUSED_VECS 9
+ * DPT_FX_EQ_IO: sum, sum of squares, equivalent scale and bias, cy, cx, cb, and the room for the
+ * equivalent scale and bias in the 16-bit I/O type) */
+#define DPT_CUDA_BN_FUSED_VECS 8
 
 enum dpt_cuda_precision {
   DPT_CUDA_FP32 = 0,  /* fp32 NCHW, FMA math (TF32 off): bit-level oracle mode */
