@@ -1,20 +1,18 @@
-/* dpt_report.c — the "dpt.report/1" job report: collect per rank, gather to
- * rank 0, validate, write atomically.  Layout and definitions (percentiles,
- * images/s, scaling efficiency): docs/schema-report.md. */
+/* dpt_report.c — the "dpt.report/1" job report: what each rank collects (its
+ * config, plan, binding, steps, epochs, errors) and its part of the document.
+ * Rank 0's document: dpt_report_doc.c; the path and the atomic write:
+ * dpt_report_file.c.  Layout and definitions (percentiles, images/s, scaling
+ * efficiency): docs/schema-report.md. */
 #define _GNU_SOURCE
-#include "dpt_report.h"
+#include "dpt_report_int.h"
 #include "dpt_env.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,77 +32,6 @@ static const char *const phase_names[DPT_REPORT_N_PHASES] = {
 const char *dpt_report_phase_name(int phase)
 {
   return phase >= 0 && phase < DPT_REPORT_N_PHASES ? phase_names[phase] : "?";
-}
-
-struct dpt_report {
-  char program[64];
-  int rank, size;
-  json_t *command;      /* array of argv strings */
-  double start_unix;    /* CLOCK_REALTIME at create */
-  double start_mono;    /* CLOCK_MONOTONIC at create */
-  char host[256];
-  long pid;
-  json_t *software;     /* object; "libraries" inside */
-  json_t *config, *results;
-  json_t *plan;         /* dpt.plan/1 or NULL */
-  uint64_t plan_bytes;  /* plan->opts.size_bytes (fp32 bytes the costs are for) */
-  int plan_fp16;
-  json_t *node;         /* this rank's node summary or NULL */
-  char *binding;        /* free text or NULL */
-  char *oversubscribed; /* what ranks share (dpt_job_sharing of the plan, or the launcher's
-                           DPT_PLAN_OVERSUBSCRIBED) or NULL */
-  char launch_digest[17]; /* the plan the launcher announced (DPT_PLAN_DIGEST) when the embedded
-                             plan is its plan for the job's own message; "" otherwise */
-  uint64_t ar_bytes;    /* 0: not set */
-  double ar_measured;   /* < 0: from the steps */
-  double *samples[DPT_REPORT_N_PHASES]; /* [cap] per phase, n_steps used */
-  size_t n_steps, cap;
-  long images;
-  json_t *curve;        /* array */
-  json_t *errors;       /* array */
-  int exit_status;      /* -1: not set */
-  char *baseline;
-  int has_end;                /* a supervisor's part: the program's pid, RSS, end, env */
-  struct dpt_report_end end;
-  json_t *env;                /* object: the handed-over variables, or NULL */
-};
-
-static double now_real(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double now_mono(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void iso_time(double t, char *buf, size_t len)
-{
-  time_t s = (time_t)t;
-  struct tm tm;
-  gmtime_r(&s, &tm);
-  int ms = (int)((t - (double)s) * 1000);
-  if (ms < 0 || ms > 999)
-    ms = 0;
-  char b[32];
-  strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(buf, len, "%s.%03dZ", b, ms);
-}
-
-static json_t *str_or_null(const char *s)
-{
-  return s ? json_string(s) : json_null();
-}
-
-/* A number that JSON can hold: NAN/inf become null. */
-static json_t *num_or_null(double v)
-{
-  return isfinite(v) ? json_real(v) : json_null();
 }
 
 void dpt_report_epoch_init(struct dpt_report_epoch *e)
@@ -134,8 +61,8 @@ int dpt_report_create(struct dpt_report **out, const char *program, int argc, ch
   snprintf(r->program, sizeof r->program, "%s", program);
   r->rank = rank;
   r->size = size;
-  r->start_unix = now_real();
-  r->start_mono = now_mono();
+  r->start_unix = dpt_report_now_real();
+  r->start_mono = dpt_report_now_mono();
   r->pid = (long)getpid();
   r->exit_status = -1;
   r->ar_measured = -1;
@@ -202,14 +129,14 @@ int dpt_report_set_software(struct dpt_report *r, const char *key, const char *v
 {
   if (!key || !strcmp(key, "libraries") || !strcmp(key, "dpt"))
     return DPT_E_INPUT;
-  return json_object_set_new(r->software, key, str_or_null(value)) ? DPT_E_NOMEM : 0;
+  return json_object_set_new(r->software, key, dpt_report_str_or_null(value)) ? DPT_E_NOMEM : 0;
 }
 
 int dpt_report_set_library(struct dpt_report *r, const char *name, const char *version)
 {
   if (!name)
     return DPT_E_INPUT;
-  return json_object_set_new(json_object_get(r->software, "libraries"), name, str_or_null(version))
+  return json_object_set_new(json_object_get(r->software, "libraries"), name, dpt_report_str_or_null(version))
              ? DPT_E_NOMEM : 0;
 }
 
@@ -370,12 +297,12 @@ int dpt_report_add_epoch(struct dpt_report *r, const struct dpt_report_epoch *e,
 {
   if (!isfinite(e->epoch) || e->epoch < 0)
     return dpt_err_set(err, DPT_E_INPUT, "report: learning-curve point with epoch %g", e->epoch);
-  double el = isfinite(e->elapsed_s) ? e->elapsed_s : now_mono() - r->start_mono;
+  double el = isfinite(e->elapsed_s) ? e->elapsed_s : dpt_report_now_mono() - r->start_mono;
   json_t *p = json_pack("{s:f,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:f}", "epoch", e->epoch, "step",
                         e->step >= 0 ? json_integer(e->step) : json_null(), "train_loss",
-                        num_or_null(e->train_loss), "train_top1", num_or_null(e->train_top1), "val_loss",
-                        num_or_null(e->val_loss), "val_top1", num_or_null(e->val_top1), "val_top5",
-                        num_or_null(e->val_top5), "lr", num_or_null(e->lr), "elapsed_s", el);
+                        dpt_report_num_or_null(e->train_loss), "train_top1", dpt_report_num_or_null(e->train_top1), "val_loss",
+                        dpt_report_num_or_null(e->val_loss), "val_top1", dpt_report_num_or_null(e->val_top1), "val_top5",
+                        dpt_report_num_or_null(e->val_top5), "lr", dpt_report_num_or_null(e->lr), "elapsed_s", el);
   if (!p || json_array_append_new(r->curve, p))
     return dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
   return 0;
@@ -384,12 +311,12 @@ int dpt_report_add_epoch(struct dpt_report *r, const struct dpt_report_epoch *e,
 int dpt_report_set_error(struct dpt_report *r, const struct dpt_err *e)
 {
   char t[40];
-  double now = now_real();
-  iso_time(now, t, sizeof t);
+  double now = dpt_report_now_real();
+  dpt_report_iso_time(now, t, sizeof t);
   json_t *j = json_pack("{s:i,s:s,s:s,s:s,s:s,s:f}", "rank", r->rank, "host", r->host, "code",
                         dpt_err_code_name(e ? e->code : DPT_E_RUNTIME), "message",
                         e && e->msg[0] ? e->msg : "(no message)", "time", t, "elapsed_s",
-                        now_mono() - r->start_mono);
+                        dpt_report_now_mono() - r->start_mono);
   return !j || json_array_append_new(r->errors, j) ? DPT_E_NOMEM : 0;
 }
 
@@ -413,147 +340,6 @@ int dpt_report_set_baseline(struct dpt_report *r, const char *path)
 double dpt_report_efficiency(double t, long long n, double t0, long long n0)
 {
   return t0 > 0 && n > 0 && n0 > 0 ? t / (t0 * (double)n / (double)n0) : NAN;
-}
-
-/* ---- path ----------------------------------------------------------------- */
-
-static int append(char *buf, size_t len, size_t *at, const char *s, struct dpt_err *err)
-{
-  size_t n = strlen(s);
-  if (*at + n + 1 > len)
-    return dpt_err_set(err, DPT_E_INPUT, "report path longer than %zu bytes: shorten --report / DPT_REPORT",
-                       len - 1);
-  memcpy(buf + *at, s, n + 1);
-  *at += n;
-  return 0;
-}
-
-int dpt_report_path(const struct dpt_report *r, const char *explicit_path, char *buf, size_t len,
-                    struct dpt_err *err)
-{
-  const char *job = dpt_env_str("SLURM_JOB_ID"), *step = dpt_env_str("SLURM_STEP_ID");
-  const char *pat = explicit_path && *explicit_path ? explicit_path : dpt_env_str("DPT_REPORT");
-  char tmp[64];
-  size_t at = 0;
-  int rc;
-
-  if (!len)
-    return dpt_err_set(err, DPT_E_INPUT, "report path: no buffer");
-  buf[0] = '\0';
-  if (!pat) {
-    /* rank 0's pid: the launchers start ranks at the same time; the pid that
-     * matters is the writer's, i.e. this process's when rank 0. */
-    if (job && step)
-      snprintf(tmp, sizeof tmp, "%s.%s", job, step);
-    else if (job)
-      snprintf(tmp, sizeof tmp, "%s", job);
-    if (job)
-      rc = append(buf, len, &at, "dpt-report-", err) || append(buf, len, &at, tmp, err) ||
-           append(buf, len, &at, ".json", err);
-    else {
-      char p[32];
-      snprintf(p, sizeof p, "-%ld.json", r->pid);
-      rc = append(buf, len, &at, "dpt-report-", err) || append(buf, len, &at, r->program, err) ||
-           append(buf, len, &at, p, err);
-    }
-    return rc ? err->code : (int)at;
-  }
-  for (const char *c = pat; *c; c++) {
-    char one[2] = {*c, 0};
-    const char *add = one;
-    if (*c == '%' && c[1]) {
-      c++;
-      if (*c == 'j')
-        add = job ? job : "nojob";
-      else if (*c == 's')
-        add = step ? step : "0";
-      else if (*c == 'p') {
-        snprintf(tmp, sizeof tmp, "%ld", r->pid);
-        add = tmp;
-      } else if (*c == '%')
-        add = "%";
-      else
-        return dpt_err_set(err, DPT_E_INPUT, "report path '%s': unknown %%%c (use %%j job, %%s step, %%p pid, %%%%)",
-                           pat, *c);
-    }
-    if (append(buf, len, &at, add, err))
-      return err->code;
-  }
-  return (int)at;
-}
-
-/* ---- atomic write ----------------------------------------------------------- */
-
-/* text to path through path.tmp.<pid> and rename; durable: fsync of the file
- * before the rename and of the directory after it. */
-static int write_renamed(const char *path, const char *text, size_t len, int durable, struct dpt_err *err)
-{
-  char tmp[PATH_MAX + 32], dir[PATH_MAX];
-  int fd = -1, rc = 0;
-  size_t done = 0;
-
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-    return dpt_err_set(err, DPT_E_INPUT, "path '%s' too long", path);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return dpt_err_set(err, errno == ENOENT || errno == EACCES || errno == ENOTDIR ? DPT_E_INPUT : DPT_E_RUNTIME,
-                       "cannot create %s: %s (the directory of %s must exist and be writable)", tmp,
-                       strerror(errno), path);
-  while (done < len) {
-    ssize_t w = write(fd, text + done, len - done);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
-      rc = dpt_err_set(err, DPT_E_RUNTIME, "writing %s failed: %s", tmp, strerror(errno));
-      goto fail;
-    }
-    done += (size_t)w;
-  }
-  if (durable && fsync(fd)) {
-    rc = dpt_err_set(err, DPT_E_RUNTIME, "fsync of %s failed: %s", tmp, strerror(errno));
-    goto fail;
-  }
-  if (close(fd)) {
-    fd = -1;
-    rc = dpt_err_set(err, DPT_E_RUNTIME, "closing %s failed: %s", tmp, strerror(errno));
-    goto fail;
-  }
-  fd = -1;
-  if (rename(tmp, path)) {
-    rc = dpt_err_set(err, DPT_E_RUNTIME, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    goto fail;
-  }
-  if (!durable)
-    return 0;
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash == dir)
-    dir[1] = '\0';
-  else if (slash)
-    *slash = '\0';
-  else
-    snprintf(dir, sizeof dir, ".");
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd); /* best effort: some file systems refuse fsync on directories */
-    close(dfd);
-  }
-  return 0;
-fail:
-  if (fd >= 0)
-    close(fd);
-  unlink(tmp);
-  return rc;
-}
-
-int dpt_report_write_atomic(const char *path, const char *text, size_t len, struct dpt_err *err)
-{
-  return write_renamed(path, text, len, 1, err);
-}
-
-int dpt_report_write_handoff(const char *path, const char *text, size_t len, struct dpt_err *err)
-{
-  return write_renamed(path, text, len, 0, err);
 }
 
 /* ---- this rank's part ----------------------------------------------------------- */
@@ -611,19 +397,17 @@ static void cpus_allowed(char *buf, size_t len)
   }
 }
 
-static json_t *rank_part(struct dpt_report *r);
-
 /* ranks[].end of a supervised program (dpt_report_set_end); command: its argv. */
 static json_t *end_object(const struct dpt_report_end *e, json_t *command)
 {
   char t0[40], t1[40], sig[32];
   snprintf(sig, sizeof sig, "SIG%s", e->signal > 0 && sigabbrev_np(e->signal) ? sigabbrev_np(e->signal) : "?");
-  iso_time(e->start_unix, t0, sizeof t0);
-  iso_time(e->end_unix, t1, sizeof t1);
+  dpt_report_iso_time(e->start_unix, t0, sizeof t0);
+  dpt_report_iso_time(e->end_unix, t1, sizeof t1);
   return json_pack("{s:s,s:b,s:o,s:o,s:o,s:b,s:s,s:s,s:s,s:f,s:O}", "by", e->by, "started", e->started,
                    "status", e->status >= 0 ? json_integer(e->status) : json_null(), "signal",
                    e->signal > 0 ? json_integer(e->signal) : json_null(), "signal_name",
-                   str_or_null(e->signal > 0 ? sig : NULL), "forwarded", e->forwarded,
+                   dpt_report_str_or_null(e->signal > 0 ? sig : NULL), "forwarded", e->forwarded,
                    "how", e->how, "start", t0, "end", t1, "wall_s",
                    e->end_unix > e->start_unix ? e->end_unix - e->start_unix : 0.0, "command", command);
 }
@@ -635,16 +419,16 @@ static json_t *end_part(struct dpt_report *r, const char *cpus, json_t *phases)
   json_t *part = json_pack("{s:i,s:s,s:I,s:{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:i,s:i,s:f,s:f,s:I,s:o,s:O,"
                            "s:f,s:o,s:o}",
                            "rank", r->rank, "host", r->host, "pid", (json_int_t)r->end.pid, "binding",
-                           "cpus_allowed", cpus, "applied", str_or_null(r->binding), "cpuset",
-                           str_or_null(dpt_env_str("DPT_CPUSET")), "numa", str_or_null(dpt_env_str("DPT_NUMA")),
-                           "cuda_visible_devices", str_or_null(dpt_env_str("CUDA_VISIBLE_DEVICES")),
-                           "cuda_device", str_or_null(dpt_env_str("DPT_CUDA_DEVICE")), "nccl_ib_hca",
-                           str_or_null(dpt_env_str("NCCL_IB_HCA")), "omp_num_threads",
-                           str_or_null(dpt_env_str("OMP_NUM_THREADS")), "node",
+                           "cpus_allowed", cpus, "applied", dpt_report_str_or_null(r->binding), "cpuset",
+                           dpt_report_str_or_null(dpt_env_str("DPT_CPUSET")), "numa", dpt_report_str_or_null(dpt_env_str("DPT_NUMA")),
+                           "cuda_visible_devices", dpt_report_str_or_null(dpt_env_str("CUDA_VISIBLE_DEVICES")),
+                           "cuda_device", dpt_report_str_or_null(dpt_env_str("DPT_CUDA_DEVICE")), "nccl_ib_hca",
+                           dpt_report_str_or_null(dpt_env_str("NCCL_IB_HCA")), "omp_num_threads",
+                           dpt_report_str_or_null(dpt_env_str("OMP_NUM_THREADS")), "node",
                            r->node ? json_incref(r->node) : json_null(), "steps", 0, "images", 0,
                            "step_time_s", 0.0, "images_per_s", 0.0, "peak_rss_bytes",
                            (json_int_t)(r->end.peak_rss_bytes > 0 ? r->end.peak_rss_bytes : 0), "phases", phases,
-                           "errors", r->errors, "end_elapsed_s", now_mono() - r->start_mono, "end",
+                           "errors", r->errors, "end_elapsed_s", dpt_report_now_mono() - r->start_mono, "end",
                            end_object(&r->end, r->command), "env", r->env ? json_incref(r->env) : json_object());
   return part;
 }
@@ -673,19 +457,19 @@ void dpt_report_set_pid(struct dpt_report *r, long pid) { r->pid = pid; }
 
 void dpt_report_set_start(struct dpt_report *r, double start_unix)
 {
-  r->start_mono -= now_real() - start_unix; /* the same instant on the monotonic clock */
+  r->start_mono -= dpt_report_now_real() - start_unix; /* the same instant on the monotonic clock */
   r->start_unix = start_unix;
 }
 
 char *dpt_report_part(struct dpt_report *r)
 {
-  json_t *part = rank_part(r);
+  json_t *part = dpt_report_rank_part(r);
   char *text = part ? json_dumps(part, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
   json_decref(part);
   return text;
 }
 
-static json_t *rank_part(struct dpt_report *r)
+json_t *dpt_report_rank_part(struct dpt_report *r)
 {
   char cpus[1024];
   struct rusage ru;
@@ -714,395 +498,16 @@ static json_t *rank_part(struct dpt_report *r)
     return end_part(r, cpus, phases);
   part = json_pack("{s:i,s:s,s:I,s:{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o},s:o,s:I,s:I,s:f,s:f,s:I,s:o,s:O,s:f}",
                    "rank", r->rank, "host", r->host, "pid", (json_int_t)r->pid, "binding", "cpus_allowed", cpus,
-                   "applied", str_or_null(r->binding), "cpuset", str_or_null(dpt_env_str("DPT_CPUSET")),
-                   "numa", str_or_null(dpt_env_str("DPT_NUMA")), "cuda_visible_devices",
-                   str_or_null(dpt_env_str("CUDA_VISIBLE_DEVICES")), "cuda_device",
-                   str_or_null(dpt_env_str("DPT_CUDA_DEVICE")), "nccl_ib_hca",
-                   str_or_null(dpt_env_str("NCCL_IB_HCA")), "omp_num_threads",
-                   str_or_null(dpt_env_str("OMP_NUM_THREADS")), "node",
+                   "applied", dpt_report_str_or_null(r->binding), "cpuset", dpt_report_str_or_null(dpt_env_str("DPT_CPUSET")),
+                   "numa", dpt_report_str_or_null(dpt_env_str("DPT_NUMA")), "cuda_visible_devices",
+                   dpt_report_str_or_null(dpt_env_str("CUDA_VISIBLE_DEVICES")), "cuda_device",
+                   dpt_report_str_or_null(dpt_env_str("DPT_CUDA_DEVICE")), "nccl_ib_hca",
+                   dpt_report_str_or_null(dpt_env_str("NCCL_IB_HCA")), "omp_num_threads",
+                   dpt_report_str_or_null(dpt_env_str("OMP_NUM_THREADS")), "node",
                    r->node ? json_incref(r->node) : json_null(), "steps", (json_int_t)r->n_steps, "images",
                    (json_int_t)r->images, "step_time_s", step_total, "images_per_s",
                    step_total > 0 ? (double)r->images / step_total : 0.0, "peak_rss_bytes",
                    (json_int_t)ru.ru_maxrss * 1024, "phases", phases, "errors", r->errors, "end_elapsed_s",
-                   now_mono() - r->start_mono);
+                   dpt_report_now_mono() - r->start_mono);
   return part;
-}
-
-/* ---- rank 0: the document ----------------------------------------------------- */
-
-/* Who started the ranks: DPT_LAUNCHER (the SPANK plugin sets it), else guessed
- * from the variables each launcher sets. */
-static json_t *launcher(void)
-{
-  const char *l = dpt_env_str("DPT_LAUNCHER");
-  if (!l)
-    l = dpt_env_str("DPT_PLAN_DIGEST") && dpt_env_str("DPT_RANK") ? "dpt-launch"
-        : dpt_env_str("SLURM_PROCID")                           ? "srun"
-        : dpt_env_str("OMPI_COMM_WORLD_RANK")                   ? "mpirun"
-        : dpt_env_str("PMIX_RANK")                              ? "pmix"
-                                                                : "single";
-  return json_string(l);
-}
-
-/* A baseline report: valid dpt.report/1, images/s > 0, ranks >= 1 (DPT_E_INPUT otherwise). */
-static int load_baseline(const char *path, json_t **doc, double *t0, json_int_t *n0, struct dpt_err *err)
-{
-  *doc = NULL;
-  if (dpt_report_load(path, doc, err))
-    return dpt_err_prefix(err, "--baseline");
-  *t0 = json_number_value(json_object_get(json_object_get(*doc, "throughput"), "images_per_s"));
-  *n0 = json_integer_value(json_object_get(json_object_get(*doc, "job"), "ranks"));
-  if (!(*t0 > 0))
-    return dpt_err_set(err, DPT_E_INPUT, "--baseline %s: throughput.images_per_s is %g; the baseline must be a "
-                       "report of a run that processed images (give another report)", path, *t0);
-  if (*n0 < 1)
-    return dpt_err_set(err, DPT_E_INPUT, "--baseline %s: job.ranks is %lld; the baseline must be a run of "
-                       ">= 1 rank (give another report)", path, (long long)*n0);
-  return 0;
-}
-
-int dpt_report_check_baseline(const char *path, struct dpt_err *err)
-{
-  json_t *doc = NULL;
-  double t0;
-  json_int_t n0;
-  int rc = load_baseline(path, &doc, &t0, &n0, err);
-  json_decref(doc);
-  return rc;
-}
-
-/* Has errors[] an entry of rank `rank` with this message? */
-static int has_error(const json_t *errors, json_int_t rank, const char *msg)
-{
-  size_t i;
-  json_t *e;
-  json_array_foreach(errors, i, e) if (json_integer_value(json_object_get(e, "rank")) == rank &&
-                                       !strcmp(json_string_value(json_object_get(e, "message")) ?
-                                               json_string_value(json_object_get(e, "message")) : "", msg))
-      return 1;
-  return 0;
-}
-
-/* The ranks' error files next to the report, <path>.rank<N>.err (dpt.error/1, runtime/
- * dpt_watchdog: what a rank wrote when it failed or its watchdog fired), as errors[]
- * entries (kind, phase, step and suspect kept, file: the file's name); the files read go
- * to *files (paths, removed by the caller once the report is written).  Best effort: an
- * unreadable file is left alone. */
-static json_t *absorb_error_files(const struct dpt_report *r, const char *path, json_t **files)
-{
-  json_t *out = json_array();
-  *files = json_array();
-  if (!out || !*files)
-    return out;
-  for (int k = 0; k < r->size; k++) {
-    char ep[4200], ts[40];
-    json_error_t je;
-    json_t *f, *e;
-    struct tm tm;
-    double el = 0;
-    snprintf(ep, sizeof ep, "%s.rank%d.err", path, k);
-    if (access(ep, R_OK) || !(f = json_load_file(ep, 0, &je)))
-      continue;
-    const char *schema = json_string_value(json_object_get(f, "schema"));
-    const char *msg = json_string_value(json_object_get(f, "message"));
-    const char *t = json_string_value(json_object_get(f, "time"));
-    if (!schema || strcmp(schema, "dpt.error/1") || !msg) {
-      json_decref(f);
-      continue;
-    }
-    memset(&tm, 0, sizeof tm);
-    if (t && strptime(t, "%Y-%m-%dT%H:%M:%SZ", &tm))
-      el = (double)timegm(&tm) - r->start_unix;
-    iso_time(t && el ? r->start_unix + el : now_real(), ts, sizeof ts);
-    e = json_pack("{s:I,s:s,s:s,s:s,s:s,s:f,s:O,s:O,s:O,s:O,s:s}", "rank",
-                  json_integer_value(json_object_get(f, "rank")), "host",
-                  json_string_value(json_object_get(f, "node")) ? json_string_value(json_object_get(f, "node")) : "?",
-                  "code", "runtime", "message", msg, "time", ts, "elapsed_s", el > 0 ? el : 0.0, "kind",
-                  json_object_get(f, "kind") ? json_object_get(f, "kind") : json_null(), "phase",
-                  json_object_get(f, "phase") ? json_object_get(f, "phase") : json_null(), "step",
-                  json_object_get(f, "step") ? json_object_get(f, "step") : json_null(), "suspect",
-                  json_object_get(f, "suspect") ? json_object_get(f, "suspect") : json_null(), "file",
-                  strrchr(ep, '/') ? strrchr(ep, '/') + 1 : ep);
-    json_decref(f);
-    if (!e || json_array_append_new(out, e) || json_array_append_new(*files, json_string(ep)))
-      continue;
-  }
-  return out;
-}
-
-static json_t *build_doc(struct dpt_report *r, json_t *parts, int partial, json_t *absorbed,
-                         struct dpt_err *err)
-{
-  char t0[40], t1[40];
-  double end = now_real();
-  json_t *doc = NULL, *hosts = json_array(), *topo = json_array(), *ar = NULL, *scaling = NULL,
-         *errors = json_array(), *baseline = NULL;
-  double ips = 0, measured = -1, slowest = 0;
-  json_int_t images = 0;
-  size_t i;
-  json_t *p;
-
-  if (!hosts || !topo || !errors)
-    goto nomem;
-  iso_time(r->start_unix, t0, sizeof t0);
-  iso_time(end, t1, sizeof t1);
-  json_array_foreach(parts, i, p) {
-    const char *h = json_string_value(json_object_get(p, "host"));
-    size_t k;
-    json_t *t, *found = NULL;
-    json_array_foreach(topo, k, t) if (!strcmp(json_string_value(json_object_get(t, "host")), h)) found = t;
-    if (!found) {
-      json_t *node = json_object_get(p, "node");
-      found = json_pack("{s:s,s:[]}", "host", h, "ranks");
-      if (!found || json_array_append_new(topo, found) || json_array_append_new(hosts, json_string(h)))
-        goto nomem;
-      if (json_is_object(node))
-        json_object_update(found, node);
-    }
-    json_array_append_new(json_object_get(found, "ranks"), json_integer(json_integer_value(json_object_get(p, "rank"))));
-    if (json_real_value(json_object_get(p, "step_time_s")) > slowest)
-      slowest = json_real_value(json_object_get(p, "step_time_s"));
-    images += json_integer_value(json_object_get(p, "images"));
-    json_t *e;
-    size_t ei;
-    json_array_foreach(json_object_get(p, "errors"), ei, e) json_array_append(errors, e);
-    /* the collective takes as long as its slowest rank: max of the per-rank medians */
-    json_t *a = json_object_get(json_object_get(p, "phases"), "allreduce");
-    if (a && json_real_value(json_object_get(a, "p50_s")) > measured)
-      measured = json_real_value(json_object_get(a, "p50_s"));
-  }
-  {
-    size_t ai;
-    json_t *e;
-    json_array_foreach(absorbed, ai, e) if (!has_error(errors, json_integer_value(json_object_get(e, "rank")),
-                                                       json_string_value(json_object_get(e, "message"))))
-        json_array_append(errors, e);
-  }
-  /* synchronous training: every rank does the same steps, the job goes at the
-   * pace of the rank with the longest total step time */
-  ips = slowest > 0 ? (double)images / slowest : 0;
-  if (r->ar_measured >= 0)
-    measured = r->ar_measured;
-  {
-    /* predicted: the plan's own cost when it is for the same message */
-    double pred = NAN;
-    json_t *alts = json_object_get(r->plan, "alternatives");
-    if (r->plan && r->ar_bytes && r->ar_bytes == r->plan_bytes && json_array_size(alts))
-      pred = json_real_value(json_object_get(json_array_get(alts, 0), "predicted_s"));
-    ar = json_pack("{s:o,s:o,s:o,s:o,s:o}", "bytes", r->ar_bytes ? json_integer((json_int_t)r->ar_bytes) : json_null(),
-                   "wire", str_or_null(json_string_value(json_object_get(r->software, "wire"))), "measured_s",
-                   measured >= 0 ? json_real(measured) : json_null(), "predicted_s", num_or_null(pred),
-                   "plan_bytes", r->plan ? json_integer((json_int_t)r->plan_bytes) : json_null());
-    if (!ar)
-      goto nomem;
-  }
-  if (r->baseline) {
-    double t0v;
-    json_int_t n0;
-    if (load_baseline(r->baseline, &baseline, &t0v, &n0, err))
-      goto fail;
-    scaling = json_pack("{s:s,s:I,s:f,s:i,s:f,s:f,s:f,s:s}", "baseline", r->baseline, "baseline_ranks", n0,
-                        "baseline_images_per_s", t0v, "ranks", r->size, "images_per_s", ips, "speedup",
-                        ips / t0v, "efficiency", dpt_report_efficiency(ips, r->size, t0v, n0), "definition",
-                        "e = t / (t0 * n / n0); ChainerMN: e = t / (t0 * n) with a 1-rank baseline");
-    if (!scaling)
-      goto nomem;
-  }
-  const char *job = dpt_env_str("SLURM_JOB_ID"), *step = dpt_env_str("SLURM_STEP_ID");
-  doc = json_pack("{s:s,s:s,s:{s:O,s:o,s:o,s:o,s:o,s:i,s:i,s:i,s:s,s:s,s:f,s:o,s:b},"
-                  "s:O,s:O,s:o,s:o,s:O,s:{s:f,s:I},s:o,s:O,s:O,s:o}",
-                  "schema", DPT_REPORT_SCHEMA, "program", r->program, "job", "command", r->command,
-                  "slurm_job_id", str_or_null(job), "slurm_step_id", str_or_null(step), "launcher",
-                  launcher(), "hosts", hosts, "n_nodes", (int)json_array_size(hosts),
-                  "ranks", r->size, "ranks_reporting", (int)json_array_size(parts), "start", t0, "end", t1,
-                  "duration_s", now_mono() - r->start_mono, "exit_status",
-                  r->exit_status >= 0 ? json_integer(r->exit_status) : json_null(), "partial", partial,
-                  "software", r->software, "config", r->config, "topology", topo, "plan",
-                  r->plan ? json_incref(r->plan) : json_null(), "ranks", parts, "throughput", "images_per_s",
-                  ips, "images", images, "allreduce", ar, "learning_curve", r->curve, "results", r->results,
-                  "errors", errors);
-  hosts = topo = ar = errors = NULL;
-  if (!doc)
-    goto nomem;
-  if (json_object_set_new(json_object_get(doc, "job"), "oversubscribed", str_or_null(r->oversubscribed)) ||
-      json_object_set_new(json_object_get(doc, "job"), "launch_digest",
-                          r->launch_digest[0] ? json_string(r->launch_digest) : json_null()))
-    goto nomem;
-  if (scaling && json_object_set_new(doc, "scaling", scaling))
-    goto nomem;
-  scaling = NULL;
-  json_decref(baseline);
-  return doc;
-nomem:
-  dpt_err_set(err, DPT_E_NOMEM, "report: out of memory building the document");
-fail:
-  json_decref(hosts);
-  json_decref(topo);
-  json_decref(ar);
-  json_decref(errors);
-  json_decref(scaling);
-  json_decref(baseline);
-  json_decref(doc);
-  return NULL;
-}
-
-json_t *dpt_report_to_json(struct dpt_report *r, struct dpt_err *err)
-{
-  json_t *parts = json_array(), *part = rank_part(r), *doc = NULL;
-  if (!parts || !part || json_array_append_new(parts, part)) {
-    json_decref(parts);
-    dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
-    return NULL;
-  }
-  doc = build_doc(r, parts, r->size > 1, NULL, err);
-  json_decref(parts);
-  return doc;
-}
-
-static int write_doc(json_t *doc, const char *path, struct dpt_err *err)
-{
-  char *text;
-  int rc;
-  if ((rc = dpt_report_validate(doc, path, err))) {
-    dpt_err_prefix(err, "report about to be written is invalid (a dpt bug)");
-    return rc;
-  }
-  text = json_dumps(doc, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
-  if (!text)
-    return dpt_err_set(err, DPT_E_NOMEM, "report: cannot render %s", path);
-  size_t len = strlen(text);
-  text[len] = '\n'; /* over the NUL: the file ends with a newline */
-  if ((rc = dpt_report_write_atomic(path, text, len + 1, err)) < 0)
-    dpt_err_prefix(err, "report (--report / DPT_REPORT)");
-  free(text);
-  return rc;
-}
-
-/* path + ".rank<N>": where a rank writes its own part. */
-static int rank_path(char *path, size_t cap, int rank, struct dpt_err *err)
-{
-  size_t n = strlen(path);
-  int k = snprintf(path + n, cap - n, ".rank%d", rank);
-  if (k < 0 || (size_t)k >= cap - n)
-    return dpt_err_set(err, DPT_E_INPUT, "report path '%s' too long", path);
-  return 0;
-}
-
-int dpt_report_finish(struct dpt_report *r, const struct dpt_report_gather *g, const char *explicit_path,
-                      char *out_path, struct dpt_err *err)
-{
-  char path[4096];
-  char *mine = NULL, *all = NULL;
-  size_t *lens = NULL;
-  json_t *parts = NULL, *part = NULL, *doc = NULL, *absorbed = NULL, *files = NULL;
-  int rc = 0, grc = 0, partial = 0;
-  struct dpt_err gerr;
-
-  dpt_err_clear(&gerr);
-  if ((rc = dpt_report_path(r, explicit_path, path, sizeof path, err)) < 0)
-    return rc;
-  rc = 0;
-  part = rank_part(r);
-  parts = json_array();
-  mine = part ? json_dumps(part, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
-  if (!part || !parts || !mine) {
-    rc = dpt_err_set(err, DPT_E_NOMEM, "report: out of memory");
-    goto out;
-  }
-  if (g && g->gather) { /* also for one rank: a launcher's hook gives its rank's part */
-    grc = g->gather(g->arg, mine, strlen(mine), &all, &lens, &gerr);
-    if (grc < 0) {
-      dpt_err_prefix(&gerr, "report: gathering the ranks' parts failed");
-      dpt_report_set_error(r, &gerr);
-      json_decref(part);
-      part = rank_part(r); /* with the gather error in it */
-      partial = 1;
-      if (r->rank != 0 && (rc = rank_path(path, sizeof path, r->rank, err)))
-        goto out;
-    } else if (r->rank != 0) {
-      goto out; /* rank 0 writes */
-    }
-  } else if (r->size > 1) {
-    /* no gather: every rank writes its own part, rank 0 at the path */
-    partial = 1;
-    if (r->rank != 0 && (rc = rank_path(path, sizeof path, r->rank, err)))
-      goto out;
-  }
-  if (all && grc >= 0) {
-    size_t at = 0;
-    for (int i = 0; i < r->size; i++) {
-      json_error_t je;
-      json_t *pj;
-      if (!lens[i]) { /* the hook has no part of this rank (a launcher's rank left no record) */
-        partial = 1;
-        continue;
-      }
-      pj = json_loadb(all + at, lens[i], 0, &je);
-      at += lens[i];
-      if (!pj || !json_is_object(pj)) {
-        json_decref(pj);
-        dpt_err_set(&gerr, DPT_E_RUNTIME, "report: rank %d's part is not a JSON object: %s", i, je.text);
-        dpt_report_set_error(r, &gerr);
-        partial = 1;
-        continue;
-      }
-      json_array_append_new(parts, pj);
-    }
-  } else {
-    json_array_append(parts, part);
-  }
-  if (r->rank == 0) /* the ranks' error files: into the report, then away */
-    absorbed = absorb_error_files(r, path, &files);
-  doc = build_doc(r, parts, partial, absorbed, err);
-  if (!doc) {
-    rc = err->code;
-    goto out;
-  }
-  if ((rc = write_doc(doc, path, err)))
-    goto out;
-  {
-    size_t i;
-    json_t *f;
-    json_array_foreach(files, i, f) unlink(json_string_value(f));
-  }
-  if (out_path)
-    snprintf(out_path, 4096, "%s", path);
-  if (r->rank == 0) {
-    struct dpt_err aerr;
-    dpt_err_clear(&aerr);
-    dpt_report_announce(path, &aerr); /* best effort: unannounced, the launcher writes its own */
-  }
-  if (grc < 0) {
-    *err = gerr;
-    rc = grc;
-  }
-out:
-  free(mine);
-  free(all);
-  free(lens);
-  json_decref(part);
-  json_decref(parts);
-  json_decref(doc);
-  json_decref(absorbed);
-  json_decref(files);
-  return rc;
-}
-
-int dpt_report_announce(const char *path, struct dpt_err *err)
-{
-  const char *to = dpt_env_str("DPT_REPORT_ANNOUNCE");
-  char abs[PATH_MAX + 2], cwd[PATH_MAX];
-  int n;
-
-  if (!to)
-    return 0;
-  if (!path)
-    n = snprintf(abs, sizeof abs, "none\n");
-  else if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
-    n = snprintf(abs, sizeof abs, "%s\n", path);
-  else
-    n = snprintf(abs, sizeof abs, "%s/%s\n", cwd, path);
-  if (n < 0 || (size_t)n >= sizeof abs)
-    return dpt_err_set(err, DPT_E_INPUT, "report path '%s' too long to announce", path);
-  return dpt_report_write_atomic(to, abs, (size_t)n, err);
 }

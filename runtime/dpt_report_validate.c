@@ -1,7 +1,7 @@
 /* dpt_report_validate.c — reading job reports: the dpt.report/1 checker
  * (dpt_report_validate: every required field and its type, messages naming
  * the file and the field path) and dpt_report_load.  The writer
- * (dpt_report.c) validates every document before writing it with the same
+ * (dpt_report_doc.c) validates every document before writing it with the same
  * code; docs/schema-report.md is the prose schema. */
 #define _GNU_SOURCE
 #include "dpt_report.h"
