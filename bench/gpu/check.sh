@@ -14,7 +14,8 @@
 #   ctest      ctest -L '^gpu$' (per-test limit), passed / failed / skipped, but the fused step's four
 #   ctestfused those four: their start can take minutes (the third visit: not one finished in the
 #              ctest phase), so a phase of their own, in the order fused (the support matrix), graph,
-#              fused_vs_unfused, train_fused (CTESTFUSED_ORDER)
+#              fused_vs_unfused, train_fused (CTESTFUSED_ORDER), one ctest each; its summary names
+#              the tests its limit kept from starting
 #   mnist      the main job (Fashion-MNIST, width 1/8, 3 epochs) on one GPU: top-1
 #   resnet     ResNet-50, 224 px, synthetic, batch 256, the default path at each precision against
 #              PyTorch eager in the same run (bench/gpu/run.sh): img/s and peak-memory ratios; the
@@ -184,6 +185,8 @@ ph_ctest() {
 FUSED_ORDER=${CTESTFUSED_ORDER:-fused graph fused_vs_unfused train_fused}
 ph_ctestfused() {
   local t rc=0
+  # the tests this phase means to run, so that the summary counts those the phase's limit kept from starting
+  echo "CTEST PLANNED:$(for t in $FUSED_ORDER; do printf ' trainer.gpu.%s' "$t"; done)"
   for t in $FUSED_ORDER; do
     (cd "$build" && ctest -L '^gpu$' -R "^trainer[.]gpu[.]$t\$" --timeout "${CTEST_FUSED_TIMEOUT:-120}" \
       --output-on-failure) || rc=1

@@ -64,7 +64,9 @@ def fig_smoke(log, outdir):
 def fig_ctest(log, outdir):
     """from ctest's per-test lines, so that a run stopped at the phase's limit still says what passed,
     what failed and which test was running; one or more ctest runs (check.sh runs the slow fused tests
-    in a second one), each beginning with 'Test project'"""
+    in a second one, or one run per test: ctestfused), each beginning with 'Test project'; a line
+    'CTEST PLANNED: NAME...' names tests the phase meant to run, counted when its limit kept them
+    from starting"""
     line = re.compile(r"^\s*\d+/(\d+) Test\s+#\d+: (\S+) \.*\s*(?:\*\*\*)?(.+?)\s+[0-9.]+ sec\s*$", re.M)
     total, res, running = 0, {}, []
     for run in log.split("Test project")[1:]:
@@ -73,8 +75,11 @@ def fig_ctest(log, outdir):
         total += int(done[0][0]) if done else len(started)
         res.update({n: why for _, n, why in done})
         running += [n for n in started if n not in res]
+    planned = [n for ln in re.findall(r"^CTEST PLANNED:(.*)$", log, re.M) for n in ln.split()]
+    unstarted = [n for n in dict.fromkeys(planned) if n not in res and n not in running]
+    total += len(unstarted)
     if not res and not running:
-        return "no ctest output (ended early?)"
+        return "no ctest output (ended early?)" + (f"; not started: {', '.join(unstarted)}" if unstarted else "")
     passed = [n for n, w in res.items() if w == "Passed"]
     skipped = [n for n, w in res.items() if w in ("Skipped", "Not Run")]
     failed = [(n, "NUMERICAL" if w == "Exception: Numerical" else w) for n, w in res.items()
@@ -84,6 +89,8 @@ def fig_ctest(log, outdir):
         s += "; failed: " + ", ".join(f"{n} ({why})" for n, why in failed)
     if running:
         s += f"; stopped at the phase's limit in {running[0]}, {total - len(res)} not finished"
+    if unstarted:
+        s += f"; not started: {', '.join(unstarted)}"
     return s
 
 

@@ -8,6 +8,8 @@
   - `check_summary.py write` makes summary.md / summary.json (schema dpt.gpu-check/1) from them;
   - `check_summary.py kernels` on hand-made records: per-step times, launches, out-of-step
     records left out;
+  - ctestfused stopped at its limit (check.sh's own phase function, a stand-in ctest): the tests
+    it never started are counted and named;
   - check.sh --dry-run lists the phases, an unknown phase or option exits 2, and without a GPU it
     says so, exits 0 and writes nothing.
 usage: test_gpu_check.py BENCH_GPU_DIR CANNED_LOGS_DIR"""
@@ -103,6 +105,33 @@ try:
         os.makedirs(os.path.join(o, "logs"))
         r = run(sys.executable, summ, "line", o, ph, "0", "1", "10")
         check(r.returncode == 0 and f"== {ph}: pass" in r.stdout, f"check_summary.py line {ph}: {r.returncode} {r.stderr}")
+    # ctestfused stopped at its limit: check.sh's own ph_ctestfused, run with a stand-in ctest (fused
+    # passes, graph never ends), must leave a log whose line counts the two tests never started (the
+    # fourth visit's count missed them)
+    m = re.search(r"^FUSED_ORDER=.*?^}\n", open(os.path.join(bench, "check.sh")).read(), re.M | re.S)
+    check(m is not None, "check.sh: no FUSED_ORDER= / ph_ctestfused")
+    if m:
+        o, fake = os.path.join(tmp, "stopped"), os.path.join(tmp, "fakebin")
+        os.makedirs(os.path.join(o, "logs"))
+        os.makedirs(fake)
+        with open(os.path.join(fake, "ctest"), "w") as f:
+            f.write('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = -R ] && re=$2; shift; done\n'
+                    'n=$(echo "$re" | sed "s/^.*gpu\\[\\.\\]//; s/\\$$//")\n'
+                    'echo "Test project /fake/build"; echo "    Start 57: trainer.gpu.$n"\n'
+                    '[ "$n" = graph ] && exec sleep 30\n'
+                    'echo "1/1 Test #57: trainer.gpu.$n ......   Passed   1.50 sec"\n')
+        os.chmod(os.path.join(fake, "ctest"), 0o755)
+        env = {k: v for k, v in os.environ.items() if k != "CTESTFUSED_ORDER"}
+        env["PATH"] = fake + os.pathsep + env.get("PATH", "")
+        with open(os.path.join(o, "logs", "ctestfused.log"), "w") as f:
+            r = subprocess.run(["timeout", "-k", "1", "2", "bash", "-c", f"build={tmp}; {m.group(0)} ph_ctestfused"],
+                               stdout=f, stderr=subprocess.STDOUT, env=env)
+        check(r.returncode == 124, f"ph_ctestfused under a 2-s limit: exit {r.returncode}, want 124")
+        r = run(sys.executable, summ, "line", o, "ctestfused", "124", "2", "2")
+        fig = r.stdout.strip()
+        for part in ("1/4 passed, 0 skipped", "stopped at the phase's limit in trainer.gpu.graph, 3 not finished",
+                     "not started: trainer.gpu.fused_vs_unfused, trainer.gpu.train_fused"):
+            check(part in fig, f"ctestfused stopped: '{part}' not in '{fig}'")
     # check.sh without a GPU, and its usage errors
     sh = os.path.join(bench, "check.sh")
     r = run("bash", sh, "--dry-run")
