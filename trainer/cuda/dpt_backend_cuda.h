@@ -125,10 +125,11 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *model, const struct dpt_b
                                struct dpt_err *err);
 
 /* The fused step's counts (0 when it is off): fused ops run through cuDNN graphs, their engines
- * taken from the engine cache / chosen by timing at creation, layers kept on legacy calls
+ * taken from the engine cache / chosen by timing at creation, fused ops on own kernels (the
+ * shortcut-gradient accumulation, a dBN weight no engine takes), layers kept on legacy calls
  * because a pattern had no engine.  Graph capture: graphs instantiated and launched so far. */
 struct dpt_cuda_fusion_info {
-  int fused, graph_ops, from_cache, timed, legacy_layers;
+  int fused, graph_ops, from_cache, timed, own_ops, legacy_layers;
   int graph;
   long graphs_captured, graphs_launched;
 };

@@ -446,11 +446,15 @@ static int fused_setup(struct cu_backend *cb, struct dpt_err *err)
   /* "from the cache": cache hits over all rounds less the engines this start timed itself (a timed
    * key is hit again by the last round and by later ops of its shape: an estimate of the file's share) */
   dpt_cuda_note(cb, "fused step: %d of %d ops through cuDNN graphs, engines: %d from the cache %s, %d timed%s%s; %d legacy "
-       "layer ops (pooling, FC, loss%s)", cb->fx.n, c->ops_fwd + c->ops_bwd,
+       "layer ops (pooling, FC, loss%s)", cb->fx.n_graph, c->ops_fwd + c->ops_bwd,
        st.from_cache - st.timed > 0 ? st.from_cache - st.timed : 0, cb->ecache.path[0] ? cb->ecache.path : "(off)", st.timed,
        st.timed && cb->ecache.path[0] ? " and stored" : "",
        cb->errata_loaded ? "" : " (no errata file)", c->legacy_fwd + c->legacy_bwd,
        c->legacy_fwd > 3 ? ", convolutions whose channels are not a multiple of the tensor-core one" : "");
+  if (cb->fx.n_own_dbn) /* no engine for the pattern: the own kernel, not the legacy calls (dpt_cuda_dbn.h) */
+    dpt_cuda_note(cb, "fused step: %d dBN weight op(s) (dbn_weight) on dpt's own reduction kernel, their layers fused: "
+                  "cuDNN runs BN_BWD_WEIGHTS only after a dgrad; for the first: %.240s", cb->fx.n_own_dbn,
+                  cb->fx.own_dbn_why);
   if (cb->fx.n_prologue && cb->fx.io_type != DPT_CG_F32)
     dpt_cuda_note(cb, "fused step: %d of %d scale-bias-ReLU prologue op(s) (sbr_conv_stats, sbr_wgrad) read the BN's "
                   "scale / bias in %s (cast after its finalize), %d in fp32", cb->fx.n_sb_io, cb->fx.n_prologue,
@@ -898,7 +902,8 @@ void dpt_backend_cuda_fusion_info(const struct dpt_backend *be, struct dpt_cuda_
   const struct cu_backend *cb = CB(be);
   memset(info, 0, sizeof *info);
   info->fused = cb->fused;
-  info->graph_ops = cb->fx.n;
+  info->graph_ops = cb->fx.n_graph;
+  info->own_ops = cb->fx.n - cb->fx.n_graph;
   info->from_cache = cb->fx.from_cache;
   info->timed = cb->fx.timed;
   info->legacy_layers = cb->plan.fuse ? cb->plan.fuse->n_legacy_layers : 0;

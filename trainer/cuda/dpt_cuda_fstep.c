@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dpt_cuda_dbn.h"
 #include "dpt_cuda_kernels.h"
 
 static struct dpt_fx_ref ref_of(int kind, int id, size_t off) { return (struct dpt_fx_ref){kind, id, off}; }
@@ -282,6 +283,23 @@ static int build_prologue(struct dpt_cuda_fstep *fx, int i, struct dpt_cuda_fste
   return r;
 }
 
+/* Plan op i, a dbn_weight whose graph no engine takes (why: cuDNN's reason), into o as the own
+ * kernel's: the graph's description and operands, nothing built; its partial sums' bytes into
+ * fx->workspace. */
+static int own_dbn(struct dpt_cuda_fstep *fx, int i, struct dpt_cuda_fstep_op *o, const struct dpt_err *why,
+                   struct dpt_err *e)
+{
+  int pack, fop = o->fop;
+  memset(o, 0, sizeof *o);
+  o->fop = fop;
+  int rc = describe(fx, i, &o->cg.d, o->ref, &pack, 0, e);
+  if (rc) return rc;
+  size_t ws = dpt_cuda_dbn_weight_ws(o->cg.d.c, (size_t)o->cg.d.n * o->cg.d.h * o->cg.d.w);
+  if (ws > fx->workspace) fx->workspace = ws;
+  if (!fx->n_own_dbn++) snprintf(fx->own_dbn_why, sizeof fx->own_dbn_why, "%.319s", why->msg);
+  return 0;
+}
+
 void dpt_cuda_fstep_destroy(struct dpt_cuda_fstep *fx)
 {
   if (!fx) return;
@@ -343,6 +361,11 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
       fx->probed++;
       continue;
     }
+    if (r == DPT_E_UNSUPPORTED && op->kind == DPT_FOP_DBN_WEIGHT) { /* no engine: the own kernel */
+      if ((rc = own_dbn(fx, i, o, &e, err))) goto fail;
+      fx->n++;
+      continue;
+    }
     if (r == DPT_E_UNSUPPORTED) { /* no engine: noted, the others still built (one re-plan for all) */
       if (!*n_failed) *err = e;
       failed[(*n_failed)++] = i;
@@ -355,6 +378,7 @@ int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, c
       goto fail;
     }
     o->graph = 1;
+    fx->n_graph++;
     o->sb_io = sb_io;
     if (prologue_bn(op) >= 0) fx->n_prologue++, fx->n_sb_io += sb_io;
     if (sb_io) fx->eq_io[prologue_bn(op)] = 1; /* that BN's finalize casts its scale / bias for it */
@@ -396,6 +420,18 @@ int dpt_cuda_fstep_run(struct dpt_cuda_fstep *fx, int i, int training, struct dp
   struct dpt_cuda_fstep_op *o = &fx->op[k];
   cudaError_t ce = cudaSuccess;
   const char *what = dpt_fop_name(op->kind);
+  if (!o->graph && op->kind == DPT_FOP_DBN_WEIGHT) { /* no engine for its graph: the own kernel */
+    void *p[DPT_CG_NSLOTS];
+    const struct dpt_cg_desc *d = &o->cg.d;
+    resolve_all(fx, o->ref, p);
+    struct dpt_cuda_dbn_args a = {p[DPT_CG_DY], d->relu ? p[DPT_CG_Y] : NULL, p[DPT_CG_X], d->fork ? p[DPT_CG_G] : NULL,
+                                  fx->io_type, d->c, (size_t)d->n * d->h * d->w, p[DPT_CG_MEAN], p[DPT_CG_ISTD],
+                                  p[DPT_CG_GAMMA], p[DPT_CG_DGAMMA], p[DPT_CG_DBETA], p[DPT_CG_C_DY], p[DPT_CG_C_X],
+                                  p[DPT_CG_C_B]};
+    ce = (cudaError_t)dpt_cuda_dbn_weight(&a, fx->ctx.workspace, fx->ctx.workspace_limit, fx->stream);
+    what = "dBN weight kernel (no cuDNN engine for its graph)";
+    goto done;
+  }
   if (!o->graph) { /* grad_acc: the shortcut's gradient += g */
     const struct dpt_cuda_tensor_plan *t = &fx->plan->t[o->ref[0].id];
     void *dx = fx->io.resolve(fx->io.ctx, &o->ref[0]), *g = fx->io.resolve(fx->io.ctx, &o->ref[1]);

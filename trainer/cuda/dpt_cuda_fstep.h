@@ -5,7 +5,10 @@
  * (dpt_cudnn_graph.h: built once at start-up, the engine from the engine cache or timed, errata
  * respected), plus the few own kernels around them (the weight-gradient packing KRSC -> the
  * fp32 KCRS gradient slab after a wgrad, the shortcut-gradient accumulation, the eval-mode BN
- * scale/bias of a validation forward).  The legacy ops stay the backend's (its layer functions).
+ * scale/bias of a validation forward).  A dBN weight op whose graph no engine takes runs on an
+ * own kernel with the graph's operands and rules (dpt_cuda_dbn.h: cuDNN runs BN_BWD_WEIGHTS only
+ * after a dgrad), not on the legacy calls: its layer and every layer next to it stay fused.  The
+ * legacy ops stay the backend's (its layer functions).
  *
  * Operands are resolved when an op runs, through the backend's resolver (struct
  * dpt_cuda_fstep_io): activations and their gradients in the arena (the input tensor may be
@@ -61,7 +64,8 @@ struct dpt_cuda_fstep_io {
 
 struct dpt_cuda_fstep_op {
   int fop;                             /* index in the fusion plan */
-  int graph;                           /* 1: a cuDNN graph (cg), 0: an own kernel */
+  int graph;                           /* 1: a cuDNN graph (cg), 0: an own kernel (grad_acc; dbn_weight
+                                          without an engine: cg.d is its description, nothing built) */
   struct dpt_cg_op cg;
   struct dpt_fx_ref ref[DPT_CG_NSLOTS]; /* the graph's slot operands */
   int pack;                            /* wgrad: pack into the gradient slab afterwards */
@@ -78,9 +82,12 @@ struct dpt_cuda_fstep {
   int tf32;
   double eps, momentum;
   int n;                               /* ops in op[] */
+  int n_graph;                         /* of them run as cuDNN graphs (the rest: own kernels) */
+  int n_own_dbn;                       /* dbn_weight ops on the own kernel (no engine for their graph) */
+  char own_dbn_why[320];               /* cuDNN's reason for the first of them */
   struct dpt_cuda_fstep_op *op;        /* [n] the plan's non-legacy ops, plan order */
   int *index;                          /* [plan->fuse->n_ops] position in op[], -1 for legacy ops */
-  size_t workspace;                    /* the largest workspace an op's plan needs */
+  size_t workspace;                    /* the largest workspace an op's plan (or own dBN kernel) needs */
   int from_cache, timed;               /* engines taken from the cache / chosen by timing */
   int probed;                          /* ops not built under ctx.probe: their key known to build */
   int n_prologue, n_sb_io;             /* prologue ops (sbr_conv_stats, sbr_wgrad) built; of them with
@@ -95,11 +102,14 @@ struct dpt_cuda_fstep {
 
 /* Build every non-legacy op of plan->fuse (ctx: handle, device, cuDNN version, cache, errata,
  * tuning workspace; io: the operands, which must exist and hold finite values: the engines
- * are timed on them).  DPT_E_UNSUPPORTED when no engine takes some ops: all of them are tried,
- * failed[0, *n_failed) (room for plan->fuse->n_ops) are their plan indices and err says the
- * first one's reason (a prologue op is tried with its scale / bias in the I/O type, then fp32) (dpt_cuda_fuse_deny names the layers to keep on the legacy calls, the
- * caller plans again); other errors as dpt_cg_build's.  Everything built is destroyed unless
- * the result is 0. */
+ * are timed on them).  A dbn_weight op no engine takes is not a failure: it runs on the own
+ * kernel (counted in n_own_dbn, cuDNN's reason in own_dbn_why; its partial sums in the shared
+ * workspace, sized into fx->workspace).  DPT_E_UNSUPPORTED when no engine takes some other
+ * ops: all of them are tried, failed[0, *n_failed) (room for plan->fuse->n_ops) are their plan
+ * indices and err says the first one's reason (a prologue op is tried with its scale / bias in
+ * the I/O type, then fp32); dpt_cuda_fuse_deny names the layers to keep on the legacy calls,
+ * the caller plans again.  Other errors as dpt_cg_build's.  Everything built is destroyed
+ * unless the result is 0. */
 int dpt_cuda_fstep_build(struct dpt_cuda_fstep *fx, const struct dpt_model *m, const struct dpt_cuda_plan *plan,
                          const struct dpt_cg_ctx *ctx, cudaStream_t stream, const struct dpt_cuda_fstep_io *io,
                          double bn_eps, double bn_momentum, int *failed, int *n_failed, struct dpt_err *err);

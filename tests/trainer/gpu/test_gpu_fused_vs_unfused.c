@@ -97,9 +97,9 @@ static void run(const char *fx, enum dpt_cuda_precision prec, enum ref_prec rp)
   one_step(fx, prec, 1, &f);
   const float *l64 = ref_section(&r, "logits", N * K);
   double eu = nerr(u.logits, l64, N * K), ef = nerr(f.logits, l64, N * K), euf = nerr(f.logits, u.logits, N * K);
-  printf("%s %s: %d ops through cuDNN graphs (%d engines from the cache, %d timed), %d layers back on legacy calls; "
-         "logits vs float64 fused %.2e unfused %.2e (bound %.2e), fused vs unfused %.2e\n", fx, pn, f.info.graph_ops,
-         f.info.from_cache, f.info.timed, f.info.legacy_layers, ef, eu, tl, euf);
+  printf("%s %s: %d ops through cuDNN graphs (%d engines from the cache, %d timed), %d on own kernels, %d layers back "
+         "on legacy calls; logits vs float64 fused %.2e unfused %.2e (bound %.2e), fused vs unfused %.2e\n", fx, pn,
+         f.info.graph_ops, f.info.from_cache, f.info.timed, f.info.own_ops, f.info.legacy_layers, ef, eu, tl, euf);
   CHECK(eu <= tl && ef <= tl, "%s %s: logits vs float64: fused %.3g unfused %.3g (bound %.3g)", fx, pn, ef, eu, tl);
   char who[80];
   snprintf(who, sizeof who, "%s %s fused", fx, pn);
