@@ -30,9 +30,8 @@
 
 #include "dpt_cuda_dbn.h"
 #include "dpt_cuda_kernels.h"
-#include "dpt_fp16.h"
-#include "dpt_optim_layout.h"
 
+#include "cu_buf.h"
 #include "cu_check.h"
 #include "dpt_check.h"
 
@@ -47,19 +46,6 @@ static unsigned rnd(void)
 }
 static float frand(void) { return (float)(rnd() * (1.0 / 16777216.0)) * 2.0f - 1.0f; }
 
-/* v as the type stores it (round to nearest even) */
-static float as_type(float v, int dt)
-{
-  if (dt == DPT_DT_F16) return dpt_fp16_to_float(dpt_fp16_from_float(v));
-  if (dt == DPT_DT_BF16) {
-    uint32_t u = (uint32_t)dpt_optim_bf16(v) << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-  }
-  return v;
-}
-
 static size_t esize(int dt) { return dt == DPT_DT_F32 ? 4 : 2; }
 
 static void *dev(size_t bytes)
@@ -67,39 +53,6 @@ static void *dev(size_t bytes)
   void *p;
   CU(cudaMalloc(&p, bytes ? bytes : 1));
   return p;
-}
-
-static void put(void *d, const float *h, size_t n, int dt)
-{
-  if (dt == DPT_DT_F32) {
-    CU(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
-    return;
-  }
-  uint16_t *t = malloc(n * 2);
-  for (size_t i = 0; i < n; i++) t[i] = dt == DPT_DT_F16 ? dpt_fp16_from_float(h[i]) : dpt_optim_bf16(h[i]);
-  CU(cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice));
-  free(t);
-}
-
-static float *get(const void *d, size_t n, int dt)
-{
-  float *h = malloc(n * sizeof *h);
-  CU(cudaDeviceSynchronize());
-  if (dt == DPT_DT_F32) {
-    CU(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost));
-    return h;
-  }
-  uint16_t *t = malloc(n * 2);
-  CU(cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < n; i++) {
-    if (dt == DPT_DT_F16) h[i] = dpt_fp16_to_float(t[i]);
-    else {
-      uint32_t u = (uint32_t)t[i] << 16;
-      memcpy(&h[i], &u, 4);
-    }
-  }
-  free(t);
-  return h;
 }
 
 /* ---- one case ------------------------------------------------------------------------------ */

@@ -51,19 +51,6 @@ float frand(void)
   return (float)((rng_state >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-/* value as the type stores it */
-static float as_type(float v, int io)
-{
-  if (io == DPT_CG_F16) return dpt_fp16_to_float(dpt_fp16_from_float(v));
-  if (io == DPT_CG_BF16) {
-    unsigned u = (unsigned)dpt_optim_bf16(v) << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-  }
-  return v;
-}
-
 float *host_rand(size_t n, float scale, int io)
 {
   float *x = malloc(n * sizeof *x);
@@ -82,41 +69,7 @@ void *dev(size_t n, int io)
   return p;
 }
 
-void put(void *d, const float *h, size_t n, int io)
-{
-  if (io == DPT_CG_F32) {
-    CU(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
-    return;
-  }
-  unsigned short *t = malloc(n * 2);
-  for (size_t i = 0; i < n; i++) t[i] = io == DPT_CG_F16 ? dpt_fp16_from_float(h[i]) : dpt_optim_bf16(h[i]);
-  CU(cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice));
-  free(t);
-}
-
-float *get(const void *d, size_t n, int io)
-{
-  float *h = malloc(n * sizeof *h);
-  CU(cudaDeviceSynchronize());
-  if (io == DPT_CG_F32) {
-    CU(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost));
-    return h;
-  }
-  unsigned short *t = malloc(n * 2);
-  CU(cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < n; i++) {
-    if (io == DPT_CG_F16) h[i] = dpt_fp16_to_float(t[i]);
-    else {
-      unsigned u = (unsigned)t[i] << 16;
-      memcpy(&h[i], &u, 4);
-    }
-  }
-  free(t);
-  return h;
-}
-
 /* ---- float64 reference (NHWC activations, KRSC filters) ---------------------------------- */
-
 
 struct geo geo_of(int n, int c, int h, int w, int k, int r, int stride, int pad)
 {

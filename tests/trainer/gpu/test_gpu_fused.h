@@ -1,13 +1,14 @@
 /* test_gpu_fused.h — what test_gpu_fused.c (the cuDNN graph patterns one by one, the support
  * matrix, the engine cache) shares with test_gpu_fused_block.c (one bottleneck block through the
- * fused chain): the float64 reference's convolutions, device buffers in the storage type, the
- * random inputs, the graph descriptions and the test's cuDNN context.  One executable; its
+ * fused chain): the float64 reference's convolutions, device buffers in the storage type (with
+ * cu_buf.h's copies), the random inputs, the graph descriptions and the test's cuDNN context.  One executable; its
  * CHECKs share one count (DPT_CHECK_SHARED, defined in test_gpu_fused.c). */
 #ifndef TEST_GPU_FUSED_H
 #define TEST_GPU_FUSED_H
 
 #include <stddef.h>
 
+#include "cu_buf.h"
 #include "dpt_cudnn_graph.h"
 #include "dpt_engine_cache.h"
 
@@ -18,8 +19,7 @@ const char *tname(int io);
 float frand(void);       /* in [-1, 1), one sequence for the whole run */
 float *host_rand(size_t n, float scale, int io); /* values the type io holds */
 void *dev(size_t n, int io);                     /* n zeroed elements of type io (+ 256 bytes) */
-void put(void *d, const float *h, size_t n, int io);
-float *get(const void *d, size_t n, int io);     /* after a device synchronisation */
+/* as_type, put, get: cu_buf.h */
 
 /* A convolution's geometry: input [n, h, w, c] NHWC, k filters r x r (KRSC), output [n, p, q, k]. */
 struct geo {
