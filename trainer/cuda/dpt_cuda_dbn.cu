@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "dpt_cuda_dbn.h"
+#include "dpt_cuda_elem.cuh" // ld: typed element access
 #include "dpt_cuda_kernels.h" // DPT_DT_*
 
 enum { DBN_CH = 32, DBN_ROWS = 8, DBN_MAX_SLICES = 256, DBN_ROWS_PER_SLICE = 512 };
@@ -27,18 +28,10 @@ static size_t slices(size_t rows)
   return r < 1 ? 1 : r > DBN_MAX_SLICES ? DBN_MAX_SLICES : r;
 }
 
-template <typename T> __device__ static inline float ldf(const T *p, size_t i);
-template <> __device__ inline float ldf<float>(const float *p, size_t i) { return p[i]; }
-template <> __device__ inline float ldf<__half>(const __half *p, size_t i) { return __half2float(p[i]); }
-template <> __device__ inline float ldf<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i)
-{
-  return __bfloat162float(p[i]);
-}
-
 // g is a select of dy's own value: stored back in dy's type, it is exact
 template <typename T>
-__global__ static void k_bn_bwd_weight_partial(const T *dy, const T *y, const T *x, T *g, const float *mean, const float *istd,
-                                     int c, size_t rows, float *part)
+__global__ static void k_bn_bwd_weight_partial(const T *dy, const T *y, const T *x, T *g, const float *mean,
+                                               const float *istd, int c, size_t rows, float *part)
 {
   __shared__ float s_dg[DBN_ROWS][DBN_CH + 1], s_db[DBN_ROWS][DBN_CH + 1];
   int ch = blockIdx.x * DBN_CH + threadIdx.x;
@@ -48,11 +41,11 @@ __global__ static void k_bn_bwd_weight_partial(const T *dy, const T *y, const T 
     for (size_t r = (size_t)blockIdx.y * DBN_ROWS + threadIdx.y; r < rows; r += (size_t)gridDim.y * DBN_ROWS) {
       size_t i = r * (size_t)c + ch;
       T v = dy[i];
-      if (y && !(ldf(y, i) > 0.0f)) v = T(0.0f);
+      if (y && !(ld(y, i) > 0.0f)) v = T(0.0f);
       if (g) g[i] = v;
-      float gv = ldf(&v, 0);
+      float gv = ld(&v, 0);
       db += gv;
-      dg += gv * ((ldf(x, i) - m) * is);
+      dg += gv * ((ld(x, i) - m) * is);
     }
   }
   s_dg[threadIdx.y][threadIdx.x] = dg;
@@ -66,8 +59,8 @@ __global__ static void k_bn_bwd_weight_partial(const T *dy, const T *y, const T 
 }
 
 __global__ static void k_bn_bwd_weight_final(const float *part, int nslices, int c, double rows, const float *mean,
-                                   const float *istd, const float *gamma, float *dgamma, float *dbeta, float *c_dy,
-                                   float *c_x, float *c_b)
+                                             const float *istd, const float *gamma, float *dgamma, float *dbeta,
+                                             float *c_dy, float *c_x, float *c_b)
 {
   for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
     double dg = 0.0, db = 0.0;
@@ -85,8 +78,8 @@ __global__ static void k_bn_bwd_weight_final(const float *part, int nslices, int
 template <typename T> static void launch(const struct dpt_cuda_dbn_args *a, float *part, size_t ns, cudaStream_t s)
 {
   dim3 grid((unsigned)((a->c + DBN_CH - 1) / DBN_CH), (unsigned)ns), block(DBN_CH, DBN_ROWS);
-  k_bn_bwd_weight_partial<T><<<grid, block, 0, s>>>((const T *)a->dy, (const T *)a->y, (const T *)a->x, (T *)a->g, a->mean,
-                                          a->istd, a->c, a->rows, part);
+  k_bn_bwd_weight_partial<T><<<grid, block, 0, s>>>((const T *)a->dy, (const T *)a->y, (const T *)a->x, (T *)a->g,
+                                                    a->mean, a->istd, a->c, a->rows, part);
 }
 
 extern "C" {
@@ -112,8 +105,8 @@ int dpt_cuda_dbn_weight(const struct dpt_cuda_dbn_args *a, void *ws, size_t ws_b
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return (int)e;
   unsigned fb = (unsigned)((a->c + 255) / 256);
-  k_bn_bwd_weight_final<<<fb, 256, 0, s>>>(part, (int)ns, a->c, (double)a->rows, a->mean, a->istd, a->gamma, a->dgamma, a->dbeta,
-                                 a->c_dy, a->c_x, a->c_b);
+  k_bn_bwd_weight_final<<<fb, 256, 0, s>>>(part, (int)ns, a->c, (double)a->rows, a->mean, a->istd, a->gamma,
+                                           a->dgamma, a->dbeta, a->c_dy, a->c_x, a->c_b);
   return (int)cudaGetLastError();
 }
 

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dpt_cuda_elem.cuh" // ld, st: typed element access
 #include "dpt_cuda_kernels.h"
 #include "../dpt_loss_scale.h" /* trainer/: the host's rules, compiled for the device */
 
@@ -35,16 +36,6 @@ static unsigned blocks_for(size_t n)
 #define GRID_LOOP(i, n)                                                                           \
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                         \
        i += (size_t)gridDim.x * blockDim.x)
-
-// ---- typed element access: fp32, fp16, bf16 ----------------------------------
-template <typename T> __device__ static inline float ld(const T *p, size_t i);
-template <> __device__ inline float ld<float>(const float *p, size_t i) { return p[i]; }
-template <> __device__ inline float ld<__half>(const __half *p, size_t i) { return __half2float(p[i]); }
-template <> __device__ inline float ld<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
-template <typename T> __device__ static inline void st(T *p, size_t i, float v);
-template <> __device__ inline void st<float>(float *p, size_t i, float v) { p[i] = v; }
-template <> __device__ inline void st<__half>(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
-template <> __device__ inline void st<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
 // The loss scale, when it is read on the device: scale * (*ds or 1 / *ds); ds NULL: scale.
 __device__ static inline float dev_factor(float scale, const float *ds, int inv)
