@@ -113,8 +113,8 @@ static int order_hosts(const struct dpt_boot_rec *recs, struct hosts *h, struct 
 }
 
 /* The switch tree of job: flat (asked for, or auto and no rank has an address) or the ranks'
- * SLURM_TOPOLOGY_ADDR (addrs, pats: [n] the records' strings); some ranks with one and some
- * without are refused. */
+ * SLURM_TOPOLOGY_ADDR (addrs, pats: [n] the records' strings); addr with no rank having one,
+ * and some ranks with one and some without, are refused. */
 static int job_tree(struct dpt_job *job, const struct dpt_boot_in *in,
                     const struct dpt_boot_rec *recs, int n, const struct hosts *h,
                     const char **addrs, const char **pats, struct dpt_err *err)
@@ -123,6 +123,12 @@ static int job_tree(struct dpt_job *job, const struct dpt_boot_in *in,
     job->tree_source = DPT_JOB_TREE_FLAT;
     return 0;
   }
+  if (h->with_addr == 0) /* tree "addr" */
+    return dpt_err_set(err, DPT_E_INPUT,
+                       "bootstrap: the plan tree is addr (DPT_PLAN_TREE) but no rank has "
+                       "SLURM_TOPOLOGY_ADDR (rank 0 on %s has none; Slurm sets it under "
+                       "TopologyPlugin=topology/tree): set DPT_PLAN_TREE=auto or flat to plan "
+                       "without the switch tree", recs[0].host);
   if (h->with_addr < n)
     return dpt_err_set(err, DPT_E_INPUT,
                        "bootstrap: rank %d on %s has SLURM_TOPOLOGY_ADDR=\"%s\" but rank %d on %s "

@@ -2,7 +2,7 @@
  * or dpt-launch).
  *
  *   test_boot [--transport auto|pmix|mpi] [--expect-transport T] [--nodes N]
- *             [--ring n1,n3,...] [--digest HEX] [--comm NAME]
+ *             [--ring n1,n3,...] [--digest HEX] [--comm NAME] [--blob-misuse]
  *
  * Checks on every rank: dpt_boot_create succeeds with the expected transport;
  * the plan has --nodes nodes, in the --ring order when given, and digest HEX
@@ -12,7 +12,10 @@
  * from the last plan rank delivers the root's 128-byte "NCCL id" and a 1000
  * byte blob to every rank.  With --comm, dpt_boot_init then gives a
  * communicator in the plan's ring order and an all-reduce of the ranks'
- * (plan rank + 1) sums to p(p+1)/2.  Rank 0 prints "test_boot: P ranks on N
+ * (plan rank + 1) sums to p(p+1)/2.  With --blob-misuse, a broadcast from a
+ * root that is no rank is refused on every rank, naming it, and one where each
+ * rank passes another length is refused on every rank but the root, naming the
+ * root's length and its own.  Rank 0 prints "test_boot: P ranks on N
  * nodes via T: ok (plan DIGEST, ring ...)"; errors print "test_boot: rank R:
  * MESSAGE" and exit with dpt_err_exit_status. */
 #include <stdio.h>
@@ -41,10 +44,35 @@ static int die(struct dpt_err *err)
   return dpt_err_exit_status(err);
 }
 
+/* The blob broadcast's refusals: a root out of range, on every rank; lengths that differ
+ * (100 + plan rank) from root 0, on every rank but the root, which sent its bytes. */
+static void check_blob_misuse(struct dpt_boot *b, int p, int me)
+{
+  unsigned char buf[200];
+  char want[160];
+  struct dpt_err e;
+  int rc;
+  dpt_err_clear(&e);
+  rc = dpt_boot_bcast_blob(b, p, buf, 8, &e);
+  snprintf(want, sizeof want, "root %d is not a rank of 0..%d", p, p - 1);
+  CHECK(rc < 0 && strstr(e.msg, want), "root %d: rc %d, \"%s\"", p, rc, e.msg);
+  dpt_err_clear(&e);
+  memset(buf, 0, sizeof buf);
+  rc = dpt_boot_bcast_blob(b, 0, buf, (size_t)(100 + me), &e);
+  if (me == 0) {
+    CHECK(rc == 0, "the root of a mismatched broadcast failed: %s", e.msg);
+    return;
+  }
+  snprintf(want, sizeof want, "(root, plan rank 0) %s 100 bytes, rank %d expects %d: every rank "
+           "must pass the same length", strcmp(dpt_boot_transport(b), "pmix") ? "sends" : "sent",
+           lrank, 100 + me);
+  CHECK(rc < 0 && strstr(e.msg, want), "mismatched lengths: rc %d, \"%s\"", rc, e.msg);
+}
+
 int main(int argc, char **argv)
 {
   const char *transport = NULL, *expect_tr = NULL, *ring = NULL, *digest = NULL, *comm = NULL;
-  int nodes = -1;
+  int nodes = -1, blob_misuse = 0;
   struct dpt_boot_opts o;
   struct dpt_boot *b = NULL;
   struct dpt_comm *c = NULL;
@@ -52,8 +80,13 @@ int main(int argc, char **argv)
   const struct dpt_plan *plan;
   int p, me;
 
-  for (int i = 1; i < argc; i += 2) { /* option value pairs */
+  for (int i = 1; i < argc; i += 2) { /* option value pairs, and one flag */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--blob-misuse")) {
+      blob_misuse = 1;
+      i--;
+      continue;
+    }
     if (!v) {
       fprintf(stderr, "test_boot: %s needs a value\n", a);
       return 2;
@@ -145,6 +178,8 @@ int main(int argc, char **argv)
       fill(want, sizeof big, root + 100);
       CHECK(!memcmp(big, want, sizeof big), "1000-byte blob from plan rank %d differs", root);
     }
+    if (blob_misuse)
+      check_blob_misuse(b, p, me);
     if (c) {
       float x = (float)(me + 1);
       CHECK(dpt_comm_rank(c) == me, "communicator rank %d, plan rank %d", dpt_comm_rank(c), me);
