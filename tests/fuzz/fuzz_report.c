@@ -1,19 +1,22 @@
 /* fuzz_report.c — job reports (dpt.report/1) through the reader `dpt-report`
  * uses: dpt_report_load() (JSON with duplicate keys rejected, then
  * dpt_report_validate()), and for a document it accepts, what `dpt-report`
- * does with it: the terminal summary (alone and with the document as its own
- * --baseline), --compare of it against itself and the HTML page.  The tool's
- * source is compiled in with its main() renamed, so its static renderers run
- * exactly as `dpt-report FILE` runs them.
+ * does with it (dpt_report_view.h, the tool's own renderers): the terminal
+ * summary (alone and with the document as its own --baseline), --compare of it
+ * against itself and the HTML page.
  * Input: the file.  Seeds: the reports of real runs in tests/report/data
  * (tests/fuzz/make-corpus.sh copies them to corpus/report).
  * Properties: 0 or DPT_E_INPUT with a message naming the file; an accepted
  * document validates again from memory; the renderers finish without a
  * sanitizer report. */
-#define main dpt_report_tool_main
-#include "dpt_report_tool.c"
-#undef main
+#include <stdio.h>
+#include <string.h>
 
+#include <jansson.h>
+
+#include "dpt_err.h"
+#include "dpt_report.h"
+#include "dpt_report_view.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -38,14 +41,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
   FILE *sink = fopen("/dev/null", "w");
   FUZZ_CHECK(sink != NULL);
-  summary(sink, path, doc, NULL, NULL);
-  summary(sink, path, doc, doc, path);
+  dpt_report_view_summary(sink, path, doc, NULL, NULL);
+  dpt_report_view_summary(sink, path, doc, doc, path);
   char *files[2] = {path, path};
   json_t *docs[2] = {doc, doc};
-  compare(sink, files, docs, 2);
+  dpt_report_view_compare(sink, files, docs, 2);
   fclose(sink);
   snprintf(html_path, sizeof html_path, "%s/report.html", fuzz_tmpdir());
-  rc = html(html_path, files, docs, 2, &err);
+  rc = dpt_report_view_html(html_path, files, docs, 2, &err);
   FUZZ_CHECK(rc == 0 || (err.code == rc && err.msg[0]));
   json_decref(doc);
   return 0;
