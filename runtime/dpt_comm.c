@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,26 +79,6 @@ void dpt_comm_opts_init(struct dpt_comm_opts *o)
   o->node = -1;
   o->async = 1;
   o->gpu = -1;
-}
-
-int dpt_comm_mpi_init(int *argc, char ***argv, struct dpt_err *err)
-{
-  int inited = 0, provided = 0, rc;
-  MPI_Initialized(&inited);
-  if (inited)
-    return 0;
-  /* A write to the socket of a peer that died must not kill this rank silently with
-   * SIGPIPE: the write fails (EPIPE) and the watchdog or the MPI error names the peer.
-   * Only the default disposition is changed; a program's own handler is kept. */
-  struct sigaction sa;
-  if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
-    signal(SIGPIPE, SIG_IGN);
-  rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-  if (rc != MPI_SUCCESS)
-    return dpt_err_set(err, DPT_E_RUNTIME,
-                       "MPI_Init_thread failed (error %d): is the program started by mpirun, "
-                       "srun --mpi=pmix or dpt-launch?", rc);
-  return 0;
 }
 
 int dpt_comm_mpi_err(struct dpt_comm *c, int mpirc, const char *call, struct dpt_err *err)

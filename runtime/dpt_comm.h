@@ -97,8 +97,14 @@ const char *dpt_comm_gpu_choose(const char *requested, int n, const char *const 
                                 const char *const *bus_ids, char *note, size_t note_len,
                                 struct dpt_err *err);
 
-/* MPI_Init_thread asking for MPI_THREAD_MULTIPLE (no-op if already initialised). */
+/* MPI_Init_thread asking for MPI_THREAD_MULTIPLE (no-op if already initialised); under a PMIx
+ * server it then waits until every rank is out of MPI_Init, so that no first message reaches a
+ * rank still inside it (Open MPI 4.1's start-up race: dpt_comm_init.c). */
 int dpt_comm_mpi_init(int *argc, char ***argv, struct dpt_err *err);
+/* How many ranks' "out of MPI_Init" this rank read in dpt_comm_mpi_init (every rank's once it
+ * waited; 0 when it did not: one rank, no PMIx server, MPI started elsewhere); -1 in a build
+ * without PMIx. */
+int dpt_comm_mpi_up_ranks(void);
 
 /* Collective over `world`.  Errors: unknown name (DPT_E_INPUT), ring positions
  * that are not a permutation of 0..p-1 (DPT_E_INPUT, naming them), nodes with

@@ -200,6 +200,15 @@ int main(int argc, char **argv)
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
   MPI_Comm_size(MPI_COMM_WORLD, &p);
+  /* under mpirun / dpt-launch (a PMIx server): no rank went on before every rank was out of
+   * MPI_Init (Open MPI 4.1's start-up race, runtime/dpt_comm_init.c) */
+  int up = dpt_comm_mpi_up_ranks();
+  if (up >= 0 && getenv("PMIX_NAMESPACE") && up != (p > 1 ? p : 0)) {
+    fprintf(stderr, "test_comm: rank %d: dpt_comm_mpi_init read %d ranks' start-up keys, "
+                    "expected %d (every rank out of MPI_Init before the first message)\n",
+            wrank, up, p > 1 ? p : 0);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--comm") && i + 1 < argc && ncomms < 8)
       comms[ncomms++] = argv[++i];
