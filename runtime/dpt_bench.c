@@ -288,13 +288,13 @@ int main(int argc, char **argv)
   {
     doc = json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:i}", "schema", "dpt.bench.allreduce/1",
                     "host", host, "ranks", p, "wire", fp16 ? "fp16" : "fp32", "launcher",
-                    ctx.source, "iters", iters, "warmup", warmup);
+                    ctx.launcher, "iters", iters, "warmup", warmup);
     results = json_array();
     json_object_set_new(doc, "results", results);
   }
   if (!json && wrank == 0) {
     printf("# dpt-bench allreduce: %d ranks (%s, via %s), %s on the wire, %d iters, %d warmup\n",
-           p, host, ctx.source, fp16 ? "fp16" : "fp32", iters, warmup);
+           p, host, ctx.launcher, fp16 ? "fp16" : "fp32", iters, warmup);
     printf("# %-13s %14s %12s %6s %12s %11s %11s %9s\n", "comm", "size(B)", "count", "type",
            "time(us)", "algbw(GB/s)", "busbw(GB/s)", "maxerr");
   }

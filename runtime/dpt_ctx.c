@@ -156,6 +156,25 @@ static int load_slurm(struct dpt_ctx *c, const struct envsrc *s, struct dpt_err 
   return 0;
 }
 
+const char *dpt_ctx_launcher(dpt_ctx_getenv_fn get, void *arg)
+{
+  static const struct {
+    const char *var, *name;
+  } by_var[] = {{"DPT_RANK", "dpt-launch"}, {"OMPI_COMM_WORLD_RANK", "mpirun"},
+                {"SLURM_PROCID", "srun"}, {"PMIX_RANK", "pmix"}};
+  const struct envsrc s = {get, arg};
+  const char *l = ev(&s, "DPT_LAUNCHER");
+
+  if (l && !strcmp(l, "spank"))
+    return "spank";
+  if (l && !strcmp(l, "dpt-launch"))
+    return "dpt-launch";
+  for (size_t i = 0; i < sizeof by_var / sizeof by_var[0]; i++)
+    if (ev(&s, by_var[i].var))
+      return by_var[i].name;
+  return "single";
+}
+
 int dpt_ctx_load(struct dpt_ctx *c, dpt_ctx_getenv_fn get, void *arg, struct dpt_err *err)
 {
   struct envsrc s = {get, arg};
@@ -166,6 +185,7 @@ int dpt_ctx_load(struct dpt_ctx *c, dpt_ctx_getenv_fn get, void *arg, struct dpt
   c->rank = 0;
   c->size = 1;
   c->local_rank = c->local_size = c->node_id = c->n_nodes = -1;
+  copy(c->launcher, sizeof c->launcher, dpt_ctx_launcher(get, arg));
 
   if ((rc = env_int(&s, "DPT_RANK", &dpt_rank, err)) < 0 ||
       (rc = env_int(&s, "OMPI_COMM_WORLD_RANK", &ompi_rank, err)) < 0 ||
@@ -265,8 +285,13 @@ int dpt_ctx_from_env(struct dpt_ctx *ctx, struct dpt_err *err)
   return dpt_ctx_load(ctx, real_getenv, NULL, err);
 }
 
+const char *dpt_ctx_launcher_from_env(void)
+{
+  return dpt_ctx_launcher(real_getenv, NULL);
+}
+
 void dpt_ctx_describe(const struct dpt_ctx *c, char *buf, unsigned long len)
 {
   snprintf(buf, len, "rank %d/%d local %d/%d node %d/%d (%s) via %s", c->rank, c->size,
-           c->local_rank, c->local_size, c->node_id, c->n_nodes, c->node_name, c->source);
+           c->local_rank, c->local_size, c->node_id, c->n_nodes, c->node_name, c->launcher);
 }

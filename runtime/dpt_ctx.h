@@ -10,6 +10,9 @@
  *   "pmix"        PMIX_RANK, PMIX_NAMESPACE (size and locality come from the
  *                 PMIx server at bootstrap: size is -1 here)
  *   "single"      none of the above: rank 0 of 1
+ * Who started the ranks (launcher) is named apart from the variables read
+ * (source): srun --dpt sets dpt-launch's variables, and mpirun inside an sbatch
+ * script leaves SLURM_PROCID in its ranks' environment.
  * Values that are not integers, out of range (rank >= size, ...), missing
  * partners (SLURM_PROCID without SLURM_NTASKS) or disagreeing between sources
  * (OMPI_COMM_WORLD_RANK != PMIX_RANK, DPT_RANK != OMPI_COMM_WORLD_RANK) are
@@ -20,7 +23,8 @@
 #include "dpt_err.h"
 
 struct dpt_ctx {
-  char source[16];        /* "dpt-launch", "ompi", "slurm", "pmix", "single" */
+  char source[16];        /* the variables read: "dpt-launch", "ompi", "slurm", "pmix", "single" */
+  char launcher[16];      /* who started the ranks: dpt_ctx_launcher() */
   int rank;               /* 0..size-1 */
   int size;               /* -1 when only PMIx knows (filled by dpt_boot) */
   int local_rank;         /* rank among the ranks of this node, -1 unknown */
@@ -39,10 +43,21 @@ typedef const char *(*dpt_ctx_getenv_fn)(void *arg, const char *name);
 
 int dpt_ctx_load(struct dpt_ctx *ctx, dpt_ctx_getenv_fn get, void *arg, struct dpt_err *err);
 
+/* Who started the ranks, for the start lines and reports: DPT_LAUNCHER where it
+ * names a dpt launcher ("spank" = srun --dpt, "dpt-launch"), else from the
+ * variables in dpt_ctx_load's order: "dpt-launch" (DPT_RANK), "mpirun"
+ * (OMPI_COMM_WORLD_RANK), "srun" (SLURM_PROCID), "pmix" (PMIX_RANK, another
+ * PMIx launcher), "single".  DPT_LAUNCHER=boot (dpt_boot_init bound the rank
+ * itself) names no launcher.  Checks no value: never fails. */
+const char *dpt_ctx_launcher(dpt_ctx_getenv_fn get, void *arg);
+
+/* dpt_ctx_launcher() on the process environment. */
+const char *dpt_ctx_launcher_from_env(void);
+
 /* dpt_ctx_load() on the process environment. */
 int dpt_ctx_from_env(struct dpt_ctx *ctx, struct dpt_err *err);
 
-/* One line: "rank 3/8 local 1/2 node 1/4 (n2) via slurm". */
+/* One line: "rank 3/8 local 1/2 node 1/4 (n2) via srun". */
 void dpt_ctx_describe(const struct dpt_ctx *ctx, char *buf, unsigned long len);
 
 #endif /* DPT_CTX_H */

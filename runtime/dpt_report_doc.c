@@ -5,6 +5,7 @@
  * and written.  Layout: docs/schema-report.md. */
 #define _GNU_SOURCE
 #include "dpt_report_int.h"
+#include "dpt_ctx.h"
 #include "dpt_env.h"
 
 #include <stdio.h>
@@ -15,18 +16,11 @@
 
 /* ---- rank 0: the document ----------------------------------------------------- */
 
-/* Who started the ranks: DPT_LAUNCHER (the SPANK plugin sets it), else guessed
- * from the variables each launcher sets. */
+/* Who started the ranks: DPT_LAUNCHER (srun --dpt, dpt-launch), else named from the
+ * variables as the ranks' context names it (dpt_ctx_launcher). */
 static json_t *launcher(void)
 {
-  const char *l = dpt_env_str("DPT_LAUNCHER");
-  if (!l)
-    l = dpt_env_str("DPT_PLAN_DIGEST") && dpt_env_str("DPT_RANK") ? "dpt-launch"
-        : dpt_env_str("SLURM_PROCID")                           ? "srun"
-        : dpt_env_str("OMPI_COMM_WORLD_RANK")                   ? "mpirun"
-        : dpt_env_str("PMIX_RANK")                              ? "pmix"
-                                                                : "single";
-  return json_string(l);
+  return json_string(dpt_ctx_launcher_from_env());
 }
 
 /* A baseline report: valid dpt.report/1, images/s > 0, ranks >= 1 (DPT_E_INPUT otherwise). */

@@ -2,7 +2,7 @@
 # dpt_boot under `srun --mpi=pmix` on a real Slurm 22.05 cluster (tests/slurm/cluster.sh:
 # 4 nodes x 8 fake GPUs, leaf1 = n1,n3  leaf2 = n2,n4 under core).
 #
-#   boot_slurm_test.sh TEST_BOOT DPT_TOPO NODE_XML [SPANK_PLUGIN]
+#   boot_slurm_test.sh TEST_BOOT DPT_TOPO NODE_XML DPT_BENCH [SPANK_PLUGIN]
 #
 #  1. 32 tasks (-N4 --ntasks-per-node=8): every rank bootstraps over Slurm's PMIx
 #     server, builds the tree from SLURM_TOPOLOGY_ADDR, and computes the plan that
@@ -12,10 +12,11 @@
 #  3. One task (SLURM_PROCID 2) plans with DPT_FP16=1: the step fails, the message
 #     names rank 2 and the others.
 #  4. With the SPANK plugin: srun --dpt=topology=XML: the tasks verify the plugin's
-#     DPT_PLAN_DIGEST and DPT_RANK against their own plan.
+#     DPT_PLAN_DIGEST and DPT_RANK against their own plan; dpt-bench names srun --dpt
+#     (not dpt-launch, whose variables the plugin sets) on its first line and in its report.
 # Every daemon is stopped on exit (trap).  Exit 77 = skipped.
 set -uo pipefail
-test_boot=${1:?test_boot} topo=${2:?dpt-topo} xml=${3:?node xml} plugin=${4:-}
+test_boot=${1:?test_boot} topo=${2:?dpt-topo} xml=${3:?node xml} bench=${4:?dpt-bench} plugin=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/../slurm/cluster.sh"
 
@@ -76,6 +77,18 @@ if [[ -n "$plugin" ]]; then
   check "srun --dpt: tasks verify the plugin's DPT_PLAN_DIGEST and DPT_RANK" \
     grep -q "test_boot: 32 ranks on 4 nodes via pmix: ok (plan $digest" <<<"$out"
   check "srun --dpt exits 0" [ $rc -eq 0 ]
+  # who started the ranks, as dpt-bench says it and writes it in its report
+  out=$(srun --dpt=topology="$xml" -N2 --ntasks-per-node=2 --gpus-per-node=8 --mpi=pmix \
+    "$bench" allreduce --max-bytes 4K --iters 1 --warmup 0 --no-resnet --report "$dir/bench.json" 2>&1)
+  rc=$?
+  echo "$out" | head -n 3
+  check "srun --dpt dpt-bench: exits 0" [ $rc -eq 0 ]
+  check "srun --dpt dpt-bench: its first line says the ranks came from srun --dpt" \
+    grep -q "^# dpt-bench allreduce: 4 ranks (.*, via spank)" <<<"$out"
+  check "srun --dpt dpt-bench: its report's job.launcher is spank" python3 -c '
+import json, sys
+job = json.load(open(sys.argv[1]))["job"]
+sys.exit(0 if job["launcher"] == "spank" else "job.launcher %r" % job["launcher"])' "$dir/bench.json"
   # a tampered digest is caught by every task
   out=$(srun --dpt=topology="$xml" -N2 --ntasks-per-node=8 --gpus-per-node=8 --mpi=pmix sh -c \
     'export DPT_PLAN_DIGEST=0123456789abcdef; exec "$0"' "$test_boot" 2>&1)

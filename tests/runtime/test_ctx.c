@@ -1,5 +1,6 @@
-/* test_ctx.c — dpt_ctx from each launcher's environment, and clear errors
- * for missing, malformed and inconsistent variables. */
+/* test_ctx.c — dpt_ctx from each launcher's environment, who started the ranks
+ * (srun --dpt sets dpt-launch's variables; mpirun in an sbatch script leaves
+ * SLURM_PROCID), and clear errors for missing, malformed and inconsistent variables. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,8 +22,8 @@ static const char *get(void *arg, const char *name)
   return NULL;
 }
 
-static void ok(const char *name, struct env e, const char *source, int rank, int size, int lr,
-               int ls, int node, int nn)
+static void ok(const char *name, struct env e, const char *source, const char *launcher, int rank,
+               int size, int lr, int ls, int node, int nn)
 {
   struct dpt_ctx c;
   struct dpt_err err;
@@ -32,12 +33,14 @@ static void ok(const char *name, struct env e, const char *source, int rank, int
     fprintf(stderr, "FAIL %s: unexpected error: %s\n", name, err.msg);
     return;
   }
-  if (strcmp(c.source, source) || c.rank != rank || c.size != size || c.local_rank != lr ||
+  if (strcmp(c.source, source) || strcmp(c.launcher, launcher) ||
+      strcmp(dpt_ctx_launcher(get, &e), launcher) || c.rank != rank || c.size != size || c.local_rank != lr ||
       c.local_size != ls || c.node_id != node || c.n_nodes != nn) {
     char d[512];
     dpt_ctx_describe(&c, d, sizeof d);
     failures++;
-    fprintf(stderr, "FAIL %s: got %s\n", name, d);
+    fprintf(stderr, "FAIL %s: got %s (%s variables), expected via %s (%s variables)\n", name, d,
+            c.source, launcher, source);
   }
 }
 
@@ -57,26 +60,41 @@ static void bad(const char *name, struct env e, const char *needle1, const char 
 
 int main(void)
 {
-  ok("none", (struct env){{NULL}}, "single", 0, 1, 0, 1, 0, 1);
+  ok("none", (struct env){{NULL}}, "single", "single", 0, 1, 0, 1, 0, 1);
   ok("slurm", (struct env){{"SLURM_PROCID=5", "SLURM_NTASKS=8", "SLURM_LOCALID=1",
                             "SLURM_NODEID=2", "SLURM_NNODES=4", "SLURM_TASKS_PER_NODE=2(x4)",
                             "SLURMD_NODENAME=n3", NULL}},
-     "slurm", 5, 8, 1, 2, 2, 4);
+     "slurm", "srun", 5, 8, 1, 2, 2, 4);
   ok("slurm uneven", (struct env){{"SLURM_PROCID=6", "SLURM_NPROCS=7", "SLURM_LOCALID=0",
                                    "SLURM_NODEID=2", "SLURM_NNODES=3",
                                    "SLURM_TASKS_PER_NODE=3(x2),1", NULL}},
-     "slurm", 6, 7, 0, 1, 2, 3);
+     "slurm", "srun", 6, 7, 0, 1, 2, 3);
+  /* dpt_boot_init bound the rank itself (DPT_LAUNCHER=boot): srun still started it */
+  ok("slurm, bound by dpt_boot_init", (struct env){{"DPT_LAUNCHER=boot", "SLURM_PROCID=1",
+                                                     "SLURM_NTASKS=2", "SLURM_LOCALID=1",
+                                                     "SLURM_NODEID=0", NULL}},
+     "slurm", "srun", 1, 2, 1, -1, 0, -1);
+  /* mpirun in an sbatch script: its ranks inherit the batch step's SLURM_PROCID */
   ok("ompi", (struct env){{"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4",
                            "OMPI_COMM_WORLD_LOCAL_RANK=3", "OMPI_COMM_WORLD_LOCAL_SIZE=4",
                            "PMIX_RANK=3", "PMIX_NAMESPACE=ns", "SLURM_PROCID=0",
                            "SLURM_NTASKS=1", NULL}},
-     "ompi", 3, 4, 3, 4, -1, -1);
+     "ompi", "mpirun", 3, 4, 3, 4, -1, -1);
   ok("pmix only", (struct env){{"PMIX_RANK=2", "PMIX_NAMESPACE=slurm.pmix.1.0", NULL}}, "pmix",
-     2, -1, -1, -1, -1, -1);
+     "pmix", 2, -1, -1, -1, -1, -1);
   ok("dpt-launch", (struct env){{"DPT_RANK=1", "DPT_SIZE=2", "DPT_LOCAL_RANK=1",
                                  "DPT_LOCAL_SIZE=2", "DPT_NODE_ID=0", "DPT_N_NODES=1",
                                  "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", NULL}},
-     "dpt-launch", 1, 2, 1, 2, 0, 1);
+     "dpt-launch", "dpt-launch", 1, 2, 1, 2, 0, 1);
+  /* srun --dpt: the plugin sets dpt-launch's variables and DPT_LAUNCHER=spank */
+  ok("spank", (struct env){{"DPT_LAUNCHER=spank", "DPT_RANK=5", "DPT_SIZE=8", "DPT_LOCAL_RANK=1",
+                            "DPT_LOCAL_SIZE=2", "DPT_NODE_ID=2", "DPT_N_NODES=4",
+                            "SLURM_PROCID=5", "SLURM_NTASKS=8", "SLURM_LOCALID=1",
+                            "SLURM_NODEID=2", "PMIX_RANK=5", NULL}},
+     "dpt-launch", "spank", 5, 8, 1, 2, 2, 4);
+  /* a value that names no dpt launcher is not taken for one */
+  ok("unknown DPT_LAUNCHER", (struct env){{"DPT_LAUNCHER=torchrun", "PMIX_RANK=0", NULL}}, "pmix",
+     "pmix", 0, -1, -1, -1, -1, -1);
 
   bad("slurm missing ntasks", (struct env){{"SLURM_PROCID=1", "SLURM_LOCALID=0", NULL}},
       "SLURM_PROCID", "SLURM_NPROCS");
