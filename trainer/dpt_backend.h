@@ -104,6 +104,10 @@ struct dpt_backend_ops {
    * every step (cuda: pinned, cudaHostAlloc, so copies are asynchronous DMA). */
   void *(*host_alloc)(struct dpt_backend *be, size_t bytes);
   void (*host_free)(struct dpt_backend *be, void *p);
+  /* Optional (NULL: none): page-locked host memory the backend holds now, its own staging and
+   * host_alloc's live buffers (cuda: cudaHostAlloc bytes; the job report's
+   * pinned_host_bytes_rank0). */
+  size_t (*pinned_bytes)(const struct dpt_backend *be);
   /* Copy a slab between host and backend memory (to_backend = 1: host -> backend).
    * host may be the slab itself (host_slabs): then nothing is copied. */
   int (*copy_slab)(struct dpt_backend *be, enum dpt_slab which, float *host, int to_backend,

@@ -40,9 +40,13 @@ int dpt_train_run_finish(struct run *r, int *status, struct dpt_err *err)
                         "parameter checksum %.6e%s\n", r->steps_run, r->tm.total, tsteps,
                         tsteps > 0 ? (double)r->images_run * R / tsteps : 0.0, sum,
                         R > 1 && fabsf(smin - s) > 1e-3f * fabsf(s) ? " (RANKS DISAGREE)" : "");
-    if (me == 0 && !be->host_slabs)
-      printf("dpt-train: backend %s memory (rank 0): %.1f MB allocated, peak %.1f MB\n", be->ops->name,
+    if (me == 0 && !be->host_slabs) {
+      printf("dpt-train: backend %s memory (rank 0): %.1f MB allocated, peak %.1f MB", be->ops->name,
              be->ops->memory_bytes(be) / 1e6, be->ops->peak_bytes(be) / 1e6);
+      if (be->ops->pinned_bytes) /* cuda: the loaders' slots and the backend's staging */
+        printf("; %.1f MB of pinned host memory", be->ops->pinned_bytes(be) / 1e6);
+      printf("\n");
+    }
     /* what the step loop waited for (tests hold it to one wait per log interval) */
     if (me == 0)
       printf("dpt-train: host waits (rank 0): %ld in %ld training step(s) and their %ld log line(s); %ld in all\n",
@@ -110,6 +114,8 @@ int dpt_train_run_finish(struct run *r, int *status, struct dpt_err *err)
     json_t *mem = json_pack("{s:s,s:b,s:I,s:I}", "backend", be->ops->name, "device", !be->host_slabs,
                             "allocated_bytes_rank0", (json_int_t)be->ops->memory_bytes(be),
                             "peak_bytes_rank0", (json_int_t)be->ops->peak_bytes(be));
+    if (mem && be->ops->pinned_bytes)
+      json_object_set_new(mem, "pinned_host_bytes_rank0", json_integer((json_int_t)be->ops->pinned_bytes(be)));
     if (mem && r->mixed)
       json_object_update_new(mem, json_pack("{s:f,s:I}", "final_loss_scale", (double)r->scaler.scale,
                                             "skipped_steps", (json_int_t)r->scaler.skipped));

@@ -281,6 +281,8 @@ def measure(key, fw, label, extra, bs, a, work, tag, timeout):
                         "report_step_p50_s": rk["step"]["p50_s"],
                         "report_data_wait_p50_s": rk.get("data_wait", {}).get("p50_s"),
                         "framework_version": "dpt-train " + str((rep.get("software") or {}).get("dpt"))})
+            if "pinned_host_bytes_rank0" in bm:  # page-locked host memory at the end (loader slots, staging)
+                rec["pinned_host_bytes"] = bm["pinned_host_bytes_rank0"]
         except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
             rec["report_error"] = f"{report}: {e}"
         m = next((re.search(r"peak ([0-9.]+) MB", l) for _, l in lines if "backend cuda memory" in l), None)

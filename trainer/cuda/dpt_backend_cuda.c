@@ -403,6 +403,7 @@ static void cu_destroy(struct dpt_backend *be)
   if (cb->in_free) cudaEventDestroy(cb->in_free);
   if (cb->lab_free) cudaEventDestroy(cb->lab_free);
   if (cb->pinned) cudaFreeHost(cb->pinned);
+  if (cb->stage_mem) cudaFreeHost(cb->stage_mem);
   dpt_cuda_graphs_abort(&cb->graphs, cb->stream);
   dpt_cuda_graphs_drop(&cb->graphs, -1);
   dpt_cuda_capture_state_free(&cb->cap);
@@ -519,7 +520,7 @@ const struct dpt_backend_ops dpt_cuda_ops = {
     .buckets_changed = cu_buckets_changed, .pending_init = cu_pending_init, .stash_grads = cu_stash_grads,
     /* the input (dpt_backend_cuda_input.c) */
     .prefetch = dpt_cuda_input_prefetch, .input_format = dpt_cuda_input_format,
-    .host_alloc = dpt_cuda_host_alloc, .host_free = dpt_cuda_host_free,
+    .host_alloc = dpt_cuda_host_alloc, .host_free = dpt_cuda_host_free, .pinned_bytes = dpt_cuda_pinned_bytes,
     /* CUDA-graph steps (dpt_backend_cuda_gstep.c) */
     .step_begin = dpt_cuda_gstep_begin, .join = dpt_cuda_gstep_join,
     /* the loss and the loss scaler (dpt_backend_cuda_loss.c) */

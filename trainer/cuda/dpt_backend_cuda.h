@@ -13,10 +13,12 @@
  *
  * Streams and synchronisation: all work runs on the backend's stream, the
  * input uploads on a second one.  A training step waits for nothing:
- * forward(out = NULL) copies the images into one of NSTAGE pinned staging
- * slots (cudaHostAlloc; the slot's upload of two steps ago is done by then,
- * a wait there that blocks is counted in dpt_backend_cuda_stage_waits) and
- * enqueues the DMA behind the previous step's input cast; loss() does the
+ * forward(out = NULL) uploads pinned images (dpt_backend_host_alloc) in place
+ * and copies pageable ones into one of NSTAGE pinned staging slots
+ * (cudaHostAlloc at the first pageable batch; the slot's upload of two steps
+ * ago is done by then, a wait there that blocks is counted in
+ * dpt_backend_cuda_stage_waits), then enqueues the DMA behind the previous
+ * step's input cast; ops->pinned_bytes counts the page-locked memory; loss() does the
  * same with the labels and keeps the loss totals on the device; backward()
  * only ENQUEUES (unless dx is asked for), so gradient buckets can be
  * all-reduced while the GPU is still computing: with dpt_backend_set_buckets,

@@ -710,15 +710,13 @@ int dpt_backend_cuda_create_ex(const struct dpt_model *m, const struct dpt_backe
     cb->scaler = (struct dpt_loss_scaler *)(lr + tail + 48);
     cb->lr_dev = (float *)(lr + tail + 128); /* the learning rate a captured step reads */
   }
-  { /* pinned host memory: NSTAGE staging slots (images, labels), the readback area */
-    size_t xb = (n_elems(&cb->plan.t[0]) * sizeof(float) + 63) / 64 * 64, lb = ((size_t)N * sizeof(int) + 63) / 64 * 64;
-    cb->pinned_bytes = NSTAGE * (xb + lb) + 64 + 64;
+  { /* pinned host memory: NSTAGE labels' staging slots, the readback area (the images' slots come
+     * with the first pageable images: dpt_backend_cuda_input.c) */
+    size_t lb = ((size_t)N * sizeof(int) + 63) / 64 * 64;
+    cb->pinned_bytes = NSTAGE * lb + 64 + 64;
     CUDA_CK(cudaHostAlloc, (&cb->pinned, cb->pinned_bytes, cudaHostAllocPortable), -1, "pinned staging");
     char *h = cb->pinned;
-    for (int k = 0; k < NSTAGE; k++, h += xb + lb) {
-      cb->stage_x[k] = (float *)h;
-      cb->stage_lab[k] = (int *)(h + xb);
-    }
+    for (int k = 0; k < NSTAGE; k++, h += lb) cb->stage_lab[k] = (int *)h;
     cb->tot_host = (double *)h;
     cb->scaler_host = (struct dpt_loss_scaler *)(h + 64);
     /* the scaler's start: the initial scale of the options (used by mixed precision only) */

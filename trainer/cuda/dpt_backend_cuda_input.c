@@ -1,8 +1,10 @@
 /* dpt_backend_cuda_input.c — the cuda backend's host -> device input: pinned staging slots, each
  * rewritten only after its upload of NSTAGE steps ago (dpt_cuda_stage_wait; the labels' slots too),
- * the images' upload on the upload stream (in place when the loader's batch is pinned),
- * ops->prefetch, the cast into the input tensor, ops->input_format, and the pinned host buffers of
- * ops->host_alloc.  The forward that reads it is dpt_backend_cuda.c's. */
+ * the images' slots allocated only when pageable images come (stage_alloc: dpt-train's batches are
+ * pinned and go up in place), the images' upload on the upload stream, ops->prefetch, the cast
+ * into the input tensor, ops->input_format, and the pinned host buffers of ops->host_alloc,
+ * counted with the staging in ops->pinned_bytes.  The forward that reads it is
+ * dpt_backend_cuda.c's. */
 #include "dpt_backend_cuda_priv.h"
 
 /* Before the host rewrites a staging slot: its upload of NSTAGE steps ago must be done.  In
@@ -37,6 +39,28 @@ static int host_pinned(const void *x)
   return pa.type == cudaMemoryTypeHost;
 }
 
+/* The images' NSTAGE pinned slots, on the first pageable images: a batch that comes pinned (the
+ * loader's slots of dpt-train, ops->host_alloc) goes up in place and never needs them, and
+ * ResNet-50's (224 px, batch 256) are 2 x 154 MB of page-locked host memory per rank. */
+static int stage_alloc(struct cu_backend *cb, size_t xbytes, struct dpt_err *err)
+{
+  size_t xb = (xbytes + 63) / 64 * 64;
+  void *h = NULL;
+  cudaError_t e = cudaHostAlloc(&h, NSTAGE * xb, cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return dpt_err_set(err, DPT_E_NOMEM,
+                       "cuda backend: %zu bytes of pinned host memory for the staging of pageable input "
+                       "images (%d slots of %zu) failed: %s; give the images in pinned memory "
+                       "(dpt_backend_host_alloc) to upload them in place, or lower the batch",
+                       NSTAGE * xb, NSTAGE, xbytes, cudaGetErrorString(e));
+  }
+  cb->stage_mem = h;
+  cb->stage_bytes = NSTAGE * xb;
+  for (int k = 0; k < NSTAGE; k++) cb->stage_x[k] = (float *)((char *)h + k * xb);
+  return 0;
+}
+
 /* The DMA of host images x into in32 on the upload stream, once the last forward has cast in32
  * (in_free): pageable x is first copied into pinned slot k (its upload of NSTAGE steps ago done),
  * pinned x (the loader's slot, host_alloc) goes up as it is.  *slot: the slot whose event (x_ev)
@@ -47,6 +71,7 @@ static int upload_input(struct cu_backend *cb, const float *x, int *slot, int *p
   const struct dpt_cuda_tensor_plan *ip = &cb->plan.t[0];
   int rc = 0, k = cb->x_slot, pin = host_pinned(x);
   size_t xbytes = n_elems(ip) * sizeof(float);
+  if (!pin && !cb->stage_mem && (rc = stage_alloc(cb, xbytes, err))) goto fail;
   if ((rc = dpt_cuda_stage_wait(cb, cb->x_ev[k], &cb->x_used[k], "input staging", err))) goto fail;
   if (!pin) memcpy(cb->stage_x[k], x, xbytes);
   CUDA_CK(cudaStreamWaitEvent, (cb->up_stream, cb->in_free, 0), -1, "input");
@@ -131,18 +156,37 @@ int dpt_cuda_input_format(struct dpt_backend *be, struct dpt_input_format *f, st
   return 0;
 }
 
+/* ops->host_alloc: page-locked memory with its size in a header of HOST_HDR bytes before it
+ * (host_free counts it off host_alloc_bytes); the buffer stays 64-byte aligned, and
+ * cudaPointerGetAttributes sees pinned memory anywhere in it (upload_input's host_pinned). */
+#define HOST_HDR 64
+
 void *dpt_cuda_host_alloc(struct dpt_backend *be, size_t bytes)
 {
+  struct cu_backend *cb = CB(be);
   void *p = NULL;
-  if (cudaSetDevice(CB(be)->dev) != cudaSuccess || cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+  size_t n = bytes ? bytes : 1;
+  if (cudaSetDevice(cb->dev) != cudaSuccess || cudaHostAlloc(&p, HOST_HDR + n, cudaHostAllocPortable) != cudaSuccess) {
     cudaGetLastError(); /* the caller reports the failure; the runtime's last error is not left set */
     return NULL;
   }
-  return p;
+  *(size_t *)p = HOST_HDR + n;
+  __atomic_add_fetch(&cb->host_alloc_bytes, HOST_HDR + n, __ATOMIC_RELAXED);
+  return (char *)p + HOST_HDR;
 }
 
 void dpt_cuda_host_free(struct dpt_backend *be, void *p)
 {
-  (void)be;
-  cudaFreeHost(p);
+  if (!p) return;
+  char *h = (char *)p - HOST_HDR;
+  __atomic_sub_fetch(&CB(be)->host_alloc_bytes, *(size_t *)h, __ATOMIC_RELAXED);
+  cudaFreeHost(h);
+}
+
+/* ops->pinned_bytes: the labels' slots and readback area, the images' slots once allocated, and
+ * host_alloc's live buffers. */
+size_t dpt_cuda_pinned_bytes(const struct dpt_backend *be)
+{
+  const struct cu_backend *cb = CB(be);
+  return cb->pinned_bytes + cb->stage_bytes + __atomic_load_n(&cb->host_alloc_bytes, __ATOMIC_RELAXED);
 }

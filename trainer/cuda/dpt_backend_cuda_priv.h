@@ -114,7 +114,7 @@ struct cu_backend {
   long host_syncs;                  /* host waits on the stream so far (dpt_backend_cuda_host_syncs) */
   long stage_waits;                 /* waits for a staging slot's upload of NSTAGE steps ago that blocked */
   int overflow_armed;               /* the next sgd_step reads the device overflow flag */
-  /* host -> device without host waits: pinned staging (one cudaHostAlloc), the input uploads
+  /* host -> device without host waits: pinned staging (labels; images when pageable), the uploads
    * on their own stream, each slot reused only after its upload (event) of NSTAGE steps ago */
   cudaStream_t up_stream;           /* input uploads: staging -> in32, overlapping the compute */
   cudaEvent_t in_free;              /* compute stream, after the input cast: in32 may be overwritten */
@@ -122,9 +122,13 @@ struct cu_backend {
   int x_used[NSTAGE], lab_used[NSTAGE], x_slot, lab_slot;
   const float *pre_x;               /* ops->prefetch: the images whose upload into in32 is under way */
   int pre_slot, pre_pinned;         /* its slot (x_ev) and whether it went up in place */
-  void *pinned;                     /* cudaHostAlloc: the slots, then the readback area */
+  void *pinned;                     /* cudaHostAlloc: the labels' slots, then the readback area */
   size_t pinned_bytes;
-  float *stage_x[NSTAGE];           /* [N, C, H, W] host NCHW images */
+  void *stage_mem;                  /* cudaHostAlloc on the first pageable images (input.c stage_alloc):
+                                       the images' slots; NULL while every batch came pinned */
+  size_t stage_bytes;
+  size_t host_alloc_bytes;          /* ops->host_alloc's live buffers (atomic: loader threads) */
+  float *stage_x[NSTAGE];           /* [N, C, H, W] host NCHW images (in stage_mem) */
   int *stage_lab[NSTAGE];           /* [N] */
   double *tot_host;                 /* [4] loss totals read back */
   struct dpt_loss_scaler *scaler_host; /* the scaler read back / to upload */
@@ -303,11 +307,12 @@ int dpt_cuda_stage_wait(struct cu_backend *cb, cudaEvent_t ev, int *used, const 
 int dpt_cuda_input_stage(struct cu_backend *cb, const float *x, cudaEvent_t *done, struct dpt_err *err);
 /* in32 -> the input tensor, then in_free (external: recorded as a captured graph's event node). */
 int dpt_cuda_input_cast(struct cu_backend *cb, int external, struct dpt_err *err);
-/* ops->prefetch, ops->input_format, ops->host_alloc, ops->host_free */
+/* ops->prefetch, ops->input_format, ops->host_alloc, ops->host_free, ops->pinned_bytes */
 int dpt_cuda_input_prefetch(struct dpt_backend *be, const float *x, struct dpt_err *err);
 int dpt_cuda_input_format(struct dpt_backend *be, struct dpt_input_format *f, struct dpt_err *err);
 void *dpt_cuda_host_alloc(struct dpt_backend *be, size_t bytes);
 void dpt_cuda_host_free(struct dpt_backend *be, void *p);
+size_t dpt_cuda_pinned_bytes(const struct dpt_backend *be);
 
 /* dpt_backend_cuda_gstep.c: a call's part in a CUDA-graph step (cb->gstep) */
 /* Item (kind, index) of the announced step is next: *act (DPT_CAPA_*), what to do with its work. */

@@ -16,7 +16,15 @@
  *   mixed precision: an inf in the gradient skips sgd_step on the device (parameters
  *     unchanged bit for bit), halves the loss scale and counts the skip (scaler_get);
  *     the next finite gradient applies and counts a good step; scaler_set / scaler_get
- *     round-trip (resume); overflow_check refuses a non-mixed backend.
+ *     round-trip (resume); overflow_check refuses a non-mixed backend;
+ *   pinned host memory (ops->pinned_bytes): creation takes less than one batch (the labels'
+ *     slots, the readback area); a host_alloc'd buffer adds its bytes, host_free takes them
+ *     off; pinned batches (dpt-train's) go up in place, through forward and prefetch, and
+ *     allocate no image staging, a pageable one adds the 2 slots once; the same batch gives the
+ *     same logits both ways (1e-5 of the largest, as two runs of one backend), and STEPS
+ *     training steps from one reused pinned buffer leave the parameters (1e-5) and totals of
+ *     the same steps from pageable batches (a buffer read after its refill would move the loss
+ *     by O(1)).
  * Exit 77 (SKIPPED) without a GPU. */
 #include <string.h>
 
@@ -187,6 +195,67 @@ static void overflow(void)
   dpt_backend_destroy(be);
 }
 
+/* The page-locked memory: image staging only for pageable batches; pinned ones go up in place. */
+static size_t pinned_now(struct dpt_backend *be) { return be->ops->pinned_bytes(be); }
+
+static void pinned(void)
+{
+  struct dpt_err err = {0};
+  struct dpt_backend *be = make(DPT_CUDA_FP32), *ref = make(DPT_CUDA_FP32);
+  size_t K = (size_t)N * dpt_model_output(&m)->c, xb = nx * sizeof(float), np = m.n_params, slots = 2 * xb;
+  float *la = malloc(K * 4), *lb = malloc(K * 4), *pa = malloc(np * 4), *pb = malloc(np * 4);
+  struct dpt_loss_totals ta, tb;
+  CHECK(be->ops->pinned_bytes != NULL, "pinned: the cuda backend has no ops->pinned_bytes");
+  if (!be->ops->pinned_bytes) return;
+  size_t p0 = pinned_now(be);
+  CHECK(p0 > 0 && p0 < xb, "pinned: creation holds %zu bytes (want the labels' slots and readback, < a batch "
+        "of %zu)", p0, xb);
+  float *xp = dpt_backend_host_alloc(be, xb);
+  if (!xp) die_on(DPT_E_NOMEM, &err, "host_alloc");
+  size_t p1 = pinned_now(be);
+  CHECK(p1 >= p0 + xb && p1 <= p0 + xb + 4096, "pinned: host_alloc(%zu) took %zu -> %zu", xb, p0, p1);
+  for (int s = 0; s < STEPS; s++) { /* dpt-train's path: the loader's pinned slot, refilled each step */
+    memcpy(xp, xs + (size_t)s * nx, xb);
+    if (s % 2) die_on(be->ops->prefetch(be, xp, &err), &err, "prefetch (pinned)");
+    die_on(dpt_backend_forward(be, xp, 1, NULL, &err), &err, "forward (pinned)");
+    die_on(be->ops->loss(be, ys + (size_t)s * N, 0.1f, 1.0f / N, &err), &err, "loss");
+    die_on(dpt_backend_backward(be, NULL, NULL, &err), &err, "backward");
+    die_on(be->ops->sgd_step(be, 0.05f, NULL, &err), &err, "sgd");
+    step(ref, s, 0, 0); /* the same step from the pageable batch */
+  }
+  size_t p2 = pinned_now(be);
+  CHECK(p2 == p1, "pinned: %d steps from pinned batches changed the pinned bytes %zu -> %zu (staging allocated)",
+        STEPS, p1, p2);
+  die_on(be->ops->loss_totals(be, &ta, &err), &err, "totals");
+  die_on(ref->ops->loss_totals(ref, &tb, &err), &err, "totals");
+  die_on(be->ops->copy_slab(be, DPT_SLAB_PARAMS, pa, 0, &err), &err, "download");
+  die_on(ref->ops->copy_slab(ref, DPT_SLAB_PARAMS, pb, 0, &err), &err, "download");
+  double ep = nerr(pa, pb, np);
+  CHECK(ep <= 1e-5 && fabs(ta.loss_sum - tb.loss_sum) <= 1e-5 * fabs(tb.loss_sum) && ta.rows == tb.rows,
+        "pinned: %d steps from a reused pinned buffer vs pageable batches: parameters %.3g, totals %.9g/%ld vs "
+        "%.9g/%ld", STEPS, ep, ta.loss_sum, ta.rows, tb.loss_sum, tb.rows);
+  memcpy(xp, xs, xb);
+  die_on(dpt_backend_forward(be, xp, 0, la, &err), &err, "forward (pinned, logits)");
+  die_on(dpt_backend_forward(be, xs, 0, lb, &err), &err, "forward (pageable, logits)");
+  size_t p3 = pinned_now(be);
+  CHECK(p3 >= p2 + slots && p3 <= p2 + slots + 128, "pinned: the first pageable batch took %zu -> %zu (want 2 "
+        "slots of %zu)", p2, p3, xb);
+  double el = nerr(la, lb, K);
+  CHECK(el <= 1e-5, "pinned: the same batch pinned and pageable gives logits %.3g of the largest apart", el);
+  die_on(be->ops->prefetch(be, xs + nx, &err), &err, "prefetch (pageable)");
+  die_on(dpt_backend_forward(be, xs + nx, 0, lb, &err), &err, "forward (pageable)");
+  CHECK(pinned_now(be) == p3, "pinned: a second pageable batch took %zu -> %zu", p3, pinned_now(be));
+  dpt_backend_host_free(be, xp);
+  size_t p4 = pinned_now(be);
+  CHECK(p4 == p3 - (p1 - p0), "pinned: host_free left %zu bytes (want %zu)", p4, p3 - (p1 - p0));
+  printf("pinned: created %zu B; + host_alloc %zu B; %d pinned steps (parameters %.2e of the pageable run's) add "
+         "nothing; the first pageable batch adds %zu B of staging (logits %.2e); host_free -> %zu B\n", p0, p1 - p0,
+         STEPS, ep, p3 - p2, el, p4);
+  free(la), free(lb), free(pa), free(pb);
+  dpt_backend_destroy(be);
+  dpt_backend_destroy(ref);
+}
+
 int main(void)
 {
   gpu_or_skip("test_gpu_step");
@@ -212,6 +281,7 @@ int main(void)
   staging();
   totals();
   overflow();
+  pinned();
   free(xs), free(ys);
   dpt_model_free(&m);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);

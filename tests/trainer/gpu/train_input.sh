@@ -9,7 +9,8 @@
 #     copied back to the host";
 #   - host waits per step unchanged: "host waits (rank 0): W in 20 training step(s) and their L
 #     log line(s)" says W = L, as the same run with --data-device cpu (host batches) says;
-#   - the run trains: its validation lines are there and its loss is finite.
+#   - the run trains: its validation lines are there and its loss is finite;
+#   - the memory line says how much pinned host memory the backend holds (ops->pinned_bytes).
 # Exit 77 (SKIPPED) without a GPU.
 # usage: train_input.sh dpt-train dpt-loader-bench
 T=$1
@@ -39,6 +40,8 @@ for prec in mixed fp32; do
   grep -q "; 0 GPU batch(es) copied back to the host" "$tmp/$prec-gpu.log" ||
     fail "$prec: host copies: $(grep 'training loader' "$tmp/$prec-gpu.log")"
   grep -q "training loader (nvJPEG" "$tmp/$prec-gpu.log" || fail "$prec: the GPU run did not decode with nvJPEG"
+  grep -Eq "backend cuda memory \(rank 0\): .*; [0-9.]+ MB of pinned host memory$" "$tmp/$prec-cpu.log" ||
+    fail "$prec: memory line: $(grep 'backend cuda memory' "$tmp/$prec-cpu.log")"
   g=$(waits "$tmp/$prec-gpu.log")
   c=$(waits "$tmp/$prec-cpu.log")
   set -- $g
