@@ -7,6 +7,8 @@
  * dpt_backend_cuda.c's. */
 #include "dpt_backend_cuda_priv.h"
 
+#include <stdint.h>
+
 /* Before the host rewrites a staging slot: its upload of NSTAGE steps ago must be done.  In
  * steady state the GPU runs that far behind at most; a wait that blocks is counted
  * (stage_waits), apart from host_syncs (the waits for the work just enqueued). */
@@ -166,6 +168,7 @@ void *dpt_cuda_host_alloc(struct dpt_backend *be, size_t bytes)
   struct cu_backend *cb = CB(be);
   void *p = NULL;
   size_t n = bytes ? bytes : 1;
+  if (n > SIZE_MAX - HOST_HDR) return NULL; /* no such buffer: out of memory to the caller */
   if (cudaSetDevice(cb->dev) != cudaSuccess || cudaHostAlloc(&p, HOST_HDR + n, cudaHostAllocPortable) != cudaSuccess) {
     cudaGetLastError(); /* the caller reports the failure; the runtime's last error is not left set */
     return NULL;
