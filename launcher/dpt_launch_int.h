@@ -1,12 +1,33 @@
-/* dpt_launch_int.h — the parts of dpt-launch (launcher/): options, plan and the
- * mpirun command (dpt_launch.c), signal forwarding (dpt_launch_signal.c), the
- * rank supervisor (dpt_launch_rank.c), the status directory the supervisors
- * write to (dpt_launch_status.c). */
+/* dpt_launch_int.h — the parts of dpt-launch (launcher/): options, hosts, plan and
+ * the run (dpt_launch.c), the mpirun command (dpt_launch_cmd.c), signal forwarding
+ * (dpt_launch_signal.c), the rank supervisor (dpt_launch_rank.c), the status
+ * directory the supervisors write to (dpt_launch_status.c). */
 #ifndef DPT_LAUNCH_INT_H
 #define DPT_LAUNCH_INT_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
+
+struct dpt_err;
+struct dpt_plan;
+
+/* dpt-launch's options (dpt_launch.c's usage()); 0 or NULL where not given. */
+struct dpt_launch_opts {
+  int n, nodes, gpus_per_node, threads; /* -n, -N, --gpus-per-node, --threads */
+  int n_set, nodes_set, help, dry, verbose, oversub, no_report;
+  const char *input, *comm, *hostfile, *report;
+  char **prog; /* [nprog] the program and its arguments, in main's argv */
+  int nprog;
+  char progpath[PATH_MAX]; /* prog[0] as found (directly or on PATH) */
+};
+
+/* A NULL-terminated argv being built: v[n] == NULL, each string owned. */
+struct dpt_launch_argv {
+  char **v;
+  int n, cap;
+};
 
 /* The process signals go to (mpirun, or a supervisor's program); -1 none. */
 extern volatile sig_atomic_t dpt_launch_child_pid;
@@ -17,6 +38,21 @@ extern volatile sig_atomic_t dpt_launch_got_signal;
 extern char dpt_launch_forwarded[DPT_LAUNCH_FORWARDED_CAP];
 /* This process is a rank supervisor (--exec-rank). */
 extern int dpt_launch_is_supervisor;
+
+/* mpirun's command for the plan: Open MPI's flags, the rankfile when --hostfile
+ * has every rank's CPUs (written under statusdir; a dry run prints it), the
+ * frameworks' rendezvous (sets DPT_MASTER_ADDR/PORT and DPT_RUN_ID here for
+ * dpt_bind_env), then one app context per plan rank running `dpt-launch
+ * --exec-rank -- PROGRAM ARGS` with the rank's environment.  0, or a negative
+ * DPT_E_* with err saying what failed (DPT_E_INPUT: the user's environment). */
+int dpt_launch_cmd_build(const struct dpt_launch_opts *o, const struct dpt_plan *plan, const char *statusdir,
+                         const char *hostname, struct dpt_launch_argv *av, struct dpt_err *err);
+/* 1 when the ranks go by rankfile (--hostfile, the plan has every rank's CPUs). */
+int dpt_launch_cmd_rankfile(const struct dpt_launch_opts *o, const struct dpt_plan *plan);
+/* The plan (a dry run), the bindings, the communicator and the command, to f. */
+void dpt_launch_cmd_print(FILE *f, const struct dpt_launch_opts *o, const struct dpt_plan *plan,
+                          const struct dpt_launch_argv *av);
+void dpt_launch_argv_free(struct dpt_launch_argv *av);
 
 /* Forward SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT to dpt_launch_child_pid
  * (a launcher sends SIGTERM on as SIGUSR2, a supervisor turns it back). */
