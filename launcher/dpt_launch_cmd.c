@@ -114,12 +114,15 @@ static int rankfile_write(const struct dpt_launch_opts *o, const struct dpt_plan
   int i, bad;
   if (!f)
     return dpt_err_set(err, DPT_E_RUNTIME, "cannot write the rankfile %s: %s (set TMPDIR to a writable "
-                       "directory that every host shares)", path, strerror(errno));
+                       "directory)", path, strerror(errno));
   if (o->dry)
     printf("\nrankfile (%s):\n", path);
   for (i = 0; i < plan->n_ranks; i++)
     fprintf(f, "rank %d=%s slot=%s\n", i, plan->nodes[plan->ranks[i].node].host, plan->ranks[i].cpuset);
-  bad = o->dry ? 0 : ferror(f) | fclose(f);
+  if (o->dry)
+    return 0;
+  bad = ferror(f); /* before fclose: | would leave the order to the compiler */
+  bad |= fclose(f);
   if (bad)
     return dpt_err_set(err, DPT_E_RUNTIME, "cannot write the rankfile %s: %s (is its file system full?)",
                        path, strerror(errno));

@@ -21,6 +21,10 @@ dpt_launch_expect(runtime.launch.usage.hostfile 2 "/nonexistent/hosts: cannot op
 dpt_launch_expect(runtime.launch.usage.hostfile_short 2 "-N 5 but hostfile .* lists only 1 host"
                   ${_launch} --hostfile ${CMAKE_CURRENT_LIST_DIR}/hosts.local -N 5 -- true)
 dpt_launch_expect(runtime.launch.usage.noranks 2 "say how many ranks" ${_launch} -- true)
+# No status directory (TMPDIR missing): exit 1 naming the directory and what to set; nothing starts.
+dpt_launch_expect(runtime.launch.tmpdir 1
+                  "dpt-launch: cannot create a status directory in /nonexistent-dpt-tmp: No such file or directory \\(set TMPDIR"
+                  ${CMAKE_COMMAND} -E env TMPDIR=/nonexistent-dpt-tmp ${_launch} -n 1 -- true)
 dpt_launch_expect(runtime.launch.dryrun 0
                   "dpt plan [0-9a-f]+.*bindings \\(plan digest [0-9a-f]+\\):.*rank 2  node .*local 2/3.*command: .*--exec-rank"
                   ${_launch} -n 3 --oversubscribe --dry-run --comm hierarchical -- true)
