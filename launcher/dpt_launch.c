@@ -381,7 +381,12 @@ int main(int argc, char **argv)
       (rc = statusdir_make(&o, statusdir, sizeof statusdir)))
     goto out;
   if (dpt_launch_cmd_build(&o, plan, statusdir, hostname, &av, &err) < 0) {
-    rc = err.code == DPT_E_INPUT ? dpt_launch_bad("%s", err.msg) : (fprintf(stderr, "dpt-launch: %s\n", err.msg), 1);
+    if (err.code == DPT_E_INPUT) { /* the user's environment (dpt_bind_env) */
+      rc = dpt_launch_bad("%s", err.msg);
+    } else {
+      fprintf(stderr, "dpt-launch: %s\n", err.msg);
+      rc = 1;
+    }
     goto out;
   }
   if (o.dry || o.verbose)

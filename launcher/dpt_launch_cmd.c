@@ -130,8 +130,8 @@ static int rankfile_write(const struct dpt_launch_opts *o, const struct dpt_plan
 }
 
 /* mpirun and its flags; the rankfile, or no binding by mpirun (the supervisors bind). */
-static int head(const struct dpt_launch_opts *o, const struct dpt_plan *plan, const char *statusdir,
-                struct dpt_launch_argv *av, struct dpt_err *err)
+static int head(const struct dpt_launch_opts *o, const struct dpt_plan *plan, int by_rankfile,
+                const char *statusdir, struct dpt_launch_argv *av, struct dpt_err *err)
 {
   const char *mpirun = getenv("DPT_MPIRUN") ? getenv("DPT_MPIRUN") : DPT_MPIRUN;
   char rankfile[PATH_MAX];
@@ -142,7 +142,7 @@ static int head(const struct dpt_launch_opts *o, const struct dpt_plan *plan, co
       (geteuid() == 0 && av_push(av, "--allow-run-as-root", (char *)NULL) < 0) ||
       av_push(av, "--oversubscribe", (char *)NULL) < 0 || (!o->verbose && av_push(av, "--quiet", (char *)NULL) < 0))
     return oom(err, "mpirun's flags");
-  if (!dpt_launch_cmd_rankfile(o, plan))
+  if (!by_rankfile)
     return av_push(av, "--bind-to", "none", (char *)NULL) < 0 ? oom(err, "--bind-to") : 0;
   if ((size_t)snprintf(rankfile, sizeof rankfile, "%s/rankfile", statusdir) >= sizeof rankfile)
     return dpt_err_set(err, DPT_E_RUNTIME, "the rankfile path under %s is too long; set TMPDIR to a shorter "
@@ -198,8 +198,9 @@ static int launch_env(const struct dpt_launch_opts *o, const char *statusdir, co
 }
 
 /* Rank i's app context. */
-static int rank_context(const struct dpt_launch_opts *o, const struct dpt_plan *plan, int i, const char *statusdir,
-                        const char *shared, const char *self, struct dpt_launch_argv *av, struct dpt_err *err)
+static int rank_context(const struct dpt_launch_opts *o, const struct dpt_plan *plan, int i, int by_rankfile,
+                        const char *statusdir, const char *shared, const char *self, struct dpt_launch_argv *av,
+                        struct dpt_err *err)
 {
   int rc;
   if ((i && av_push(av, ":", (char *)NULL) < 0) || av_push(av, "-n", "1", (char *)NULL) < 0)
@@ -207,7 +208,7 @@ static int rank_context(const struct dpt_launch_opts *o, const struct dpt_plan *
   /* without the ranks' CPUs (--gpus-per-node: no node topology) the rank goes to its
    * plan host unbound; a rankfile would bind it to a core it guessed (slot = local
    * rank), which mpirun refuses beyond the host's cores */
-  if (o->hostfile && !dpt_launch_cmd_rankfile(o, plan) &&
+  if (o->hostfile && !by_rankfile &&
       av_push(av, "--host", plan->nodes[plan->ranks[i].node].host, (char *)NULL) < 0)
     return oom(err, "--host");
   if ((rc = dpt_bind_env(plan, i, get_env, NULL, env_to_x, av, err)) < 0)
@@ -222,7 +223,8 @@ static int rank_context(const struct dpt_launch_opts *o, const struct dpt_plan *
 
 /* ---------------------------------------------------------------- the command */
 
-int dpt_launch_cmd_rankfile(const struct dpt_launch_opts *o, const struct dpt_plan *plan)
+/* 1 when the ranks go by rankfile: --hostfile, and the plan has every rank's CPUs. */
+static int ranks_by_rankfile(const struct dpt_launch_opts *o, const struct dpt_plan *plan)
 {
   int cpusets = 0;
   for (int i = 0; i < plan->n_ranks; i++)
@@ -235,15 +237,15 @@ int dpt_launch_cmd_build(const struct dpt_launch_opts *o, const struct dpt_plan 
 {
   char self[PATH_MAX], shared[512] = "";
   ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
-  int rc;
+  int rc, rf = ranks_by_rankfile(o, plan);
   if (l < 0)
     return dpt_err_set(err, DPT_E_RUNTIME, "cannot find its own executable (/proc/self/exe): %s", strerror(errno));
   self[l] = '\0';
   dpt_job_sharing(plan, shared, sizeof shared);
-  if ((rc = head(o, plan, statusdir, av, err)) < 0 || (rc = rendezvous(o, hostname, err)) < 0)
+  if ((rc = head(o, plan, rf, statusdir, av, err)) < 0 || (rc = rendezvous(o, hostname, err)) < 0)
     return rc;
   for (int i = 0; i < plan->n_ranks; i++)
-    if ((rc = rank_context(o, plan, i, statusdir, shared, self, av, err)) < 0)
+    if ((rc = rank_context(o, plan, i, rf, statusdir, shared, self, av, err)) < 0)
       return rc;
   return 0;
 }

@@ -47,8 +47,6 @@ extern int dpt_launch_is_supervisor;
  * DPT_E_* with err saying what failed (DPT_E_INPUT: the user's environment). */
 int dpt_launch_cmd_build(const struct dpt_launch_opts *o, const struct dpt_plan *plan, const char *statusdir,
                          const char *hostname, struct dpt_launch_argv *av, struct dpt_err *err);
-/* 1 when the ranks go by rankfile (--hostfile, the plan has every rank's CPUs). */
-int dpt_launch_cmd_rankfile(const struct dpt_launch_opts *o, const struct dpt_plan *plan);
 /* The plan (a dry run), the bindings, the communicator and the command, to f. */
 void dpt_launch_cmd_print(FILE *f, const struct dpt_launch_opts *o, const struct dpt_plan *plan,
                           const struct dpt_launch_argv *av);
