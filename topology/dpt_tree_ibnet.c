@@ -303,360 +303,442 @@ static int ib_host_cmp(const void *a, const void *b, void *ctx)
   return strcmp(x->name, y->name);
 }
 
-int dpt_tree_parse_ibnetdiscover(struct dpt_tree **out, const char *buf, size_t len, const char *name,
-                                 struct dpt_err *err)
+/* ------------------------------------------------------------------------ */
+/* the fabric, step by step                                                 */
+
+struct ib_fabric {
+  const char *name;      /* the dump, for messages */
+  struct ib_rec *rec;    /* [nrec] connected port lines, in file order */
+  int nrec, caprec;
+  struct ib_half *half;  /* [nhalf] one per cable once paired (ib_pair_cables) */
+  int nhalf;
+  struct ib_sw *sw;      /* [nsw] switches, by GUID */
+  int nsw;
+  struct ib_hosts hs;    /* hosts on leaf switches */
+  int *adj_first;        /* [nsw + 1] switch graph (CSR): s's neighbours are adj[adj_first[s] ..] */
+  int *adj;              /* [2 * nhalf] neighbour switch */
+  double *adj_gbps;      /* [2 * nhalf] data rate of that link */
+  int maxlevel;          /* highest switch level reached from a leaf */
+  int collapsed_at;      /* first level with a switch of several upper neighbours, -1 none */
+  int n_ignored;         /* CAs whose description names no host */
+};
+
+static int ib_nomem(struct dpt_err *err)
 {
-  struct ib_rec *rec = NULL;
-  struct ib_half *half = NULL;
-  struct ib_sw *sw = NULL;
-  struct ib_hosts hs = {0};
-  struct dpt_tree *t = NULL;
-  int nrec = 0, caprec = 0, nhalf = 0, nsw = 0, lineno = 0, rc = 0, vcore = -1, collapsed_at = -1,
-      n_ignored = 0, maxlevel = 0;
-  int *adj_first = NULL, *adj = NULL, *queue = NULL, *ord = NULL;
-  double *adj_gbps = NULL;
+  return dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
+}
+
+static void ib_fabric_free(struct ib_fabric *f)
+{
+  for (int i = 0; i < f->nrec; i++) {
+    free(f->rec[i].ld);
+    free(f->rec[i].rd);
+  }
+  free(f->rec);
+  free(f->half);
+  free(f->sw);
+  free(f->hs.h);
+  dpt_tree_itab_free(&f->hs.names);
+  free(f->adj_first);
+  free(f->adj);
+  free(f->adj_gbps);
+}
+
+/* Takes r's descriptions (freed on failure). */
+static int ib_rec_push(struct ib_fabric *f, struct ib_rec *r, struct dpt_err *err)
+{
+  if (f->nrec == f->caprec) {
+    int cap = f->caprec ? 2 * f->caprec : 256;
+    void *q = realloc(f->rec, (size_t)cap * sizeof *f->rec);
+    if (!q) {
+      free(r->ld);
+      free(r->rd);
+      return ib_nomem(err);
+    }
+    f->rec = q;
+    f->caprec = cap;
+  }
+  f->rec[f->nrec++] = *r;
+  return 0;
+}
+
+/* 1. the connected port lines */
+static int ib_read_records(struct ib_fabric *f, const char *buf, size_t len, struct dpt_err *err)
+{
   char *line = NULL;
   size_t pos = 0, ln;
   const char *l;
-  int nul;
+  int nul, lineno = 0, rc = 0;
 
-  *out = NULL;
-  if (!name)
-    name = "ibnetdiscover dump";
-
-  /* 1. port lines */
   while (dpt_tree_next_phys_line(buf, len, &pos, &l, &ln, &nul)) {
     struct ib_rec r = {0};
     const char *why = "";
     int k;
     lineno++;
     if (nul) {
-      rc = dpt_tree_err_at(err, name, lineno, "NUL byte in the line: this is not a text ibnetdiscover dump");
+      rc = dpt_tree_err_at(err, f->name, lineno,
+                           "NUL byte in the line: this is not a text ibnetdiscover dump");
       goto fail;
     }
     free(line);
     if (!(line = strndup(l, ln))) {
-      rc = dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
+      rc = ib_nomem(err);
       goto fail;
     }
     k = ib_parse_line(line, &r, &why);
     if (k < 0) {
       free(r.ld);
       free(r.rd);
-      rc = dpt_tree_err_at(err, name, lineno, "not an `ibnetdiscover -p` line (%s): '%.120s'", why, line);
+      rc = dpt_tree_err_at(err, f->name, lineno, "not an `ibnetdiscover -p` line (%s): '%.120s'", why,
+                           line);
       goto fail;
     }
     if (k == 0)
       continue;
     r.line = lineno;
-    if (nrec == caprec) {
-      int cap = caprec ? 2 * caprec : 256;
-      void *q = realloc(rec, (size_t)cap * sizeof *rec);
-      if (!q) {
-        free(r.ld);
-        free(r.rd);
-        rc = dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
-        goto fail;
-      }
-      rec = q;
-      caprec = cap;
-    }
-    rec[nrec++] = r;
-  }
-  if (nrec == 0) {
-    rc = dpt_tree_err_at(err, name, 0, "no connected port lines: is this the output of `ibnetdiscover -p`?");
-    goto fail;
-  }
-
-  /* 2. every port has one peer; the same cable seen from both ends counts once */
-  if (!(half = calloc((size_t)nrec * 2, sizeof *half))) {
-    rc = dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
-    goto fail;
-  }
-  for (int i = 0; i < nrec; i++) {
-    struct ib_rec *r = &rec[i];
-    if (r->lt == r->rt && r->lg == r->rg && r->lp == r->rp) {
-      rc = dpt_tree_err_at(err, name, r->line, "port %d of 0x%016llx is linked to itself", r->lp,
-                  (unsigned long long)r->lg);
+    if ((rc = ib_rec_push(f, &r, err)) < 0)
       goto fail;
-    }
-    half[nhalf++] = (struct ib_half){r->lt, r->rt, r->lg, r->rg, r->lp, r->rp, i};
-    half[nhalf++] = (struct ib_half){r->rt, r->lt, r->rg, r->lg, r->rp, r->lp, i};
   }
-  qsort(half, (size_t)nhalf, sizeof *half, ib_half_cmp);
-  for (int i = 1; i < nhalf; i++) {
-    struct ib_half *a = &half[i - 1], *b = &half[i];
-    if (a->t == b->t && a->g == b->g && a->p == b->p &&
-        (a->pt != b->pt || a->pg != b->pg || a->pp != b->pp)) {
-      rc = dpt_tree_err_at(err, name, rec[b->rec].line,
-                  "port %d of 0x%016llx is linked to 0x%016llx port %d here but to 0x%016llx port %d on "
-                  "line %d: the dump is inconsistent (re-run ibnetdiscover on a quiet fabric)",
-                  b->p, (unsigned long long)b->g, (unsigned long long)b->pg, b->pp,
-                  (unsigned long long)a->pg, a->pp, rec[a->rec].line);
-      goto fail;
-    }
-  }
-  /* keep, per cable, the half seen from its smaller end on the first line */
-  {
-    int k = 0;
-    for (int i = 0; i < nhalf; i++) {
-      struct ib_half *h = &half[i];
-      int smaller = h->t != h->pt ? h->t < h->pt : h->g != h->pg ? h->g < h->pg : h->p < h->pp;
-      if (!smaller)
-        continue;
-      if (k > 0 && half[k - 1].t == h->t && half[k - 1].g == h->g && half[k - 1].p == h->p)
-        continue; /* same cable from the other end or printed twice */
-      half[k++] = *h;
-    }
-    nhalf = k;
-  }
+  if (f->nrec == 0)
+    rc = dpt_tree_err_at(err, f->name, 0,
+                         "no connected port lines: is this the output of `ibnetdiscover -p`?");
+fail:
+  free(line);
+  return rc;
+}
 
-  /* 3. switches, by GUID */
-  if (!(sw = calloc((size_t)nrec * 2, sizeof *sw))) {
-    rc = dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
-    goto fail;
+/* 2. every port has one peer; the same cable seen from both ends counts once:
+ * per cable, the half seen from its smaller end on the first line is kept */
+static int ib_pair_cables(struct ib_fabric *f, struct dpt_err *err)
+{
+  const struct ib_rec *rec = f->rec;
+  struct ib_half *half;
+  int n = 0, k = 0;
+
+  if (!(half = f->half = calloc((size_t)f->nrec * 2, sizeof *half)))
+    return ib_nomem(err);
+  for (int i = 0; i < f->nrec; i++) {
+    const struct ib_rec *r = &rec[i];
+    if (r->lt == r->rt && r->lg == r->rg && r->lp == r->rp)
+      return dpt_tree_err_at(err, f->name, r->line, "port %d of 0x%016llx is linked to itself", r->lp,
+                             (unsigned long long)r->lg);
+    half[n++] = (struct ib_half){r->lt, r->rt, r->lg, r->rg, r->lp, r->rp, i};
+    half[n++] = (struct ib_half){r->rt, r->lt, r->rg, r->lg, r->rp, r->lp, i};
   }
-  for (int i = 0; i < nrec; i++) {
-    if (rec[i].lt == 'S')
-      sw[nsw++] = (struct ib_sw){.guid = rec[i].lg, .rec = i, .side = 0};
-    if (rec[i].rt == 'S')
-      sw[nsw++] = (struct ib_sw){.guid = rec[i].rg, .rec = i, .side = 1};
+  qsort(half, (size_t)n, sizeof *half, ib_half_cmp);
+  for (int i = 1; i < n; i++) {
+    const struct ib_half *a = &half[i - 1], *b = &half[i];
+    if (a->t == b->t && a->g == b->g && a->p == b->p && (a->pt != b->pt || a->pg != b->pg || a->pp != b->pp))
+      return dpt_tree_err_at(err, f->name, rec[b->rec].line,
+                             "port %d of 0x%016llx is linked to 0x%016llx port %d here but to 0x%016llx "
+                             "port %d on line %d: the dump is inconsistent (re-run ibnetdiscover on a quiet "
+                             "fabric)",
+                             b->p, (unsigned long long)b->g, (unsigned long long)b->pg, b->pp,
+                             (unsigned long long)a->pg, a->pp, rec[a->rec].line);
   }
-  qsort(sw, (size_t)nsw, sizeof *sw, ib_sw_cmp);
-  {
-    int k = 0;
-    for (int i = 0; i < nsw; i++)
-      if (k == 0 || sw[k - 1].guid != sw[i].guid)
-        sw[k++] = sw[i];
-    nsw = k;
+  for (int i = 0; i < n; i++) {
+    const struct ib_half *h = &half[i];
+    int smaller = h->t != h->pt ? h->t < h->pt : h->g != h->pg ? h->g < h->pg : h->p < h->pp;
+    if (!smaller)
+      continue;
+    if (k > 0 && half[k - 1].t == h->t && half[k - 1].g == h->g && half[k - 1].p == h->p)
+      continue; /* same cable from the other end or printed twice */
+    half[k++] = *h;
   }
-  for (int i = 0; i < nsw; i++) {
+  f->nhalf = k;
+  return 0;
+}
+
+/* 3. switches, by GUID, each with the first record naming it */
+static int ib_find_switches(struct ib_fabric *f, struct dpt_err *err)
+{
+  struct ib_sw *sw;
+  int n = 0, k = 0;
+
+  if (!(sw = f->sw = calloc((size_t)f->nrec * 2, sizeof *sw)))
+    return ib_nomem(err);
+  for (int i = 0; i < f->nrec; i++) {
+    if (f->rec[i].lt == 'S')
+      sw[n++] = (struct ib_sw){.guid = f->rec[i].lg, .rec = i, .side = 0};
+    if (f->rec[i].rt == 'S')
+      sw[n++] = (struct ib_sw){.guid = f->rec[i].rg, .rec = i, .side = 1};
+  }
+  qsort(sw, (size_t)n, sizeof *sw, ib_sw_cmp);
+  for (int i = 0; i < n; i++)
+    if (k == 0 || sw[k - 1].guid != sw[i].guid)
+      sw[k++] = sw[i];
+  for (int i = 0; i < k; i++) {
     sw[i].level = -1;
     sw[i].parent = -1;
     sw[i].tidx = -1;
   }
+  f->nsw = k;
+  return 0;
+}
 
-  /* 4. hosts on leaf switches */
-  for (int i = 0; i < nhalf; i++) {
-    struct ib_half *h = &half[i];
-    const struct ib_rec *r = &rec[h->rec];
+/* A host's HCA port on leaf switch s: a new host, or one more port of a known one. */
+static int ib_host_add(struct ib_fabric *f, const char *hn, int s, int port, int recno, struct dpt_err *err)
+{
+  struct ib_hosts *hs = &f->hs;
+  const struct ib_rec *r = &f->rec[recno];
+  struct ib_host *h;
+  int k = dpt_tree_itab_find(&hs->names, hs, ib_host_name_fn, hn);
+
+  if (k >= 0) {
+    h = &hs->h[k];
+    if (h->sw != s)
+      return dpt_tree_err_at(err, f->name, r->line,
+                             "host '%s' has HCA ports on two leaf switches (0x%016llx here, 0x%016llx on "
+                             "line %d): multi-rail hosts need a topology.conf that says which group they "
+                             "belong to",
+                             hn, (unsigned long long)f->sw[s].guid, (unsigned long long)f->sw[h->sw].guid,
+                             f->rec[h->rec].line);
+    h->gbps += r->gbps;
+    if (port < h->port)
+      h->port = port;
+    return 0;
+  }
+  if (hs->n == hs->cap) {
+    int cap = hs->cap ? 2 * hs->cap : 256;
+    void *q = realloc(hs->h, (size_t)cap * sizeof *hs->h);
+    if (!q)
+      return ib_nomem(err);
+    hs->h = q;
+    hs->cap = cap;
+  }
+  h = &hs->h[hs->n];
+  memset(h, 0, sizeof *h);
+  snprintf(h->name, sizeof h->name, "%s", hn);
+  h->sw = s;
+  h->port = port;
+  h->rec = recno;
+  h->gbps = r->gbps;
+  if (dpt_tree_itab_add(&hs->names, hs, ib_host_name_fn, hs->n) < 0)
+    return ib_nomem(err);
+  hs->n++;
+  f->sw[s].nhosts++;
+  return 0;
+}
+
+/* 4. hosts on leaf switches: CA-switch cables whose CA names a host */
+static int ib_attach_hosts(struct ib_fabric *f, struct dpt_err *err)
+{
+  for (int i = 0; i < f->nhalf; i++) {
+    const struct ib_half *h = &f->half[i];
+    const struct ib_rec *r = &f->rec[h->rec];
     char hn[DPT_TREE_NAME_MAX];
-    const char *cadesc;
-    int s, port, k;
+    int h_is_local, ca_is_local, sw, rc;
     if (!((h->t == 'C' && h->pt == 'S') || (h->t == 'S' && h->pt == 'C')))
       continue; /* switch-switch below; CA-CA and router links are not used */
-    s = ib_find_sw(sw, nsw, h->t == 'S' ? h->g : h->pg);
-    port = h->t == 'S' ? h->p : h->pp;
-    {
-      int h_is_local = r->lt == h->t && r->lg == h->g && r->lp == h->p;
-      int ca_is_local = h->t == 'C' ? h_is_local : !h_is_local;
-      cadesc = ca_is_local ? r->ld : r->rd;
-    }
-    if (!ib_host_from_desc(cadesc, hn)) {
-      n_ignored++;
+    h_is_local = r->lt == h->t && r->lg == h->g && r->lp == h->p;
+    ca_is_local = h->t == 'C' ? h_is_local : !h_is_local;
+    if (!ib_host_from_desc(ca_is_local ? r->ld : r->rd, hn)) {
+      f->n_ignored++;
       continue;
     }
-    k = dpt_tree_itab_find(&hs.names, &hs, ib_host_name_fn, hn);
-    if (k >= 0) {
-      if (hs.h[k].sw != s) {
-        rc = dpt_tree_err_at(err, name, r->line,
-                    "host '%s' has HCA ports on two leaf switches (0x%016llx here, 0x%016llx on line "
-                    "%d): multi-rail hosts need a topology.conf that says which group they belong to",
-                    hn, (unsigned long long)sw[s].guid, (unsigned long long)sw[hs.h[k].sw].guid,
-                    rec[hs.h[k].rec].line);
-        goto fail;
-      }
-      hs.h[k].gbps += r->gbps;
-      if (port < hs.h[k].port)
-        hs.h[k].port = port;
-      continue;
-    }
-    if (hs.n == hs.cap) {
-      int cap = hs.cap ? 2 * hs.cap : 256;
-      void *q = realloc(hs.h, (size_t)cap * sizeof *hs.h);
-      if (!q) {
-        rc = dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
-        goto fail;
-      }
-      hs.h = q;
-      hs.cap = cap;
-    }
-    memset(&hs.h[hs.n], 0, sizeof hs.h[hs.n]);
-    snprintf(hs.h[hs.n].name, sizeof hs.h[hs.n].name, "%s", hn);
-    hs.h[hs.n].sw = s;
-    hs.h[hs.n].port = port;
-    hs.h[hs.n].rec = h->rec;
-    hs.h[hs.n].gbps = r->gbps;
-    if (dpt_tree_itab_add(&hs.names, &hs, ib_host_name_fn, hs.n) < 0) {
-      rc = dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
-      goto fail;
-    }
-    hs.n++;
-    sw[s].nhosts++;
+    sw = ib_find_sw(f->sw, f->nsw, h->t == 'S' ? h->g : h->pg);
+    if ((rc = ib_host_add(f, hn, sw, h->t == 'S' ? h->p : h->pp, h->rec, err)) < 0)
+      return rc;
   }
-  if (hs.n == 0) {
-    rc = dpt_tree_err_at(err, name, 0,
-                "no host HCA is attached to a switch (%d CAs with descriptions that are not "
-                "'<host> <device>', e.g. 'node01 HCA-1', were ignored)",
-                n_ignored);
-    goto fail;
-  }
+  if (f->hs.n == 0)
+    return dpt_tree_err_at(err, f->name, 0,
+                           "no host HCA is attached to a switch (%d CAs with descriptions that are not "
+                           "'<host> <device>', e.g. 'node01 HCA-1', were ignored)",
+                           f->n_ignored);
+  return 0;
+}
 
-  /* 5. switch graph (CSR, both directions) and levels: hops from a leaf */
-  if (!(adj_first = calloc((size_t)nsw + 1, sizeof *adj_first)) ||
-      !(adj = calloc((size_t)nhalf * 2 + 1, sizeof *adj)) ||
-      !(adj_gbps = calloc((size_t)nhalf * 2 + 1, sizeof *adj_gbps)) ||
-      !(queue = calloc((size_t)nsw + 1, sizeof *queue))) {
-    rc = dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
-    goto fail;
-  }
+/* 5a. the switch graph in CSR, both directions: count, prefix-sum, fill */
+static int ib_switch_graph(struct ib_fabric *f, struct dpt_err *err)
+{
+  int *fill = NULL;
+
+  if (!(f->adj_first = calloc((size_t)f->nsw + 1, sizeof *f->adj_first)) ||
+      !(f->adj = calloc((size_t)f->nhalf * 2 + 1, sizeof *f->adj)) ||
+      !(f->adj_gbps = calloc((size_t)f->nhalf * 2 + 1, sizeof *f->adj_gbps)) ||
+      !(fill = calloc((size_t)f->nsw + 1, sizeof *fill)))
+    return ib_nomem(err);
   for (int pass = 0; pass < 2; pass++) {
-    int *fill = queue;
     if (pass == 1) {
-      for (int i = 0; i < nsw; i++)
-        adj_first[i + 1] += adj_first[i];
-      memcpy(fill, adj_first, (size_t)nsw * sizeof *fill);
+      for (int i = 0; i < f->nsw; i++)
+        f->adj_first[i + 1] += f->adj_first[i];
+      memcpy(fill, f->adj_first, (size_t)f->nsw * sizeof *fill);
     }
-    for (int i = 0; i < nhalf; i++) {
-      struct ib_half *h = &half[i];
+    for (int i = 0; i < f->nhalf; i++) {
+      const struct ib_half *h = &f->half[i];
+      double gbps = f->rec[h->rec].gbps;
       int a, b;
       if (h->t != 'S' || h->pt != 'S' || h->g == h->pg)
         continue;
-      a = ib_find_sw(sw, nsw, h->g);
-      b = ib_find_sw(sw, nsw, h->pg);
+      a = ib_find_sw(f->sw, f->nsw, h->g);
+      b = ib_find_sw(f->sw, f->nsw, h->pg);
       if (pass == 0) {
-        adj_first[a + 1]++;
-        adj_first[b + 1]++;
-      } else {
-        adj_gbps[fill[a]] = rec[h->rec].gbps;
-        adj[fill[a]++] = b;
-        adj_gbps[fill[b]] = rec[h->rec].gbps;
-        adj[fill[b]++] = a;
+        f->adj_first[a + 1]++;
+        f->adj_first[b + 1]++;
+        continue;
       }
+      f->adj_gbps[fill[a]] = gbps;
+      f->adj[fill[a]++] = b;
+      f->adj_gbps[fill[b]] = gbps;
+      f->adj[fill[b]++] = a;
     }
   }
-  {
-    int qh = 0, qt = 0;
-    for (int i = 0; i < nsw; i++)
-      if (sw[i].nhosts > 0) {
-        sw[i].level = 0;
-        queue[qt++] = i;
-      }
-    while (qh < qt) {
-      int s = queue[qh++];
-      for (int e = adj_first[s]; e < adj_first[s + 1]; e++)
-        if (sw[adj[e]].level < 0) {
-          sw[adj[e]].level = sw[s].level + 1;
-          if (sw[adj[e]].level > maxlevel)
-            maxlevel = sw[adj[e]].level;
-          queue[qt++] = adj[e];
-        }
-    }
-  }
+  free(fill);
+  return 0;
+}
 
-  /* 6. parents, level by level, until some switch has several upper neighbours */
-  for (int k = 0; k < maxlevel && collapsed_at < 0; k++) {
-    for (int s = 0; s < nsw; s++) {
+/* 5b. levels: hops from the nearest leaf (breadth-first from every switch with hosts) */
+static int ib_switch_levels(struct ib_fabric *f, struct dpt_err *err)
+{
+  struct ib_sw *sw = f->sw;
+  int *queue, qh = 0, qt = 0;
+
+  if (!(queue = calloc((size_t)f->nsw + 1, sizeof *queue)))
+    return ib_nomem(err);
+  for (int i = 0; i < f->nsw; i++)
+    if (sw[i].nhosts > 0) {
+      sw[i].level = 0;
+      queue[qt++] = i;
+    }
+  while (qh < qt) {
+    int s = queue[qh++];
+    for (int e = f->adj_first[s]; e < f->adj_first[s + 1]; e++) {
+      int n = f->adj[e];
+      if (sw[n].level >= 0)
+        continue;
+      sw[n].level = sw[s].level + 1;
+      if (sw[n].level > f->maxlevel)
+        f->maxlevel = sw[n].level;
+      queue[qt++] = n;
+    }
+  }
+  free(queue);
+  return 0;
+}
+
+/* 6. parents, level by level, until some switch has several upper neighbours:
+ * from that level on, every switch hangs from one virtual core (-2) */
+static void ib_switch_parents(struct ib_fabric *f)
+{
+  struct ib_sw *sw = f->sw;
+
+  f->collapsed_at = -1;
+  for (int k = 0; k < f->maxlevel && f->collapsed_at < 0; k++) {
+    for (int s = 0; s < f->nsw; s++) {
       int up = -1;
       if (sw[s].level != k)
         continue;
-      for (int e = adj_first[s]; e < adj_first[s + 1]; e++)
-        if (sw[adj[e]].level == k + 1) {
-          if (up >= 0 && adj[e] != up)
-            collapsed_at = k;
-          up = adj[e];
+      for (int e = f->adj_first[s]; e < f->adj_first[s + 1]; e++)
+        if (sw[f->adj[e]].level == k + 1) {
+          if (up >= 0 && f->adj[e] != up)
+            f->collapsed_at = k;
+          up = f->adj[e];
         }
     }
-    for (int s = 0; s < nsw; s++) {
+    for (int s = 0; s < f->nsw; s++) {
       if (sw[s].level != k)
         continue;
-      for (int e = adj_first[s]; e < adj_first[s + 1]; e++)
-        if (sw[adj[e]].level == k + 1) {
-          sw[s].parent = collapsed_at >= 0 ? -2 : adj[e];
-          sw[s].up_gbps += adj_gbps[e];
+      for (int e = f->adj_first[s]; e < f->adj_first[s + 1]; e++)
+        if (sw[f->adj[e]].level == k + 1) {
+          sw[s].parent = f->collapsed_at >= 0 ? -2 : f->adj[e];
+          sw[s].up_gbps += f->adj_gbps[e];
           sw[s].up_n++;
         }
     }
   }
-  /* switches in the tree: levels up to the collapse (or all reached ones) */
-  {
-    int top = collapsed_at >= 0 ? collapsed_at : maxlevel, nk = 0;
-    if (!(ord = calloc((size_t)nsw + 1, sizeof *ord))) {
-      rc = dpt_tree_err_nomem(err, "reading an ibnetdiscover dump");
-      goto fail;
-    }
-    for (int s = 0; s < nsw; s++)
-      if (sw[s].level >= 0 && sw[s].level <= top)
-        ord[nk++] = s;
-    /* names: the description when usable and unique, else the GUID */
-    for (int i = 0; i < nk; i++) {
-      struct ib_sw *x = &sw[ord[i]];
-      const struct ib_rec *r = &rec[x->rec];
-      const char *d = x->side == 0 ? r->ld : r->rd;
-      int uniq = dpt_tree_name_ok(d, 1);
-      for (int j = 0; uniq && j < nk; j++) {
-        const struct ib_sw *y = &sw[ord[j]];
-        const char *e = y->side == 0 ? rec[y->rec].ld : rec[y->rec].rd;
-        if (j != i && strcmp(d, e) == 0)
-          uniq = 0;
-      }
-      if (uniq)
-        snprintf(x->name, sizeof x->name, "%s", d);
-      else
-        snprintf(x->name, sizeof x->name, "sw-0x%016llx", (unsigned long long)x->guid);
-    }
-    qsort_r(ord, (size_t)nk, sizeof *ord, ib_level_name_cmp, sw);
-    if ((rc = dpt_tree_create(&t, "ibnetdiscover", err)) < 0)
-      goto fail;
-    if (collapsed_at >= 0 && (rc = vcore = dpt_tree_add_virtual_switch(t, "virtual-core", err)) < 0)
-      goto fail;
-    for (int i = 0; i < nk; i++) {
-      struct ib_sw *x = &sw[ord[i]];
-      int parent = x->parent == -2 ? vcore : x->parent >= 0 ? sw[x->parent].tidx : -1;
-      if ((rc = x->tidx = dpt_tree_add_switch(t, x->name, parent, err)) < 0) {
-        dpt_err_prefix(err, "%s:%d", name, rec[x->rec].line);
-        goto fail;
-      }
-      t->sw[x->tidx].line = rec[x->rec].line;
-      t->sw[x->tidx].link_gbps = x->up_gbps;
-      t->sw[x->tidx].uplinks = x->up_n;
-    }
+}
+
+static const char *ib_sw_desc(const struct ib_fabric *f, const struct ib_sw *x)
+{
+  return x->side == 0 ? f->rec[x->rec].ld : f->rec[x->rec].rd;
+}
+
+/* The tree's switches' names: the description when usable and unique among them, else the GUID. */
+static void ib_name_switches(struct ib_fabric *f, const int *ord, int nk)
+{
+  for (int i = 0; i < nk; i++) {
+    struct ib_sw *x = &f->sw[ord[i]];
+    const char *d = ib_sw_desc(f, x);
+    int uniq = dpt_tree_name_ok(d, 1);
+    for (int j = 0; uniq && j < nk; j++)
+      if (j != i && strcmp(d, ib_sw_desc(f, &f->sw[ord[j]])) == 0)
+        uniq = 0;
+    if (uniq)
+      snprintf(x->name, sizeof x->name, "%s", d);
+    else
+      snprintf(x->name, sizeof x->name, "sw-0x%016llx", (unsigned long long)x->guid);
   }
-  /* hosts: by leaf, then port */
-  qsort_r(hs.h, (size_t)hs.n, sizeof *hs.h, ib_host_cmp, sw);
-  for (int i = 0; i < hs.n; i++) {
-    int h = dpt_tree_add_host(t, hs.h[i].name, sw[hs.h[i].sw].tidx, err);
-    if ((rc = h) < 0) {
-      dpt_err_prefix(err, "%s:%d", name, rec[hs.h[i].rec].line);
+}
+
+/* 7. the tree: switches of the levels up to the collapse (or all reached ones),
+ * top levels first, by name; then hosts by leaf and port */
+static int ib_tree_make(struct ib_fabric *f, struct dpt_tree **out, struct dpt_err *err)
+{
+  struct ib_hosts *hs = &f->hs;
+  struct dpt_tree *t = NULL;
+  int top = f->collapsed_at >= 0 ? f->collapsed_at : f->maxlevel, nk = 0, vcore = -1, rc;
+  int *ord;
+
+  if (!(ord = calloc((size_t)f->nsw + 1, sizeof *ord)))
+    return ib_nomem(err);
+  for (int s = 0; s < f->nsw; s++)
+    if (f->sw[s].level >= 0 && f->sw[s].level <= top)
+      ord[nk++] = s;
+  ib_name_switches(f, ord, nk);
+  qsort_r(ord, (size_t)nk, sizeof *ord, ib_level_name_cmp, f->sw);
+  if ((rc = dpt_tree_create(&t, "ibnetdiscover", err)) < 0)
+    goto fail;
+  if (f->collapsed_at >= 0 && (rc = vcore = dpt_tree_add_virtual_switch(t, "virtual-core", err)) < 0)
+    goto fail;
+  for (int i = 0; i < nk; i++) {
+    struct ib_sw *x = &f->sw[ord[i]];
+    int parent = x->parent == -2 ? vcore : x->parent >= 0 ? f->sw[x->parent].tidx : -1;
+    if ((rc = x->tidx = dpt_tree_add_switch(t, x->name, parent, err)) < 0) {
+      dpt_err_prefix(err, "%s:%d", f->name, f->rec[x->rec].line);
       goto fail;
     }
-    t->hosts[h].link_gbps = hs.h[i].gbps;
-    t->hosts[h].line = rec[hs.h[i].rec].line;
+    t->sw[x->tidx].line = f->rec[x->rec].line;
+    t->sw[x->tidx].link_gbps = x->up_gbps;
+    t->sw[x->tidx].uplinks = x->up_n;
+  }
+  qsort_r(hs->h, (size_t)hs->n, sizeof *hs->h, ib_host_cmp, f->sw);
+  for (int i = 0; i < hs->n; i++) {
+    int h = dpt_tree_add_host(t, hs->h[i].name, f->sw[hs->h[i].sw].tidx, err);
+    if ((rc = h) < 0) {
+      dpt_err_prefix(err, "%s:%d", f->name, f->rec[hs->h[i].rec].line);
+      goto fail;
+    }
+    t->hosts[h].link_gbps = hs->h[i].gbps;
+    t->hosts[h].line = f->rec[hs->h[i].rec].line;
   }
   if ((rc = dpt_tree_finish(t, err)) < 0) {
-    dpt_err_prefix(err, "%s", name);
+    dpt_err_prefix(err, "%s", f->name);
     goto fail;
   }
   *out = t;
   t = NULL;
   rc = 0;
 fail:
-  for (int i = 0; i < nrec; i++) {
-    free(rec[i].ld);
-    free(rec[i].rd);
-  }
-  free(rec);
-  free(half);
-  free(sw);
-  free(hs.h);
-  dpt_tree_itab_free(&hs.names);
-  free(adj_first);
-  free(adj);
-  free(adj_gbps);
-  free(queue);
   free(ord);
-  free(line);
   dpt_tree_destroy(t);
+  return rc;
+}
+
+int dpt_tree_parse_ibnetdiscover(struct dpt_tree **out, const char *buf, size_t len, const char *name,
+                                 struct dpt_err *err)
+{
+  struct ib_fabric f = {.name = name ? name : "ibnetdiscover dump", .collapsed_at = -1};
+  int rc;
+
+  *out = NULL;
+  if ((rc = ib_read_records(&f, buf, len, err)) < 0 || (rc = ib_pair_cables(&f, err)) < 0 ||
+      (rc = ib_find_switches(&f, err)) < 0 || (rc = ib_attach_hosts(&f, err)) < 0 ||
+      (rc = ib_switch_graph(&f, err)) < 0 || (rc = ib_switch_levels(&f, err)) < 0)
+    goto fail;
+  ib_switch_parents(&f);
+  rc = ib_tree_make(&f, out, err);
+fail:
+  ib_fabric_free(&f);
   return rc;
 }
 
