@@ -367,7 +367,7 @@ int dpt_tree_parse_topology_conf(struct dpt_tree **out, const char *buf, size_t 
     if (!e->switches)
       continue;
     if ((rc = dpt_tree_hostlist_expand(e->switches, &hl, &nhl, err)) < 0) {
-      dpt_tree_err_at(err, name, e->line, "switch '%s': Switches=%.200s: %s", e->name, e->switches, err->msg);
+      dpt_err_prefix(err, "%s:%d: switch '%s': Switches=%.200s", name, e->line, e->name, e->switches);
       goto fail;
     }
     if (nhl == 0) {
@@ -469,7 +469,7 @@ int dpt_tree_parse_topology_conf(struct dpt_tree **out, const char *buf, size_t 
     if (!e->nodes)
       continue;
     if ((rc = dpt_tree_hostlist_expand(e->nodes, &hl, &nhl, err)) < 0) {
-      dpt_tree_err_at(err, name, e->line, "switch '%s': Nodes=%.200s: %s", e->name, e->nodes, err->msg);
+      dpt_err_prefix(err, "%s:%d: switch '%s': Nodes=%.200s", name, e->line, e->name, e->nodes);
       goto fail;
     }
     if (nhl == 0) {

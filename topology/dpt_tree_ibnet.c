@@ -138,7 +138,8 @@ static int ib_type(const char **pp, char *t)
 }
 
 /* Parse one line.  1: a connected port line in *r; 0: nothing to use (DR path,
- * blank, comment, unconnected port); -1: not ibnetdiscover -p (why in *why). */
+ * blank, comment, unconnected port); -1: not ibnetdiscover -p (why in *why);
+ * -2: out of memory (the caller frees r->ld and r->rd in both failures). */
 static int ib_parse_line(const char *s, struct ib_rec *r, const char **why)
 {
   const char *p = dpt_tree_skip_blank(s), *q, *inner, *sep, *end;
@@ -203,9 +204,8 @@ static int ib_parse_line(const char *s, struct ib_rec *r, const char **why)
     return -1;
   r->ld = strndup(inner, (size_t)(sep - inner));
   r->rd = strndup(sep + 5, (size_t)(end - (sep + 5)));
-  *why = "out of memory";
   if (!r->ld || !r->rd)
-    return -1;
+    return -2;
   return 1;
 }
 
@@ -389,8 +389,11 @@ static int ib_read_records(struct ib_fabric *f, const char *buf, size_t len, str
     if (k < 0) {
       free(r.ld);
       free(r.rd);
-      rc = dpt_tree_err_at(err, f->name, lineno, "not an `ibnetdiscover -p` line (%s): '%.120s'", why,
-                           line);
+      if (k == -2)
+        rc = ib_nomem(err);
+      else
+        rc = dpt_tree_err_at(err, f->name, lineno, "not an `ibnetdiscover -p` line (%s): '%.120s'", why,
+                             line);
       goto fail;
     }
     if (k == 0)

@@ -14,6 +14,15 @@ add_test(NAME tree_conf_parse_and_errors COMMAND test_tree_conf ${DPT_TREE_DATA}
 add_test(NAME tree_addr_equals_conf COMMAND test_tree_addr ${DPT_TREE_DATA} ${CMAKE_SOURCE_DIR}/etc/mn1/topology.conf)
 add_test(NAME tree_ibnet_avakas_groups COMMAND test_tree_ibnet ${DPT_AVAKAS})
 add_test(NAME tree_core_builder_lookup_hostlist COMMAND test_tree_core)
+# Every allocation of the three readers (ibnetdiscover, topology.conf, SLURM_TOPOLOGY_ADDR)
+# fails in turn: the test wraps the allocator at link time.
+add_executable(test_tree_nomem ${DPT_TREE_TEST_DIR}/test_tree_nomem.c)
+target_link_libraries(test_tree_nomem PRIVATE dpt_topology)
+target_link_options(test_tree_nomem PRIVATE
+                    "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=strndup")
+dpt_target_warnings(test_tree_nomem)
+add_test(NAME tree_readers_out_of_memory
+         COMMAND test_tree_nomem ${DPT_AVAKAS} ${DPT_TREE_DATA} ${CMAKE_SOURCE_DIR}/etc/mn1/topology.conf)
 add_test(NAME tree_fuzz_mutations COMMAND test_tree_fuzz ${DPT_TREE_DATA} ${DPT_AVAKAS} ${CMAKE_SOURCE_DIR}/etc/mn1/topology.conf)
 
 dpt_golden_test(tree_golden_cluster_conf ${DPT_TREE_DATA}/cluster.conf.golden
@@ -29,5 +38,5 @@ dpt_golden_test(tree_golden_cluster_json ${DPT_TREE_DATA}/cluster.json.golden
 
 # libslurm leaks inside hostlist_create on invalid input (see lsan.supp).
 set_tests_properties(tree_conf_parse_and_errors tree_addr_equals_conf tree_ibnet_avakas_groups
-                     tree_core_builder_lookup_hostlist tree_fuzz_mutations
+                     tree_core_builder_lookup_hostlist tree_fuzz_mutations tree_readers_out_of_memory
                      PROPERTIES ENVIRONMENT "LSAN_OPTIONS=suppressions=${DPT_TREE_TEST_DIR}/lsan.supp:print_suppressions=0")
