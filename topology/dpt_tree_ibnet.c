@@ -625,7 +625,6 @@ static void ib_switch_parents(struct ib_fabric *f)
 {
   struct ib_sw *sw = f->sw;
 
-  f->collapsed_at = -1;
   for (int k = 0; k < f->maxlevel && f->collapsed_at < 0; k++) {
     for (int s = 0; s < f->nsw; s++) {
       int up = -1;
