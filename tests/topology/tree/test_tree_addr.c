@@ -159,6 +159,41 @@ static void test_special(void)
   dpt_tree_destroy(t);
 }
 
+/* One line per task: a host repeated with the same address (the pattern's case aside) is one host; each
+ * switch and host keeps the line that first named it (an srun -l label and comments aside). */
+static void test_repeats_and_lines(void)
+{
+  struct dpt_err err = {0};
+  struct dpt_tree *t = NULL;
+  const char *ra[] = {"core.s1.n1", "core.s1.n1", "core.s1.n2"};
+  const char *rp[] = {"switch.switch.node", "SWITCH.Switch.NODE", "switch.switch.node"};
+  const char *txt = "# srun -l output\n 0: core.s1.n1 switch.switch.node\ncore.s2.n2 switch.switch.node # 2nd\n"
+                    "1: core.s1.n1 switch.switch.node\n\ncore.s1.n3 switch.switch.node\n";
+  int s1, s2, core;
+
+  CHECK(dpt_tree_from_addrs(&t, ra, rp, 3, &err) == 0 && t && t->n_hosts == 2 && t->n_switches == 2,
+        "repeated host: %s", err.msg);
+  dpt_tree_destroy(t);
+  t = NULL;
+  CHECK(dpt_tree_parse_addr_list(&t, txt, strlen(txt), "tasks.txt", &err) == 0 && t, "lines: %s", err.msg);
+  if (!t)
+    return;
+  core = dpt_tree_find_switch(t, "core");
+  s1 = dpt_tree_find_switch(t, "s1");
+  s2 = dpt_tree_find_switch(t, "s2");
+  CHECK(t->n_hosts == 3 && t->n_switches == 3 && core >= 0 && s1 >= 0 && s2 >= 0, "lines: tree shape");
+  if (core >= 0 && s1 >= 0 && s2 >= 0)
+    CHECK(t->sw[core].line == 2 && t->sw[s1].line == 2 && t->sw[s2].line == 3, "switch lines %d %d %d",
+          t->sw[core].line, t->sw[s1].line, t->sw[s2].line);
+  for (int h = 0; h < t->n_hosts; h++) {
+    int want = strcmp(t->hosts[h].name, "n1") == 0 ? 2 : strcmp(t->hosts[h].name, "n2") == 0 ? 3 : 6;
+    CHECK(t->hosts[h].line == want, "host %s: line %d, want %d", t->hosts[h].name, t->hosts[h].line, want);
+    CHECK(t->hosts[h].sw == (strcmp(t->hosts[h].name, "n2") == 0 ? s2 : s1), "host %s: leaf %d",
+          t->hosts[h].name, t->hosts[h].sw);
+  }
+  dpt_tree_destroy(t);
+}
+
 int main(int argc, char **argv)
 {
   struct dpt_err err = {0};
@@ -204,6 +239,7 @@ int main(int argc, char **argv)
   }
   test_errors();
   test_special();
+  test_repeats_and_lines();
   if (failures)
     fprintf(stderr, "test_tree_addr: %d checks failed\n", failures);
   else
