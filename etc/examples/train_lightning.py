@@ -22,6 +22,7 @@ import time
 
 import pytorch_lightning as pl
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -81,6 +82,11 @@ def main():
     x = torch.randn(a.batch * a.steps, a.width)
     y = torch.randint(0, 10, (a.batch * a.steps,))
     trainer.fit(MLP(a.width), DataLoader(TensorDataset(x, y), batch_size=a.batch))
+    # Lightning leaves the process group up.  Left to the interpreter's exit, gloo's worker
+    # threads can still hold work when it is torn down: the rank aborts ("terminate called
+    # without an active exception") after a good fit and srun reports the step failed.
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
