@@ -250,7 +250,6 @@ static int addr_read_entry(struct addr_read *r, int i, struct dpt_err *err)
 static int addr_place_hosts(struct addr_read *r, struct dpt_err *err)
 {
   struct addr_hosts *ah = &r->ah;
-  int rc;
   char lab[300];
 
   if (r->n_noswitch > 0 && r->n_noswitch < ah->n) {
@@ -270,10 +269,10 @@ static int addr_place_hosts(struct addr_read *r, struct dpt_err *err)
   }
   for (int k = 0; k < ah->n; k++) {
     int h = dpt_tree_add_host(r->t, ah->h[k].name, ah->h[k].leaf, err);
-    if ((rc = h) < 0) {
+    if (h < 0) {
       addr_label(lab, sizeof lab, r->src, ah->h[k].entry);
       dpt_err_prefix(err, "%s", lab);
-      return rc;
+      return h;
     }
     r->t->hosts[h].line = r->src && r->src->file ? r->src->lines[ah->h[k].entry] : 0;
   }
